@@ -1,0 +1,170 @@
+// The backward engine and op recording. backward() walks the graph once, in
+// reverse creation order (a max-heap on sequence_nr over nodes whose every
+// consumer has run), iteratively: no recursion however deep the model.
+// Gradients arriving at a node are summed; each is first reduced to the
+// input's shape (the one place broadcasting is undone). A leaf's gradient is
+// accumulated into .grad when its last contribution arrives, then its hooks fire.
+#include <atomic>
+#include <queue>
+#include <unordered_map>
+
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "core/kernels/elementwise.h"
+#include "core/kernels/reduce.h"
+
+namespace ember {
+namespace {
+std::atomic<uint64_t> g_next_sequence_nr{0};
+}
+
+const Tensor& SavedTensor::get() const {
+  EMBER_CHECK(tensor_.version() == version_,
+              "a tensor saved for backward was modified in place after it was saved (version ",
+              tensor_.version(), ", saved at version ", version_,
+              "); clone it before writing to it");
+  return tensor_;
+}
+
+bool needs_grad(const Variable& v) { return grad_enabled() && v.defined() && v.requires_grad(); }
+
+Variable record(const char* name, const std::vector<Variable>& inputs, Tensor output,
+                BackwardFn backward) {
+  bool any = false;
+  for (const Variable& v : inputs) any = any || needs_grad(v);
+  if (!any) return Variable(std::move(output), false);
+  auto node = std::make_shared<Node>();
+  node->name = name;
+  node->sequence_nr = g_next_sequence_nr++;
+  node->inputs.reserve(inputs.size());
+  node->input_shapes.reserve(inputs.size());
+  for (const Variable& v : inputs) {
+    Edge e;
+    if (needs_grad(v)) {
+      if (v.is_leaf()) {
+        e.leaf = v.impl();
+      } else {
+        e.node = v.grad_fn();
+      }
+    }
+    node->inputs.push_back(std::move(e));
+    node->input_shapes.push_back(v.defined() ? v.shape() : Shape{});
+  }
+  node->backward = std::move(backward);
+  auto impl = std::make_shared<VariableImpl>();
+  impl->data = std::move(output);
+  impl->requires_grad = true;
+  impl->grad_fn = std::move(node);
+  return Variable(std::move(impl));
+}
+
+namespace {
+
+void accumulate_leaf(const std::shared_ptr<VariableImpl>& impl, const Tensor& g) {
+  VariableImpl& leaf = *impl;
+  if (!leaf.grad.defined()) {
+    // Own the buffer: g may alias another gradient (e.g. add passes g through).
+    leaf.grad = g.dtype() == leaf.data.dtype() ? g.clone() : g.to(leaf.data.dtype());
+  } else {
+    kernels::add_(leaf.grad, g);
+  }
+  Variable handle{impl};
+  for (auto& hook : leaf.post_accumulate_hooks) hook(handle);
+}
+
+void add_into(Tensor& slot, const Tensor& g) { slot = slot.defined() ? kernels::add(slot, g) : g; }
+
+struct LaterFirst {
+  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
+};
+
+}  // namespace
+
+void Variable::backward(const Tensor& grad_root, bool retain_graph) const {
+  EMBER_CHECK(defined(), "backward: variable is undefined");
+  EMBER_CHECK(requires_grad(), "backward: this variable does not require grad and has no grad_fn");
+  Tensor seed = grad_root;
+  if (!seed.defined()) {
+    EMBER_CHECK(numel() == 1, "backward: a gradient must be given for a non-scalar output of shape ",
+                shape_str(shape()));
+    seed = Tensor::ones(shape(), dtype());
+  }
+  EMBER_CHECK(seed.shape() == shape(), "backward: gradient of shape ", shape_str(seed.shape()),
+              " does not match output of shape ", shape_str(shape()));
+  NoGradGuard no_grad;  // backward math records nothing
+
+  if (is_leaf()) {
+    accumulate_leaf(impl(), seed);
+    return;
+  }
+
+  // Pass 1: count, for every node and leaf, how many edges point at it.
+  std::unordered_map<const Node*, int> pending;
+  std::unordered_map<const VariableImpl*, int> leaf_pending;
+  {
+    std::vector<Node*> stack{grad_fn().get()};
+    pending[grad_fn().get()] = 0;
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      for (const Edge& e : n->inputs) {
+        if (e.node) {
+          if (pending.emplace(e.node.get(), 0).second) stack.push_back(e.node.get());
+          pending[e.node.get()]++;
+        } else if (e.leaf) {
+          leaf_pending[e.leaf.get()]++;
+        }
+      }
+    }
+  }
+
+  // Pass 2: run nodes whose consumers are all done, latest first.
+  std::unordered_map<const Node*, Tensor> grads;
+  std::unordered_map<const VariableImpl*, Tensor> leaf_grads;
+  std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
+  grads[grad_fn().get()] = seed;
+  ready.push(grad_fn().get());
+  while (!ready.empty()) {
+    Node* n = ready.top();
+    ready.pop();
+    Tensor g = std::move(grads[n]);
+    grads.erase(n);
+    Grads in_grads(n->inputs.size());  // no gradient reached n: its inputs get none from it
+    if (g.defined()) {
+      EMBER_CHECK(n->backward, "backward through ", n->name,
+                  " a second time: its saved tensors were freed; pass retain_graph = true to the "
+                  "first backward");
+      try {
+        in_grads = n->backward(g);
+      } catch (const Error& err) {
+        throw Error(detail::concat("backward of ", n->name, ": ", err.what()));
+      }
+    }
+    EMBER_CHECK(in_grads.size() == n->inputs.size(), "backward of ", n->name, " returned ",
+                in_grads.size(), " gradients for ", n->inputs.size(), " inputs");
+    for (size_t i = 0; i < n->inputs.size(); ++i) {
+      const Edge& e = n->inputs[i];
+      if (!e.needed()) continue;
+      Tensor gi = std::move(in_grads[i]);
+      if (gi.defined() && gi.shape() != n->input_shapes[i]) {
+        gi = kernels::sum_to_shape(gi, n->input_shapes[i]);
+      }
+      if (e.node) {
+        if (gi.defined()) add_into(grads[e.node.get()], gi);
+        if (--pending[e.node.get()] == 0) ready.push(e.node.get());
+      } else {
+        if (gi.defined()) add_into(leaf_grads[e.leaf.get()], gi);
+        if (--leaf_pending[e.leaf.get()] == 0) {
+          auto it = leaf_grads.find(e.leaf.get());
+          if (it != leaf_grads.end()) {
+            accumulate_leaf(e.leaf, it->second);
+            leaf_grads.erase(it);
+          }
+        }
+      }
+    }
+    if (!retain_graph) n->backward = nullptr;  // frees what the op saved
+  }
+}
+
+}  // namespace ember

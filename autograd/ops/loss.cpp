@@ -1,0 +1,103 @@
+// Fused cross-entropy with the PaLM z-loss over logits [N, V] and int targets
+// [N], in one pass per row: lse = logsumexp(x), ce = lse - x[y], z = lse^2.
+//   loss = mean(ce) + coef * mean(z)
+//   dloss/dx = (softmax(x) - onehot(y)) / N + coef * 2 lse softmax(x) / N
+// Only lse per row is saved; backward recomputes softmax from x and lse.
+#include <cmath>
+
+#include "autograd/node.h"
+#include "autograd/ops.h"
+
+namespace ember {
+namespace {
+
+template <class T, class I>
+void cross_entropy_forward(const T* x, const I* y, T* lse, double& ce_sum, double& z_sum, int64_t N,
+                           int64_t V) {
+  double ce = 0, z = 0;
+#pragma omp parallel for reduction(+ : ce, z) if (N * V > 32768)
+  for (int64_t n = 0; n < N; ++n) {
+    const T* xr = x + n * V;
+    T m = xr[0];
+    for (int64_t i = 1; i < V; ++i) m = std::max(m, xr[i]);
+    double s = 0;
+    for (int64_t i = 0; i < V; ++i) s += std::exp(static_cast<double>(xr[i] - m));
+    const double l = static_cast<double>(m) + std::log(s);
+    lse[n] = static_cast<T>(l);
+    ce += l - static_cast<double>(xr[y[n]]);
+    z += l * l;
+  }
+  ce_sum = ce;
+  z_sum = z;
+}
+
+template <class T, class I>
+void cross_entropy_backward(const T* x, const I* y, const T* lse, T* dx, int64_t N, int64_t V,
+                            double grad_scale, double coef) {
+#pragma omp parallel for if (N * V > 32768)
+  for (int64_t n = 0; n < N; ++n) {
+    const T* xr = x + n * V;
+    T* dr = dx + n * V;
+    const T l = lse[n];
+    // d/dx of ce + coef * lse^2 is softmax * (1 + 2 coef lse) - onehot.
+    const T k = static_cast<T>(grad_scale * (1.0 + 2.0 * coef * static_cast<double>(l)));
+    const T g = static_cast<T>(grad_scale);
+#pragma omp simd
+    for (int64_t i = 0; i < V; ++i) dr[i] = std::exp(xr[i] - l) * k;
+    dr[y[n]] -= g;
+  }
+}
+
+}  // namespace
+
+CrossEntropyResult cross_entropy(const Variable& logits, const Tensor& targets, double z_loss_coef) {
+  EMBER_CHECK(logits.dim() == 2, "cross_entropy: logits must be [N, V], got ",
+              shape_str(logits.shape()));
+  const int64_t N = logits.size(0), V = logits.size(1);
+  EMBER_CHECK(targets.dim() == 1 && targets.size(0) == N, "cross_entropy: targets of shape ",
+              shape_str(targets.shape()), " do not match logits of shape ", shape_str(logits.shape()));
+  EMBER_CHECK(N > 0 && V > 0, "cross_entropy: empty logits ", shape_str(logits.shape()));
+  const Tensor x = logits.data().contiguous();
+  const Tensor y = targets.contiguous();
+  dispatch_index(y.dtype(), "cross_entropy targets", [&](auto itag) {
+    using I = decltype(itag);
+    const I* yp = y.data<I>();
+    for (int64_t n = 0; n < N; ++n) {
+      EMBER_CHECK(yp[n] >= 0 && yp[n] < V, "cross_entropy: target ", static_cast<int64_t>(yp[n]),
+                  " at row ", n, " is outside the vocabulary [0, ", V, ")");
+    }
+  });
+  Tensor lse = Tensor::empty({N}, x.dtype());
+  double ce_sum = 0, z_sum = 0;
+  dispatch_float(x.dtype(), "cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    dispatch_index(y.dtype(), "cross_entropy targets", [&](auto itag) {
+      using I = decltype(itag);
+      cross_entropy_forward<T, I>(x.data<T>(), y.data<I>(), lse.data<T>(), ce_sum, z_sum, N, V);
+    });
+  });
+  CrossEntropyResult result;
+  result.ce = ce_sum / N;
+  result.z = z_sum / N;
+  const double total = result.ce + z_loss_coef * result.z;
+  result.loss = record("cross_entropy", {logits}, Tensor::scalar(total, x.dtype()),
+                       [xs = SavedTensor(x), y, ls = SavedTensor(lse), N, V,
+                        z_loss_coef](const Tensor& g) -> Grads {
+                         const Tensor& xv = xs.get();
+                         Tensor dx = Tensor::empty(xv.shape(), xv.dtype());
+                         const double scale = g.item() / static_cast<double>(N);
+                         dispatch_float(xv.dtype(), "cross_entropy backward", [&](auto tag) {
+                           using T = decltype(tag);
+                           dispatch_index(y.dtype(), "cross_entropy targets", [&](auto itag) {
+                             using I = decltype(itag);
+                             cross_entropy_backward<T, I>(xv.data<T>(), y.data<I>(),
+                                                          ls.get().data<T>(), dx.data<T>(), N, V,
+                                                          scale, z_loss_coef);
+                           });
+                         });
+                         return {dx};
+                       });
+  return result;
+}
+
+}  // namespace ember

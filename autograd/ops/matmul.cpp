@@ -1,0 +1,56 @@
+// Matmul with transpose flags, C = op(A) op(B). Backward is two more matmuls
+// whose flags absorb every transpose (no transposed copies). A 2-D operand
+// broadcast over a batch gets its gradient summed over that batch: by one
+// 2-D matmul over the folded batch when the layout allows, else by a sum.
+#include "core/kernels/matmul.h"
+
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "core/kernels/reduce.h"
+
+// Shapes: op(A) [..., M, K], op(B) [..., K, N], C and G = dL/dC [..., M, N];
+// A is stored [..., K, M] when trans_a, B is stored [..., N, K] when trans_b.
+
+namespace ember {
+namespace {
+
+Tensor reduce_to(Tensor g, const Shape& shape) {
+  return g.shape() == shape ? g : kernels::sum_to_shape(g, shape);
+}
+
+// dA = G op(B)^T, stored as A is: transposed when trans_a, i.e. op(B) G^T.
+Tensor matmul_grad_a(const Tensor& g, const Tensor& b, bool ta, bool tb, const Shape& a_shape) {
+  Tensor da = ta ? kernels::matmul(b, g, tb, true) : kernels::matmul(g, b, false, !tb);
+  return reduce_to(std::move(da), a_shape);
+}
+
+// dB = op(A)^T G, stored as B is: transposed when trans_b, i.e. G^T op(A).
+Tensor matmul_grad_b(const Tensor& g, const Tensor& a, bool ta, bool tb, const Shape& b_shape) {
+  if (b_shape.size() == 2 && a.dim() > 2 && !ta && a.is_contiguous()) {
+    // B was shared by every batch: fold the batch into M and do one matmul,
+    // A [..., M, K] -> [(...) M, K], G [..., M, N] -> [(...) M, N].
+    const Tensor a2 = a.reshape({-1, a.size(-1)});
+    const Tensor g2 = g.reshape({-1, g.size(-1)});
+    return tb ? kernels::matmul(g2, a2, true, false) : kernels::matmul(a2, g2, true, false);
+  }
+  Tensor db = tb ? kernels::matmul(g, a, true, ta) : kernels::matmul(a, g, !ta, false);
+  return reduce_to(std::move(db), b_shape);
+}
+
+}  // namespace
+
+// C = op(A) op(B):  dop(A) = G op(B)^T,  dop(B) = op(A)^T G
+Variable matmul(const Variable& a, const Variable& b, bool trans_a, bool trans_b) {
+  const bool need_a = needs_grad(a), need_b = needs_grad(b);
+  return record("matmul", {a, b}, kernels::matmul(a.data(), b.data(), trans_a, trans_b),
+                [need_a, need_b, trans_a, trans_b, a_shape = a.shape(), b_shape = b.shape(),
+                 sa = need_b ? SavedTensor(a.data()) : SavedTensor(),
+                 sb = need_a ? SavedTensor(b.data()) : SavedTensor()](const Tensor& g) -> Grads {
+                  Grads out(2);
+                  if (need_a) out[0] = matmul_grad_a(g, sb.get(), trans_a, trans_b, a_shape);
+                  if (need_b) out[1] = matmul_grad_b(g, sa.get(), trans_a, trans_b, b_shape);
+                  return out;
+                });
+}
+
+}  // namespace ember

@@ -1,0 +1,115 @@
+// Prints GFLOP/s of ember::kernels::matmul (and matmul_into with beta = 1)
+// next to oneDNN's own dnnl_sgemm on the same row-major problems: the shapes
+// of a small transformer's forward and backward. Best of N after a warm-up.
+// Run with OMP_NUM_THREADS=1 for single-thread figures.
+//   GFLOP/s = 2 M N K / seconds / 1e9
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/kernels/matmul.h"
+
+using namespace ember;
+
+namespace {
+
+struct Problem {
+  const char* what;
+  int64_t M, N, K;
+  bool ta, tb;
+  int64_t batch = 1;       // A is [batch, ...] when > 1
+  bool b_batched = false;  // B too; otherwise B is 2-D and shared
+};
+
+// Best time in seconds of each function over interleaved repetitions (so a
+// burst of load from other processes hits all of them alike), after warm-ups.
+std::vector<double> best_seconds(const std::vector<std::function<void()>>& fs,
+                                 double budget = 1.0) {
+  for (const auto& f : fs)
+    for (int i = 0; i < 3; ++i) f();
+  std::vector<double> best(fs.size(), 1e30);
+  double total = 0;
+  for (int rep = 0; rep < 300 && (rep < 10 || total < budget); ++rep) {
+    for (size_t k = 0; k < fs.size(); ++k) {
+      const auto t0 = std::chrono::steady_clock::now();
+      fs[k]();
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      best[k] = std::min(best[k], s);
+      total += s;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+int main() {
+  const std::vector<Problem> problems = {
+      {"fwd x W", 2048, 768, 256, false, false},
+      {"fwd x W^T", 2048, 768, 256, false, true},
+      {"dW = dY^T X", 768, 256, 2048, true, false},
+      {"dX = dY W", 2048, 256, 768, false, false},
+      {"dX = dY W^T", 2048, 256, 768, false, true},
+      {"proj 2048x256^2", 2048, 256, 256, false, false},
+      {"ffn up (GPT-2)", 256, 3072, 768, false, true},
+      {"ffn down (GPT-2)", 256, 768, 3072, false, true},
+      {"square 1024^3", 1024, 1024, 1024, false, false},
+      {"x[8,256,256] W^T", 256, 768, 256, false, true, 8},      // folded into one gemm
+      {"att q k^T [32]", 256, 256, 64, false, true, 32, true},  // one 3-D primitive
+      {"att P v [32]", 256, 64, 256, false, false, 32, true},
+  };
+  std::printf(
+      "threads: %d   ([batch*]MxNxK; ta tb = transpose flags; GFLOP/s, best of N;\n"
+      " ember = kernels::matmul, ember+= matmul_into with beta = 1, sgemm = dnnl_sgemm)\n",
+      omp_get_max_threads());
+  std::printf("%-20s %-16s %3s %3s %10s %10s %10s %8s\n", "problem", "MxNxK", "ta", "tb", "ember",
+              "ember+=", "sgemm", "ratio");
+  double sum_ratio = 0, min_ratio = 1e9;
+  for (const Problem& p : problems) {
+    const Shape sa = p.ta ? Shape{p.K, p.M} : Shape{p.M, p.K};
+    const Shape sb = p.tb ? Shape{p.N, p.K} : Shape{p.K, p.N};
+    auto batched = [&](Shape s, bool yes) {
+      if (yes && p.batch > 1) s.insert(s.begin(), p.batch);
+      return s;
+    };
+    const Tensor a = Tensor::rand(batched(sa, true), 1, 0, DType::Float32, -1, 1);
+    const Tensor b = Tensor::rand(batched(sb, p.b_batched), 2, 0, DType::Float32, -1, 1);
+    Tensor c = Tensor::zeros(batched({p.M, p.N}, true));
+    const double flops = 2.0 * static_cast<double>(p.batch) * p.M * p.N * p.K;
+    const float* pa = a.data<float>();
+    const float* pb = b.data<float>();
+    float* pc = c.data<float>();
+    const int64_t lda = p.ta ? p.M : p.K, ldb = p.tb ? p.K : p.N;
+    // sgemm: one call over the folded batch when B is shared, else one per batch.
+    const bool fold = !p.b_batched && !p.ta;
+    const int64_t calls = fold ? 1 : p.batch, m = fold ? p.M * p.batch : p.M;
+    const std::vector<double> t = best_seconds({
+        [&] { kernels::matmul(a, b, p.ta, p.tb); },
+        [&] { kernels::matmul_into(c, a, b, p.ta, p.tb, 1, 1); },
+        [&] {
+          for (int64_t i = 0; i < calls; ++i) {
+            dnnl_sgemm(p.ta ? 'T' : 'N', p.tb ? 'T' : 'N', m, p.N, p.K, 1.0f, pa + i * p.M * p.K,
+                       lda, pb + (p.b_batched ? i * p.K * p.N : 0), ldb, 0.0f, pc + i * p.M * p.N,
+                       p.N);
+          }
+        },
+    });
+    const double t_ember = t[0], t_into = t[1], t_sgemm = t[2];
+    const double ratio = t_sgemm / t_ember;
+    sum_ratio += ratio;
+    min_ratio = std::min(min_ratio, ratio);
+    std::string dims = std::to_string(p.M) + "x" + std::to_string(p.N) + "x" + std::to_string(p.K);
+    if (p.batch > 1) dims = std::to_string(p.batch) + "*" + dims;
+    std::printf("%-20s %-16s %3d %3d %10.1f %10.1f %10.1f %7.0f%%\n", p.what, dims.c_str(), p.ta,
+                p.tb, flops / t_ember * 1e-9, flops / t_into * 1e-9, flops / t_sgemm * 1e-9,
+                100 * ratio);
+  }
+  std::printf("ember / sgemm: mean %.0f%%, min %.0f%%\n", 100 * sum_ratio / problems.size(),
+              100 * min_ratio);
+  return 0;
+}

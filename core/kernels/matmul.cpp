@@ -1,0 +1,366 @@
+// Batched matmul (see matmul.h). float32 runs on oneDNN matmul primitives,
+// created once per (M, N, K, batch, strides, alpha, beta) and cached; float64
+// (and any shape oneDNN declines) on a cache-blocked reference kernel. This is
+// the only file in ember that includes oneDNN.
+//   C[b] = alpha * op(A)[b] @ op(B)[b] + beta * C[b],   op(A)[b]: [M, K], op(B)[b]: [K, N]
+#include "core/kernels/matmul.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <vector>
+
+namespace ember::kernels {
+namespace {
+
+// One operand's matrix: element (r, c) sits at data + r * rs + c * cs.
+struct Mat {
+  int64_t rs, cs;
+};
+
+// One strided (possibly batched) gemm; strides in elements, batch strides may be 0.
+struct Gemm {
+  int64_t batch = 1, M = 0, N = 0, K = 0;
+  int64_t sa = 0, sb = 0, sc = 0;
+  Mat a{}, b{}, c{};
+  char* pa = nullptr;
+  char* pb = nullptr;
+  char* pc = nullptr;
+  double alpha = 1, beta = 0;
+};
+
+// A batch dim left over after collapsing, run as an outer loop.
+struct BatchDim {
+  int64_t size, sa, sb, sc;
+};
+
+// gemm libraries need one unit stride per matrix and a leading dimension that
+// covers the other; anything else (step slices, expanded dims) is copied.
+bool plain_matrix(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  const bool row_major = (cols == 1 || cs == 1) && (rows == 1 || rs >= cols);
+  const bool col_major = (rows == 1 || rs == 1) && (cols == 1 || cs >= rows);
+  return row_major || col_major;
+}
+
+bool plain_last2(const Tensor& t) {
+  return plain_matrix(t.size(-2), t.size(-1), t.stride(-2), t.stride(-1));
+}
+
+// Gives size-1 dims the stride a gemm expects, so equal layouts get equal keys.
+void normalize(Mat& m, int64_t rows, int64_t cols) {
+  if (cols == 1) m.cs = 1;
+  if (rows == 1) m.rs = m.cs == 1 ? cols : 1;
+}
+
+// --- float64 / fallback: cache-blocked reference kernel ----------------------------
+
+template <class T>
+void reference_gemm(const Gemm& g) {
+  constexpr int64_t MB = 64, NB = 256, KB = 256;
+  const int64_t mblocks = (g.M + MB - 1) / MB, nblocks = (g.N + NB - 1) / NB;
+  const int64_t jobs = g.batch * mblocks * nblocks;
+  const double work = static_cast<double>(g.batch) * g.M * g.N * std::max<int64_t>(g.K, 1);
+  const T alpha = static_cast<T>(g.alpha), beta = static_cast<T>(g.beta);
+#pragma omp parallel if (jobs > 1 && work > 65536 && !omp_in_parallel())
+  {
+    std::vector<T> pack(KB * NB), tile(MB * NB);
+#pragma omp for schedule(static)
+    for (int64_t job = 0; job < jobs; ++job) {
+      const int64_t bi = job / (mblocks * nblocks), rest = job % (mblocks * nblocks);
+      const int64_t i0 = (rest / nblocks) * MB, i1 = std::min(g.M, i0 + MB);
+      const int64_t j0 = (rest % nblocks) * NB, j1 = std::min(g.N, j0 + NB), nb = j1 - j0;
+      const T* A = reinterpret_cast<const T*>(g.pa) + bi * g.sa;
+      const T* B = reinterpret_cast<const T*>(g.pb) + bi * g.sb;
+      T* C = reinterpret_cast<T*>(g.pc) + bi * g.sc;
+      std::fill(tile.begin(), tile.end(), T(0));
+      for (int64_t k0 = 0; k0 < g.K; k0 += KB) {
+        const int64_t k1 = std::min(g.K, k0 + KB);
+        for (int64_t k = k0; k < k1; ++k) {  // B block -> contiguous [kb, nb]
+          T* dst = pack.data() + (k - k0) * nb;
+          for (int64_t j = j0; j < j1; ++j) dst[j - j0] = B[k * g.b.rs + j * g.b.cs];
+        }
+        for (int64_t i = i0; i < i1; ++i) {
+          T* t = tile.data() + (i - i0) * nb;
+          for (int64_t k = k0; k < k1; ++k) {
+            const T aik = A[i * g.a.rs + k * g.a.cs];
+            const T* bp = pack.data() + (k - k0) * nb;
+            for (int64_t j = 0; j < nb; ++j) t[j] += aik * bp[j];
+          }
+        }
+      }
+      for (int64_t i = i0; i < i1; ++i) {
+        const T* t = tile.data() + (i - i0) * nb;
+        T* crow = C + i * g.c.rs;
+        for (int64_t j = j0; j < j1; ++j) {
+          T& cij = crow[j * g.c.cs];
+          cij = beta == T(0) ? alpha * t[j - j0] : alpha * t[j - j0] + beta * cij;
+        }
+      }
+    }
+  }
+}
+
+// --- float32: cached oneDNN primitives --------------------------------------------
+
+// A primitive and its memory objects, whose data handles are set per call; the
+// mutex keeps one execution at a time (shared handles, library scratchpad).
+struct Cached {
+  dnnl::matmul prim;
+  dnnl::memory a, b, c;
+  std::mutex mutex;
+};
+
+using Key = std::array<int64_t, 15>;
+
+struct Runtime {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::mutex mutex;
+  std::map<Key, std::unique_ptr<Cached>> cache;  // null: oneDNN declined
+  int64_t created = 0;                           // primitives in the cache
+};
+
+Runtime& runtime() {
+  static Runtime rt;
+  return rt;
+}
+
+// Elements spanned by one [rows, cols] matrix (the batch stride of a size-1 batch dim).
+int64_t span(int64_t rows, int64_t cols, const Mat& m) {
+  return (rows - 1) * m.rs + (cols - 1) * m.cs + 1;
+}
+
+// A 2-D or 3-D descriptor; a shared (stride 0) operand gets batch dim 1 (oneDNN broadcast).
+dnnl::memory::desc make_md(int64_t batch, int64_t stride, int64_t rows, int64_t cols,
+                           const Mat& m) {
+  using dt = dnnl::memory::data_type;
+  if (batch == 1) return dnnl::memory::desc({rows, cols}, dt::f32, {m.rs, m.cs});
+  const bool shared = stride == 0;
+  return dnnl::memory::desc({shared ? 1 : batch, rows, cols}, dt::f32,
+                            {shared ? span(rows, cols, m) : stride, m.rs, m.cs});
+}
+
+std::unique_ptr<Cached> create_primitive(const Gemm& g) {
+  Runtime& rt = runtime();
+  const auto a_md = make_md(g.batch, g.sa, g.M, g.K, g.a);
+  const auto b_md = make_md(g.batch, g.sb, g.K, g.N, g.b);
+  const auto c_md = make_md(g.batch, g.sc, g.M, g.N, g.c);
+  dnnl::primitive_attr attr;
+  if (g.alpha != 1) attr.set_output_scales(0, {static_cast<float>(g.alpha)});
+  if (g.beta != 0) {
+    dnnl::post_ops ops;
+    ops.append_sum(static_cast<float>(g.beta));
+    attr.set_post_ops(ops);
+  }
+  auto entry = std::make_unique<Cached>();
+  try {
+    const dnnl::matmul::desc desc(a_md, b_md, c_md);
+    const dnnl::matmul::primitive_desc pd(desc, attr, rt.engine);
+    entry->prim = dnnl::matmul(pd);
+  } catch (const dnnl::error&) {
+    return nullptr;
+  }
+  entry->a = dnnl::memory(a_md, rt.engine, nullptr);
+  entry->b = dnnl::memory(b_md, rt.engine, nullptr);
+  entry->c = dnnl::memory(c_md, rt.engine, nullptr);
+  return entry;
+}
+
+Cached* lookup(const Gemm& g) {
+  const auto bits = [](double x) { return int64_t{std::bit_cast<int32_t>(static_cast<float>(x))}; };
+  // clang-format off
+  const Key key{g.batch, g.M, g.N, g.K, g.a.rs, g.a.cs, g.sa, g.b.rs, g.b.cs, g.sb,
+                g.c.rs, g.c.cs, g.sc, bits(g.alpha), bits(g.beta)};
+  // clang-format on
+  Runtime& rt = runtime();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  auto it = rt.cache.find(key);
+  if (it == rt.cache.end()) {
+    it = rt.cache.emplace(key, create_primitive(g)).first;
+    rt.created += it->second != nullptr;
+  }
+  return it->second.get();  // entries are never erased
+}
+
+void onednn_gemm(Gemm g) {
+  // x[B, T, C] @ W: fold the batch into M when B is shared and A, C rows run on across batches.
+  if (g.batch > 1 && g.sb == 0 && g.a.cs == 1 && g.sa == g.M * g.a.rs && g.sc == g.M * g.c.rs) {
+    g.M *= g.batch;
+    g.batch = 1;
+  }
+  if (g.batch == 1) g.sa = g.sb = g.sc = 0;
+  Cached* entry = lookup(g);
+  if (!entry) {
+    if (g.batch == 1) return reference_gemm<float>(g);
+    Gemm one = g;  // oneDNN declined the batched form: loop over 2-D gemms
+    one.batch = 1;
+    for (int64_t i = 0; i < g.batch; ++i) {
+      one.pa = g.pa + i * g.sa * 4;
+      one.pb = g.pb + i * g.sb * 4;
+      one.pc = g.pc + i * g.sc * 4;
+      onednn_gemm(one);
+    }
+    return;
+  }
+  Runtime& rt = runtime();
+  std::lock_guard<std::mutex> lock(entry->mutex);
+  entry->a.set_data_handle(g.pa);
+  entry->b.set_data_handle(g.pb);
+  entry->c.set_data_handle(g.pc);
+  entry->prim.execute(
+      rt.stream,
+      {{DNNL_ARG_SRC, entry->a}, {DNNL_ARG_WEIGHTS, entry->b}, {DNNL_ARG_DST, entry->c}});
+  rt.stream.wait();
+}
+
+void run_gemm(const Gemm& g, DType dtype) {
+  if (dtype == DType::Float64) return reference_gemm<double>(g);
+  if (g.K == 0) return reference_gemm<float>(g);  // C = beta * C
+  onednn_gemm(g);
+}
+
+// Runs the outer batch dims as loops around the innermost batched gemm.
+void run_batches(const Gemm& g, const std::vector<BatchDim>& outer, size_t d, DType dtype) {
+  if (d == outer.size()) return run_gemm(g, dtype);
+  const int64_t es = static_cast<int64_t>(dtype_size(dtype));
+  Gemm sub = g;
+  for (int64_t i = 0; i < outer[d].size; ++i) {
+    sub.pa = g.pa + i * outer[d].sa * es;
+    sub.pb = g.pb + i * outer[d].sb * es;
+    sub.pc = g.pc + i * outer[d].sc * es;
+    run_batches(sub, outer, d + 1, dtype);
+  }
+}
+
+std::string describe(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
+  return detail::concat("a ", shape_str(a.shape()), " (trans_a=", trans_a, ") and b ",
+                        shape_str(b.shape()), " (trans_b=", trans_b, ")");
+}
+
+Shape check_and_shape(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
+  EMBER_CHECK(a.defined() && b.defined(), "matmul: undefined operand");
+  EMBER_CHECK(a.dim() >= 2 && b.dim() >= 2, "matmul: operands need at least 2 dims, got ",
+              describe(a, b, trans_a, trans_b));
+  EMBER_CHECK(is_floating(a.dtype()), "matmul: expected float32 or float64 operands, got ",
+              dtype_name(a.dtype()), " for ", describe(a, b, trans_a, trans_b));
+  EMBER_CHECK(a.dtype() == b.dtype(), "matmul: dtypes differ: a is ", dtype_name(a.dtype()),
+              ", b is ", dtype_name(b.dtype()), " for ", describe(a, b, trans_a, trans_b));
+  const int64_t M = trans_a ? a.size(-1) : a.size(-2), ka = trans_a ? a.size(-2) : a.size(-1);
+  const int64_t kb = trans_b ? b.size(-1) : b.size(-2), N = trans_b ? b.size(-2) : b.size(-1);
+  EMBER_CHECK(ka == kb, "matmul: inner dimensions differ (", ka, " vs ", kb, ") for ",
+              describe(a, b, trans_a, trans_b));
+  const Shape ba(a.shape().begin(), a.shape().end() - 2),
+      bb(b.shape().begin(), b.shape().end() - 2);
+  Shape out;
+  try {
+    out = broadcast_shapes(ba, bb);
+  } catch (const Error&) {
+    throw Error(detail::concat("matmul: batch dims ", shape_str(ba), " and ", shape_str(bb),
+                               " do not broadcast for ", describe(a, b, trans_a, trans_b)));
+  }
+  out.push_back(M);
+  out.push_back(N);
+  return out;
+}
+
+// Stride of batch dim d (of nb) for t, 0 where t is missing the dim or broadcasts it.
+int64_t batch_stride(const Tensor& t, size_t d, size_t nb, int64_t size) {
+  const size_t tb = static_cast<size_t>(t.dim()) - 2;
+  if (d < nb - tb) return 0;
+  const size_t td = d - (nb - tb);
+  return t.shape()[td] == size ? t.strides()[td] : 0;
+}
+
+}  // namespace
+
+int64_t matmul_primitive_cache_size() {
+  Runtime& rt = runtime();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  return rt.created;
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
+  Tensor c = Tensor::empty(check_and_shape(a, b, trans_a, trans_b), a.dtype());
+  matmul_into(c, a, b, trans_a, trans_b, 1, 0);
+  return c;
+}
+
+void matmul_into(Tensor& c, const Tensor& a_in, const Tensor& b_in, bool trans_a, bool trans_b,
+                 double alpha, double beta) {
+  const Shape c_shape = check_and_shape(a_in, b_in, trans_a, trans_b);
+  EMBER_CHECK(c.defined() && c.shape() == c_shape, "matmul_into: c has shape ",
+              c.defined() ? shape_str(c.shape()) : "(undefined)", " but ",
+              describe(a_in, b_in, trans_a, trans_b), " give ", shape_str(c_shape));
+  EMBER_CHECK(c.dtype() == a_in.dtype(), "matmul_into: c is ", dtype_name(c.dtype()),
+              " but the operands are ", dtype_name(a_in.dtype()));
+  c.bump_version();
+  if (c.numel() == 0) return;
+  const Tensor a = plain_last2(a_in) ? a_in : a_in.contiguous();
+  const Tensor b = plain_last2(b_in) ? b_in : b_in.contiguous();
+  const bool c_plain = plain_last2(c);
+  const Tensor cw = c_plain ? c : (beta != 0 ? c.clone() : Tensor::empty(c.shape(), c.dtype()));
+
+  Gemm g;
+  g.M = c_shape[c_shape.size() - 2];
+  g.N = c_shape.back();
+  g.K = trans_a ? a.size(-2) : a.size(-1);
+  g.a = trans_a ? Mat{a.stride(-1), a.stride(-2)} : Mat{a.stride(-2), a.stride(-1)};
+  g.b = trans_b ? Mat{b.stride(-1), b.stride(-2)} : Mat{b.stride(-2), b.stride(-1)};
+  g.c = Mat{cw.stride(-2), cw.stride(-1)};
+  g.pa = static_cast<char*>(a.raw_data());
+  g.pb = static_cast<char*>(b.raw_data());
+  g.pc = static_cast<char*>(cw.raw_data());
+  g.alpha = alpha;
+  g.beta = beta;
+
+  // Collapse the batch dims: drop size 1, merge dims that are nested in all three.
+  const size_t nb = c_shape.size() - 2;
+  std::vector<BatchDim> dims;
+  for (size_t d = 0; d < nb; ++d) {
+    const int64_t n = c_shape[d];
+    if (n == 1) continue;
+    const BatchDim bd{n, batch_stride(a, d, nb, n), batch_stride(b, d, nb, n), cw.strides()[d]};
+    if (!dims.empty()) {
+      BatchDim& p = dims.back();
+      if (p.sa == bd.sa * n && p.sb == bd.sb * n && p.sc == bd.sc * n) {
+        p = BatchDim{p.size * n, bd.sa, bd.sb, bd.sc};
+        continue;
+      }
+    }
+    dims.push_back(bd);
+  }
+  if (!dims.empty()) {
+    g.batch = dims.back().size;
+    g.sa = dims.back().sa;
+    g.sb = dims.back().sb;
+    g.sc = dims.back().sc;
+    dims.pop_back();
+  }
+
+  normalize(g.a, g.M, g.K);
+  normalize(g.b, g.K, g.N);
+  normalize(g.c, g.M, g.N);
+  if (g.c.cs != 1) {  // C's rows are strided: compute C^T = op(B)^T op(A)^T instead
+    std::swap(g.M, g.N);
+    std::swap(g.pa, g.pb);
+    std::swap(g.sa, g.sb);
+    const Mat a_t{g.b.cs, g.b.rs}, b_t{g.a.cs, g.a.rs};
+    g.a = a_t;
+    g.b = b_t;
+    g.c = Mat{g.c.cs, g.c.rs};
+    for (BatchDim& d : dims) std::swap(d.sa, d.sb);
+    normalize(g.a, g.M, g.K);
+    normalize(g.b, g.K, g.N);
+    normalize(g.c, g.M, g.N);
+  }
+  run_batches(g, dims, 0, a.dtype());
+  if (!c_plain) c.copy_(cw);
+}
+
+}  // namespace ember::kernels

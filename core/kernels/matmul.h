@@ -1,0 +1,20 @@
+// Batched matrix multiply, C = alpha * op(A) op(B) + beta * C, where op
+// transposes the last two dims when its flag is set (a stride change, never a
+// copy). A is [..., M, K] ([..., K, M] with trans_a), B is [..., K, N]
+// ([..., N, K] with trans_b). Batch dims broadcast; a 2-D operand is shared by
+// every batch. float32 runs on cached oneDNN matmul primitives (one per shape,
+// strides and beta); float64 on a blocked reference kernel.
+#pragma once
+#include "core/tensor.h"
+
+namespace ember::kernels {
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
+// Writes into c (shape [..., M, N], any strides whose last dim is contiguous or
+// second-to-last is contiguous); with beta = 1 it accumulates.
+void matmul_into(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a = false,
+                 bool trans_b = false, double alpha = 1, double beta = 0);
+// Number of oneDNN primitives created so far (for tests of the cache).
+int64_t matmul_primitive_cache_size();
+
+}  // namespace ember::kernels

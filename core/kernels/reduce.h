@@ -1,0 +1,23 @@
+// Reductions over any set of dimensions (negative dims count from the end;
+// an empty dims list reduces over all), with keepdim as in PyTorch.
+// Accumulation is in double for float32 and float64 alike.
+#pragma once
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace ember::kernels {
+
+Tensor sum(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+// Largest value (NaN propagates).
+Tensor amax(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+// log(sum(exp(a))), computed stably around the max.
+Tensor logsumexp(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+// Sums a broadcast gradient back to `shape` (the inverse of expand): leading
+// dims are summed away, dims that were 1 in `shape` are summed with keepdim.
+Tensor sum_to_shape(const Tensor& g, const Shape& shape);
+// Index of the largest value along the last dim (ties: lower index), int64.
+Tensor argmax_last(const Tensor& a);
+
+}  // namespace ember::kernels

@@ -1,0 +1,1 @@
+// ember_data sources land with the tokenizer and shard work.

@@ -1,0 +1,50 @@
+// Attention module: projections, QK-norm, RoPE, the fused attention op, o_proj.
+#include "nn/attention.h"
+
+#include <cmath>
+
+#include "autograd/ops.h"
+
+namespace ember::nn {
+
+Attention::Attention(const AttentionOptions& opt, std::shared_ptr<const RotaryEmbedding> rotary,
+                     std::shared_ptr<Generator> dropout_gen, Generator& init_gen, DType dtype)
+    : opt_(opt), rotary_(std::move(rotary)) {
+  EMBER_CHECK(opt.n_heads > 0 && opt.n_kv_heads > 0 && opt.n_heads % opt.n_kv_heads == 0,
+              "Attention: n_kv_heads (", opt.n_kv_heads, ") must divide n_heads (", opt.n_heads, ")");
+  const int64_t q_out = opt.n_heads * opt.head_dim, kv_out = opt.n_kv_heads * opt.head_dim;
+  const double out_std = 0.02 / std::sqrt(2.0 * opt.n_layers);
+  q_proj_ = register_module("q_proj", std::make_shared<Linear>(opt.d_model, q_out, opt.bias, init_gen, 0.02, dtype));
+  k_proj_ = register_module("k_proj", std::make_shared<Linear>(opt.d_model, kv_out, opt.bias, init_gen, 0.02, dtype));
+  v_proj_ = register_module("v_proj", std::make_shared<Linear>(opt.d_model, kv_out, opt.bias, init_gen, 0.02, dtype));
+  o_proj_ = register_module("o_proj", std::make_shared<Linear>(q_out, opt.d_model, opt.bias, init_gen, out_std, dtype));
+  if (opt.qk_norm) {
+    q_norm_ = register_module("q_norm", std::make_shared<RMSNorm>(opt.head_dim, opt.norm_eps, dtype));
+    k_norm_ = register_module("k_norm", std::make_shared<RMSNorm>(opt.head_dim, opt.norm_eps, dtype));
+  }
+  dropout_ = std::make_shared<Dropout>(opt.dropout, std::move(dropout_gen));
+  register_module("dropout", dropout_);
+}
+
+Variable Attention::forward(const Variable& x) const {
+  EMBER_CHECK(x.dim() == 3 && x.size(2) == opt_.d_model, "Attention: input must be [B, T, ",
+              opt_.d_model, "], got ", shape_str(x.shape()));
+  const int64_t B = x.size(0), T = x.size(1);
+  Variable q = view(q_proj_->forward(x), {B, T, opt_.n_heads, opt_.head_dim});
+  Variable k = view(k_proj_->forward(x), {B, T, opt_.n_kv_heads, opt_.head_dim});
+  Variable v = view(v_proj_->forward(x), {B, T, opt_.n_kv_heads, opt_.head_dim});
+  if (q_norm_) {
+    q = q_norm_->forward(q);
+    k = k_norm_->forward(k);
+  }
+  if (rotary_) {
+    q = rotary_->apply(q);
+    k = rotary_->apply(k);
+  }
+  Variable o = attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(opt_.head_dim)), opt_.window,
+                         opt_.softcap);
+  o = o_proj_->forward(view(o, {B, T, opt_.n_heads * opt_.head_dim}));
+  return dropout_->forward(o);
+}
+
+}  // namespace ember::nn

@@ -1,0 +1,42 @@
+// Attention (SPEC.md section 2): q/k/v projections, optional QK RMSNorm over
+// head_dim, RoPE, causal (optionally sliding-window) soft-capped attention
+// with MHA/GQA/MQA head sharing, o_proj and dropout.
+// x [B, T, C] -> [B, T, C]; q [B, T, Hq, D], k and v [B, T, Hkv, D].
+#pragma once
+#include <memory>
+
+#include "nn/config.h"
+#include "nn/layers.h"
+#include "nn/rotary.h"
+
+namespace ember::nn {
+
+struct AttentionOptions {
+  int64_t d_model = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  bool qk_norm = false;
+  bool bias = false;
+  int64_t window = 0;  // 0: full causal
+  double softcap = 0;
+  double norm_eps = 1e-5;
+  double dropout = 0;
+  int n_layers = 1;  // scales o_proj's initial std by 1 / sqrt(2 n_layers)
+};
+
+class Attention : public Module {
+ public:
+  // rotary may be null (no RoPE); dropout_gen is shared with the whole model.
+  Attention(const AttentionOptions& opt, std::shared_ptr<const RotaryEmbedding> rotary,
+            std::shared_ptr<Generator> dropout_gen, Generator& init_gen,
+            DType dtype = DType::Float32);
+  Variable forward(const Variable& x) const;
+  const AttentionOptions& options() const { return opt_; }
+
+ private:
+  AttentionOptions opt_;
+  std::shared_ptr<const RotaryEmbedding> rotary_;
+  std::shared_ptr<Linear> q_proj_, k_proj_, v_proj_, o_proj_;
+  std::shared_ptr<RMSNorm> q_norm_, k_norm_;
+  std::shared_ptr<Dropout> dropout_;
+};
+
+}  // namespace ember::nn

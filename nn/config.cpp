@@ -1,0 +1,214 @@
+// ModelConfig JSON parsing and validation (nlohmann-json).
+#include "nn/config.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace ember::nn {
+namespace {
+
+using nlohmann::json;
+
+// Reads key `k` of `obj` into `out` when present, checking its JSON type.
+struct Reader {
+  const json& obj;
+  std::string where;  // "config.json" or "config.json: moe"
+
+  std::string name(const std::string& k) const { return where + ": key \"" + k + "\""; }
+
+  void integer(const std::string& k, int64_t& out) const {
+    if (!obj.contains(k)) return;
+    const json& v = obj.at(k);
+    EMBER_CHECK(v.is_number_integer(), name(k), " must be an integer, got ", v.dump());
+    out = v.get<int64_t>();
+  }
+  void number(const std::string& k, double& out) const {
+    if (!obj.contains(k)) return;
+    const json& v = obj.at(k);
+    EMBER_CHECK(v.is_number(), name(k), " must be a number, got ", v.dump());
+    out = v.get<double>();
+  }
+  void boolean(const std::string& k, bool& out) const {
+    if (!obj.contains(k)) return;
+    const json& v = obj.at(k);
+    EMBER_CHECK(v.is_boolean(), name(k), " must be true or false, got ", v.dump());
+    out = v.get<bool>();
+  }
+  void choice(const std::string& k, std::string& out, const std::set<std::string>& allowed) const {
+    if (!obj.contains(k)) return;
+    const json& v = obj.at(k);
+    std::string options;
+    for (const auto& a : allowed) options += (options.empty() ? "" : ", ") + a;
+    EMBER_CHECK(v.is_string(), name(k), " must be a string (one of ", options, "), got ", v.dump());
+    out = v.get<std::string>();
+    EMBER_CHECK(allowed.count(out), name(k), " must be one of ", options, ", got \"", out, "\"");
+  }
+  void only_keys(const std::set<std::string>& known) const {
+    for (const auto& [k, v] : obj.items()) {
+      EMBER_CHECK(known.count(k), where, ": unknown key \"", k, "\"");
+    }
+  }
+};
+
+void require(bool cond, const std::string& where, const std::string& key, const std::string& why) {
+  EMBER_CHECK(cond, where, ": key \"", key, "\" ", why);
+}
+
+}  // namespace
+
+int64_t default_ffn_hidden(int64_t d_model, const std::string& ffn_act) {
+  if (ffn_act == "swiglu" || ffn_act == "geglu") {
+    const int64_t base = 8 * d_model / 3;
+    return 256 * ((base + 255) / 256);
+  }
+  return 4 * d_model;
+}
+
+ModelConfig ModelConfig::from_json(const std::string& json_text, const std::string& source) {
+  json obj;
+  try {
+    obj = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    throw Error(source + ": invalid JSON: " + e.what());
+  }
+  EMBER_CHECK(obj.is_object(), source, ": a model config must be a JSON object");
+  Reader r{obj, source};
+  r.only_keys({"vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim",
+               "ffn_hidden", "ffn_act", "norm", "norm_eps", "pos", "rope_theta", "max_seq_len",
+               "qk_norm", "bias", "tie_embeddings", "parallel_block", "sliding_window",
+               "global_every", "attn_softcap", "final_softcap", "z_loss_coef", "dropout", "moe"});
+  ModelConfig c;
+  r.integer("vocab_size", c.vocab_size);
+  r.integer("d_model", c.d_model);
+  r.integer("n_layers", c.n_layers);
+  r.integer("n_heads", c.n_heads);
+  r.integer("n_kv_heads", c.n_kv_heads);
+  r.integer("head_dim", c.head_dim);
+  r.integer("ffn_hidden", c.ffn_hidden);
+  r.choice("ffn_act", c.ffn_act, {"swiglu", "geglu", "gelu", "gelu_tanh", "relu"});
+  r.choice("norm", c.norm, {"rmsnorm", "layernorm"});
+  r.number("norm_eps", c.norm_eps);
+  r.choice("pos", c.pos, {"rope", "learned", "sinusoidal", "none"});
+  r.number("rope_theta", c.rope_theta);
+  r.integer("max_seq_len", c.max_seq_len);
+  r.boolean("qk_norm", c.qk_norm);
+  r.boolean("bias", c.bias);
+  r.boolean("tie_embeddings", c.tie_embeddings);
+  r.boolean("parallel_block", c.parallel_block);
+  r.integer("sliding_window", c.sliding_window);
+  r.integer("global_every", c.global_every);
+  r.number("attn_softcap", c.attn_softcap);
+  r.number("final_softcap", c.final_softcap);
+  r.number("z_loss_coef", c.z_loss_coef);
+  r.number("dropout", c.dropout);
+
+  const std::string& s = source;
+  require(c.vocab_size > 0, s, "vocab_size", "must be positive");
+  require(c.d_model > 0, s, "d_model", "must be positive");
+  require(c.n_layers > 0, s, "n_layers", "must be positive");
+  require(c.n_heads > 0, s, "n_heads", "must be positive");
+  if (!obj.contains("n_kv_heads")) c.n_kv_heads = c.n_heads;
+  require(c.n_kv_heads > 0, s, "n_kv_heads", "must be positive");
+  require(c.n_heads % c.n_kv_heads == 0, s, "n_kv_heads",
+          "must divide n_heads (" + std::to_string(c.n_heads) + "), got " + std::to_string(c.n_kv_heads));
+  if (!obj.contains("head_dim")) {
+    require(c.d_model % c.n_heads == 0, s, "n_heads",
+            "must divide d_model when head_dim is not given");
+    c.head_dim = c.d_model / c.n_heads;
+  }
+  require(c.head_dim > 0, s, "head_dim", "must be positive");
+  require(c.pos != "rope" || c.head_dim % 2 == 0, s, "head_dim",
+          "must be even with pos \"rope\", got " + std::to_string(c.head_dim));
+  require(c.pos != "sinusoidal" || c.d_model % 2 == 0, s, "d_model",
+          "must be even with pos \"sinusoidal\"");
+  if (!obj.contains("ffn_hidden")) c.ffn_hidden = default_ffn_hidden(c.d_model, c.ffn_act);
+  require(c.ffn_hidden > 0, s, "ffn_hidden", "must be positive");
+  require(c.norm_eps > 0, s, "norm_eps", "must be positive");
+  require(c.rope_theta > 0, s, "rope_theta", "must be positive");
+  require(c.max_seq_len > 0, s, "max_seq_len", "must be positive");
+  require(c.sliding_window >= 0, s, "sliding_window", "must be >= 0");
+  require(c.global_every >= 0, s, "global_every", "must be >= 0");
+  require(c.attn_softcap >= 0, s, "attn_softcap", "must be >= 0");
+  require(c.final_softcap >= 0, s, "final_softcap", "must be >= 0");
+  require(c.z_loss_coef >= 0, s, "z_loss_coef", "must be >= 0");
+  require(c.dropout >= 0 && c.dropout < 1, s, "dropout", "must be in [0, 1)");
+
+  if (obj.contains("moe") && !obj.at("moe").is_null()) {
+    const json& m = obj.at("moe");
+    EMBER_CHECK(m.is_object(), s, ": key \"moe\" must be an object or null, got ", m.dump());
+    Reader mr{m, s + ": moe"};
+    mr.only_keys({"n_experts", "top_k", "expert_hidden", "n_shared", "norm_topk_prob", "every",
+                  "aux_loss_coef", "router_z_loss_coef"});
+    MoEConfig moe;
+    mr.integer("n_experts", moe.n_experts);
+    mr.integer("top_k", moe.top_k);
+    mr.integer("expert_hidden", moe.expert_hidden);
+    mr.integer("n_shared", moe.n_shared);
+    mr.boolean("norm_topk_prob", moe.norm_topk_prob);
+    mr.integer("every", moe.every);
+    mr.number("aux_loss_coef", moe.aux_loss_coef);
+    mr.number("router_z_loss_coef", moe.router_z_loss_coef);
+    const std::string ms = s + ": moe";
+    if (!m.contains("expert_hidden")) moe.expert_hidden = c.ffn_hidden;
+    require(moe.n_experts > 0, ms, "n_experts", "must be positive");
+    require(moe.top_k > 0 && moe.top_k <= moe.n_experts, ms, "top_k",
+            "must be between 1 and n_experts (" + std::to_string(moe.n_experts) + "), got " +
+                std::to_string(moe.top_k));
+    require(moe.expert_hidden > 0, ms, "expert_hidden", "must be positive");
+    require(moe.n_shared >= 0, ms, "n_shared", "must be >= 0");
+    require(moe.every > 0, ms, "every", "must be positive");
+    require(moe.aux_loss_coef >= 0, ms, "aux_loss_coef", "must be >= 0");
+    require(moe.router_z_loss_coef >= 0, ms, "router_z_loss_coef", "must be >= 0");
+    c.moe = moe;
+  }
+  return c;
+}
+
+ModelConfig ModelConfig::from_file(const std::string& path) {
+  std::ifstream in(path);
+  EMBER_CHECK(in.good(), path, ": cannot open the model config file");
+  std::stringstream text;
+  text << in.rdbuf();
+  return from_json(text.str(), path);
+}
+
+std::string ModelConfig::to_json() const {
+  json j = {{"vocab_size", vocab_size},   {"d_model", d_model},
+            {"n_layers", n_layers},       {"n_heads", n_heads},
+            {"n_kv_heads", n_kv_heads},   {"head_dim", head_dim},
+            {"ffn_hidden", ffn_hidden},   {"ffn_act", ffn_act},
+            {"norm", norm},               {"norm_eps", norm_eps},
+            {"pos", pos},                 {"rope_theta", rope_theta},
+            {"max_seq_len", max_seq_len}, {"qk_norm", qk_norm},
+            {"bias", bias},               {"tie_embeddings", tie_embeddings},
+            {"parallel_block", parallel_block}, {"sliding_window", sliding_window},
+            {"global_every", global_every}, {"attn_softcap", attn_softcap},
+            {"final_softcap", final_softcap}, {"z_loss_coef", z_loss_coef},
+            {"dropout", dropout}};
+  if (moe) {
+    j["moe"] = {{"n_experts", moe->n_experts},       {"top_k", moe->top_k},
+                {"expert_hidden", moe->expert_hidden}, {"n_shared", moe->n_shared},
+                {"norm_topk_prob", moe->norm_topk_prob}, {"every", moe->every},
+                {"aux_loss_coef", moe->aux_loss_coef},
+                {"router_z_loss_coef", moe->router_z_loss_coef}};
+  } else {
+    j["moe"] = nullptr;
+  }
+  return j.dump(2);
+}
+
+bool ModelConfig::layer_is_moe(int64_t layer) const {
+  return moe.has_value() && layer % moe->every == moe->every - 1;
+}
+
+int64_t ModelConfig::layer_window(int64_t layer) const {
+  if (sliding_window <= 0) return 0;
+  if (global_every > 0 && layer % global_every == global_every - 1) return 0;
+  return sliding_window;
+}
+
+}  // namespace ember::nn

@@ -1,0 +1,63 @@
+// ModelConfig: the JSON object of SPEC.md section 1 that fully describes a
+// model. Parsing fills every default, rejects unknown keys and wrong types,
+// and checks the relations between keys; each error names the key.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace ember::nn {
+
+struct MoEConfig {
+  int64_t n_experts = 8;
+  int64_t top_k = 2;
+  int64_t expert_hidden = 0;  // 0 in JSON means "= ffn_hidden"; resolved on parse
+  int64_t n_shared = 0;
+  bool norm_topk_prob = true;
+  int64_t every = 1;  // layer i is MoE when i % every == every - 1
+  double aux_loss_coef = 0.01;
+  double router_z_loss_coef = 0;
+};
+
+struct ModelConfig {
+  int64_t vocab_size = 256;
+  int64_t d_model = 256;
+  int64_t n_layers = 4;
+  int64_t n_heads = 8;
+  int64_t n_kv_heads = 0;  // resolved: = n_heads
+  int64_t head_dim = 0;    // resolved: = d_model / n_heads
+  int64_t ffn_hidden = 0;  // resolved: see default_ffn_hidden
+  std::string ffn_act = "swiglu";  // swiglu, geglu, gelu, gelu_tanh, relu
+  std::string norm = "rmsnorm";    // rmsnorm, layernorm
+  double norm_eps = 1e-5;
+  std::string pos = "rope";  // rope, learned, sinusoidal, none
+  double rope_theta = 10000;
+  int64_t max_seq_len = 256;
+  bool qk_norm = false;
+  bool bias = false;
+  bool tie_embeddings = true;
+  bool parallel_block = false;
+  int64_t sliding_window = 0;
+  int64_t global_every = 0;
+  double attn_softcap = 0;
+  double final_softcap = 0;
+  double z_loss_coef = 0;
+  double dropout = 0;
+  std::optional<MoEConfig> moe;
+
+  // Parses a SPEC.md section 1 JSON object; `source` names it in errors.
+  static ModelConfig from_json(const std::string& json_text, const std::string& source = "config");
+  static ModelConfig from_file(const std::string& path);
+  // Canonical JSON with every key, resolved values included.
+  std::string to_json() const;
+
+  bool gated_ffn() const { return ffn_act == "swiglu" || ffn_act == "geglu"; }
+  bool layer_is_moe(int64_t layer) const;
+  // Sliding-window size of a layer: 0 means full causal attention.
+  int64_t layer_window(int64_t layer) const;
+};
+
+// 256 * ceil((8 * d_model / 3) / 256) for gated FFNs (integer 8*d/3 first), else 4 * d_model.
+int64_t default_ffn_hidden(int64_t d_model, const std::string& ffn_act);
+
+}  // namespace ember::nn

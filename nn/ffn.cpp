@@ -1,0 +1,106 @@
+// FFN and MoE forward passes, built from autograd ops. The MoE gathers each
+// expert's tokens into one block, runs the expert once over it (one matmul per
+// projection), and scatters the weighted results back with one index_add.
+#include "nn/ffn.h"
+
+#include "autograd/ops.h"
+
+namespace ember::nn {
+
+FFN::FFN(int64_t d_model, int64_t hidden, const std::string& act, bool bias, Generator& init_gen,
+         double down_std, DType dtype)
+    : act_(act) {
+  const bool gated = act == "swiglu" || act == "geglu";
+  EMBER_CHECK(gated || act == "gelu" || act == "gelu_tanh" || act == "relu",
+              "FFN: unknown activation \"", act, "\" (swiglu, geglu, gelu, gelu_tanh, relu)");
+  if (gated) {
+    gate_proj_ = register_module("gate_proj", std::make_shared<Linear>(d_model, hidden, bias, init_gen, 0.02, dtype));
+  }
+  up_proj_ = register_module("up_proj", std::make_shared<Linear>(d_model, hidden, bias, init_gen, 0.02, dtype));
+  down_proj_ = register_module("down_proj", std::make_shared<Linear>(hidden, d_model, bias, init_gen, down_std, dtype));
+}
+
+Variable FFN::forward(const Variable& x) const {
+  const Variable up = up_proj_->forward(x);
+  Variable h;
+  if (act_ == "swiglu") {
+    h = silu(gate_proj_->forward(x)) * up;
+  } else if (act_ == "geglu") {
+    h = gelu(gate_proj_->forward(x)) * up;
+  } else if (act_ == "gelu") {
+    h = gelu(up);
+  } else if (act_ == "gelu_tanh") {
+    h = gelu_tanh(up);
+  } else {
+    h = relu(up);
+  }
+  return down_proj_->forward(h);
+}
+
+MoE::MoE(int64_t d_model, const MoEConfig& moe, const std::string& act, bool bias,
+         Generator& init_gen, double down_std, DType dtype)
+    : cfg_(moe) {
+  // The router never has a bias (SPEC.md section 3).
+  router_ = register_module("gate", std::make_shared<Linear>(d_model, moe.n_experts, false, init_gen, 0.02, dtype));
+  auto experts = register_module("experts", std::make_shared<ModuleList>());
+  for (int64_t e = 0; e < moe.n_experts; ++e) {
+    experts_.push_back(experts->push_back(
+        std::make_shared<FFN>(d_model, moe.expert_hidden, act, bias, init_gen, down_std, dtype)));
+  }
+  if (moe.n_shared > 0) {
+    auto shared = register_module("shared_experts", std::make_shared<ModuleList>());
+    for (int64_t s = 0; s < moe.n_shared; ++s) {
+      shared_.push_back(shared->push_back(
+          std::make_shared<FFN>(d_model, moe.expert_hidden, act, bias, init_gen, down_std, dtype)));
+    }
+  }
+}
+
+// r = x Wr^T, p = softmax(r); the top-K p of each token (ties: lower index)
+// weight its experts, renormalised to sum 1 when norm_topk_prob.
+// aux = E * sum_e f_e P_e with f_e = picks_e / (N K) (no gradient), P_e = mean_n p_ne.
+Variable MoE::forward(const Variable& x, MoEAux& aux) const {
+  const Shape in_shape = x.shape();
+  const int64_t C = x.size(-1), N = x.numel() / C, E = cfg_.n_experts, K = cfg_.top_k;
+  const Variable xf = reshape(x, {N, C});
+  const Variable logits = router_->forward(xf);  // [N, E]
+  const Variable probs = softmax(logits);
+  auto [top_p, top_idx] = topk(probs, K);  // [N, K], int64 [N, K]
+  Variable weights = cfg_.norm_topk_prob ? top_p / sum(top_p, {-1}, true) : top_p;
+  const Variable flat_weights = reshape(weights, {N * K});
+
+  // Bucket (token, slot) picks by expert, in token order.
+  std::vector<std::vector<int64_t>> rows(E), picks(E);
+  const int64_t* idx = top_idx.data<int64_t>();
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t s = 0; s < K; ++s) {
+      rows[idx[n * K + s]].push_back(n);
+      picks[idx[n * K + s]].push_back(n * K + s);
+    }
+  }
+  counts_.assign(E, 0);
+  std::vector<Variable> contributions;
+  std::vector<int64_t> all_rows;
+  for (int64_t e = 0; e < E; ++e) {
+    counts_[e] = static_cast<int64_t>(rows[e].size());
+    if (rows[e].empty()) continue;
+    const Tensor row_idx = Tensor::from_vector(rows[e]);
+    const Variable xe = index_select(xf, 0, row_idx);                             // [Ne, C]
+    const Variable we = index_select(flat_weights, 0, Tensor::from_vector(picks[e]));  // [Ne]
+    contributions.push_back(experts_[e]->forward(xe) * unsqueeze(we, 1));
+    all_rows.insert(all_rows.end(), rows[e].begin(), rows[e].end());
+  }
+  Variable y = index_add(Variable(Tensor::zeros({N, C}, x.dtype())), 0,
+                         Tensor::from_vector(all_rows), cat(contributions, 0));
+  for (const auto& s : shared_) y = y + s->forward(xf);
+
+  std::vector<double> f(E);
+  for (int64_t e = 0; e < E; ++e) f[e] = static_cast<double>(counts_[e]) / static_cast<double>(N * K);
+  const Variable f_const(Tensor::from_vector(f).to(x.dtype()));
+  aux.aux = sum(mean(probs, {0}) * f_const) * static_cast<double>(E);
+  const Variable lse = logsumexp(logits, {-1});
+  aux.router_z = mean(lse * lse);
+  return reshape(y, in_shape);
+}
+
+}  // namespace ember::nn

@@ -1,0 +1,82 @@
+// Basic layers: Linear, Embedding, RMSNorm, LayerNorm, Dropout. Each draws
+// its initial weights from the Generator it is built with (normal(0, std);
+// norms start at 1 and biases at 0), so a seeded model is reproducible.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "core/rng.h"
+#include "nn/module.h"
+
+namespace ember::nn {
+
+// A module with one input and one output (norms, FFNs, ...).
+class UnaryModule : public Module {
+ public:
+  virtual Variable forward(const Variable& x) const = 0;
+};
+
+// y = x W^T (+ b); W [out, in], x [..., in] -> [..., out].
+class Linear : public UnaryModule {
+ public:
+  Linear(int64_t in, int64_t out, bool bias, Generator& gen, double init_std = 0.02,
+         DType dtype = DType::Float32);
+  Variable forward(const Variable& x) const override;
+  const Variable& weight() const { return weight_; }
+  const Variable& bias() const { return bias_; }
+
+ private:
+  Variable weight_, bias_;
+};
+
+// ids [...] (int) -> rows of weight [V, C]: [..., C].
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num, int64_t dim, Generator& gen, double init_std = 0.02,
+            DType dtype = DType::Float32);
+  Variable forward(const Tensor& ids) const;
+  const Variable& weight() const { return weight_; }
+
+ private:
+  Variable weight_;
+};
+
+// y = x / sqrt(mean(x^2) + eps) * w over the last dim.
+class RMSNorm : public UnaryModule {
+ public:
+  RMSNorm(int64_t dim, double eps, DType dtype = DType::Float32);
+  Variable forward(const Variable& x) const override;
+
+ private:
+  Variable weight_;
+  double eps_;
+};
+
+// PyTorch's LayerNorm over the last dim, with weight and (optional) bias.
+class LayerNorm : public UnaryModule {
+ public:
+  LayerNorm(int64_t dim, double eps, bool bias = true, DType dtype = DType::Float32);
+  Variable forward(const Variable& x) const override;
+
+ private:
+  Variable weight_, bias_;
+  double eps_;
+};
+
+// The config's norm key: "rmsnorm" or "layernorm" (with bias).
+std::shared_ptr<UnaryModule> make_norm(const std::string& kind, int64_t dim, double eps,
+                                       DType dtype = DType::Float32);
+
+// Inverted dropout, active only in training mode. Draws from a shared
+// generator so that a whole model's dropout is one reproducible stream.
+class Dropout : public UnaryModule {
+ public:
+  Dropout(double p, std::shared_ptr<Generator> gen) : p_(p), gen_(std::move(gen)) {}
+  Variable forward(const Variable& x) const override;
+
+ private:
+  double p_;
+  std::shared_ptr<Generator> gen_;
+};
+
+}  // namespace ember::nn

@@ -1,0 +1,29 @@
+// Closed-form costs of a config, for `ember info` and the benchmarks.
+// FLOPs per token for forward + backward (PaLM, appendix B):
+//   6 * active_matmul_params + 12 * n_layers * n_heads * head_dim * T_eff
+// where active_matmul_params counts every weight a token multiplies with
+// (attention, FFN or top_k + shared experts and router, and the lm_head,
+// tied or not) but not the embedding lookups, and T_eff is the attended
+// context, min(T, window) on sliding-window layers, averaged over layers.
+#pragma once
+#include <cstdint>
+
+#include "nn/config.h"
+
+namespace ember::nn {
+
+struct ModelStats {
+  int64_t total_params = 0;     // every stored parameter
+  int64_t active_params = 0;    // used per token (MoE: top_k experts + shared + router)
+  int64_t embedding_params = 0; // token (+ position) embedding tables
+  int64_t active_matmul_params = 0;
+  double flops_per_token = 0;   // forward + backward at sequence length T
+  int64_t kv_cache_bytes_per_token = 0;  // float32 K and V over all layers
+  // Training step at batch B, length T in float32: weights, grads, AdamW moments,
+  // and the activations backward keeps (an estimate).
+  int64_t train_memory_bytes = 0;
+};
+
+ModelStats model_stats(const ModelConfig& cfg, int64_t batch = 8, int64_t seq_len = 256);
+
+}  // namespace ember::nn

@@ -1,0 +1,80 @@
+// nn::Module: a tree of modules owning named parameters and buffers, as in
+// PyTorch's C++ frontend. Names come from the tree ("model.layers.0.mlp.
+// up_proj.weight"), so SPEC.md section 3 names are never kept by hand.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/variable.h"
+#include "core/tensor.h"
+
+namespace ember::nn {
+
+class Module {
+ public:
+  virtual ~Module() = default;
+
+  // Parameters and buffers directly owned, then every child's, in registration order.
+  std::vector<std::pair<std::string, Variable>> named_parameters() const;
+  std::vector<Variable> parameters() const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers() const;
+  // Direct children, in registration order.
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const {
+    return children_;
+  }
+
+  // Training mode (dropout on) for this module and all below it.
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  // Drops every parameter's gradient.
+  void zero_grad();
+
+  // name -> parameter data (shared, not copied).
+  std::map<std::string, Tensor> state_dict() const;
+  // Copies each named tensor into the matching parameter (casting the dtype).
+  // Errors name a missing, unexpected or mis-shaped entry (strict: all three).
+  void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
+
+ protected:
+  Variable& register_parameter(const std::string& name, const Tensor& init, bool requires_grad = true);
+  Tensor& register_buffer(const std::string& name, const Tensor& value);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    add_child(name, module);
+    return module;
+  }
+
+ private:
+  void add_child(const std::string& name, std::shared_ptr<Module> module);
+  void collect_parameters(const std::string& prefix,
+                          std::vector<std::pair<std::string, Variable>>& out) const;
+  void collect_buffers(const std::string& prefix,
+                       std::vector<std::pair<std::string, Tensor>>& out) const;
+
+  std::vector<std::pair<std::string, Variable>> parameters_;
+  std::vector<std::pair<std::string, Tensor>> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+// A list of modules named "0", "1", ...
+class ModuleList : public Module {
+ public:
+  template <class M>
+  std::shared_ptr<M> push_back(std::shared_ptr<M> module) {
+    items_.push_back(module);
+    return register_module(std::to_string(items_.size() - 1), std::move(module));
+  }
+  size_t size() const { return items_.size(); }
+  const std::shared_ptr<Module>& operator[](size_t i) const { return items_[i]; }
+
+ private:
+  std::vector<std::shared_ptr<Module>> items_;
+};
+
+}  // namespace ember::nn

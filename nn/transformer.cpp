@@ -1,0 +1,148 @@
+// TransformerBlock and Transformer forward passes and the training loss.
+#include "nn/transformer.h"
+
+#include <cmath>
+
+#include "autograd/ops.h"
+
+namespace ember::nn {
+namespace {
+
+// A module with no parameters of its own that only groups children under a name.
+class Group : public Module {
+ public:
+  template <class M>
+  std::shared_ptr<M> add(const std::string& name, std::shared_ptr<M> m) {
+    return register_module(name, std::move(m));
+  }
+};
+
+}  // namespace
+
+TransformerBlock::TransformerBlock(const ModelConfig& cfg, int64_t layer,
+                                   std::shared_ptr<const RotaryEmbedding> rotary,
+                                   std::shared_ptr<Generator> dropout_gen, Generator& init_gen,
+                                   DType dtype)
+    : parallel_(cfg.parallel_block) {
+  input_norm_ = register_module("input_layernorm", make_norm(cfg.norm, cfg.d_model, cfg.norm_eps, dtype));
+  AttentionOptions opt;
+  opt.d_model = cfg.d_model;
+  opt.n_heads = cfg.n_heads;
+  opt.n_kv_heads = cfg.n_kv_heads;
+  opt.head_dim = cfg.head_dim;
+  opt.qk_norm = cfg.qk_norm;
+  opt.bias = cfg.bias;
+  opt.window = cfg.layer_window(layer);
+  opt.softcap = cfg.attn_softcap;
+  opt.norm_eps = cfg.norm_eps;
+  opt.dropout = cfg.dropout;
+  opt.n_layers = static_cast<int>(cfg.n_layers);
+  attn_ = register_module("self_attn", std::make_shared<Attention>(opt, std::move(rotary), dropout_gen, init_gen, dtype));
+  if (!parallel_) {
+    post_norm_ = register_module("post_attention_layernorm", make_norm(cfg.norm, cfg.d_model, cfg.norm_eps, dtype));
+  }
+  const double down_std = 0.02 / std::sqrt(2.0 * static_cast<double>(cfg.n_layers));
+  if (cfg.layer_is_moe(layer)) {
+    moe_ = register_module("mlp", std::make_shared<MoE>(cfg.d_model, *cfg.moe, cfg.ffn_act, cfg.bias, init_gen, down_std, dtype));
+  } else {
+    ffn_ = register_module("mlp", std::make_shared<FFN>(cfg.d_model, cfg.ffn_hidden, cfg.ffn_act, cfg.bias, init_gen, down_std, dtype));
+  }
+  ffn_dropout_ = register_module("mlp_dropout", std::make_shared<Dropout>(cfg.dropout, std::move(dropout_gen)));
+}
+
+Variable TransformerBlock::mlp_forward(const Variable& h, std::vector<MoEAux>& moe_aux) const {
+  if (moe_) {
+    MoEAux aux;
+    Variable y = moe_->forward(h, aux);
+    moe_aux.push_back(aux);
+    return ffn_dropout_->forward(y);
+  }
+  return ffn_dropout_->forward(ffn_->forward(h));
+}
+
+Variable TransformerBlock::forward(const Variable& x, std::vector<MoEAux>& moe_aux) const {
+  if (parallel_) {
+    const Variable h = input_norm_->forward(x);
+    return x + attn_->forward(h) + mlp_forward(h, moe_aux);
+  }
+  const Variable x1 = x + attn_->forward(input_norm_->forward(x));
+  return x1 + mlp_forward(post_norm_->forward(x1), moe_aux);
+}
+
+Transformer::Transformer(const ModelConfig& cfg, uint64_t seed, DType dtype)
+    : cfg_(cfg), dtype_(dtype), dropout_gen_(std::make_shared<Generator>(seed ^ 0x9e3779b97f4a7c15ull)) {
+  Generator init_gen(seed);
+  auto model = register_module("model", std::make_shared<Group>());
+  embed_tokens_ = model->add("embed_tokens", std::make_shared<Embedding>(cfg.vocab_size, cfg.d_model, init_gen, 0.02, dtype));
+  if (cfg.pos == "learned") {
+    embed_positions_ = model->add("embed_positions", std::make_shared<Embedding>(cfg.max_seq_len, cfg.d_model, init_gen, 0.02, dtype));
+  } else if (cfg.pos == "sinusoidal") {
+    sinusoidal_ = sinusoidal_positions(cfg.max_seq_len, cfg.d_model, dtype);
+  }
+  std::shared_ptr<const RotaryEmbedding> rotary;
+  if (cfg.pos == "rope") {
+    rotary = std::make_shared<RotaryEmbedding>(cfg.head_dim, cfg.max_seq_len, cfg.rope_theta, dtype);
+  }
+  auto layers = model->add("layers", std::make_shared<ModuleList>());
+  for (int64_t i = 0; i < cfg.n_layers; ++i) {
+    blocks_.push_back(layers->push_back(
+        std::make_shared<TransformerBlock>(cfg, i, rotary, dropout_gen_, init_gen, dtype)));
+  }
+  final_norm_ = model->add("norm", make_norm(cfg.norm, cfg.d_model, cfg.norm_eps, dtype));
+  if (!cfg.tie_embeddings) {
+    lm_head_ = register_module("lm_head", std::make_shared<Linear>(cfg.d_model, cfg.vocab_size, false, init_gen, 0.02, dtype));
+  }
+}
+
+ModelOutput Transformer::forward(const Tensor& ids) const {
+  EMBER_CHECK(ids.dim() == 2, "Transformer: token ids must be [B, T], got ", shape_str(ids.shape()));
+  const int64_t T = ids.size(1);
+  EMBER_CHECK(T <= cfg_.max_seq_len, "Transformer: sequence length ", T, " exceeds max_seq_len ",
+              cfg_.max_seq_len);
+  ModelOutput out;
+  Variable x = embed_tokens_->forward(ids);  // [B, T, C]
+  if (embed_positions_) {
+    x = x + embed_positions_->forward(Tensor::arange(0, static_cast<double>(T)));
+  } else if (sinusoidal_.defined()) {
+    x = x + Variable(sinusoidal_.narrow(0, 0, T));
+  }
+  for (const auto& block : blocks_) x = block->forward(x, out.moe_aux);
+  x = final_norm_->forward(x);
+  Variable logits = lm_head_ ? lm_head_->forward(x) : matmul(x, embed_tokens_->weight(), false, true);
+  if (cfg_.final_softcap > 0) {
+    logits = tanh(logits / cfg_.final_softcap) * cfg_.final_softcap;
+  }
+  out.logits = logits;
+  return out;
+}
+
+LossTerms Transformer::loss(const ModelOutput& out, const Tensor& targets) const {
+  const Variable& logits = out.logits;
+  EMBER_CHECK(targets.shape() == Shape({logits.size(0), logits.size(1)}), "loss: targets of shape ",
+              shape_str(targets.shape()), " do not match logits of shape ", shape_str(logits.shape()));
+  const int64_t N = logits.size(0) * logits.size(1);
+  CrossEntropyResult ce = cross_entropy(reshape(logits, {N, cfg_.vocab_size}),
+                                        targets.reshape({N}), cfg_.z_loss_coef);
+  LossTerms terms;
+  terms.ce = ce.ce;
+  terms.z = ce.z;
+  terms.total = ce.loss;
+  if (!out.moe_aux.empty()) {
+    Variable aux_sum, rz_sum;
+    for (const MoEAux& a : out.moe_aux) {
+      aux_sum = aux_sum.defined() ? aux_sum + a.aux : a.aux;
+      rz_sum = rz_sum.defined() ? rz_sum + a.router_z : a.router_z;
+    }
+    const double L = static_cast<double>(out.moe_aux.size());
+    const Variable aux_mean = aux_sum / L, rz_mean = rz_sum / L;
+    terms.aux = aux_mean.item();
+    terms.router_z = rz_mean.item();
+    if (cfg_.moe->aux_loss_coef > 0) terms.total = terms.total + aux_mean * cfg_.moe->aux_loss_coef;
+    if (cfg_.moe->router_z_loss_coef > 0) {
+      terms.total = terms.total + rz_mean * cfg_.moe->router_z_loss_coef;
+    }
+  }
+  return terms;
+}
+
+}  // namespace ember::nn

@@ -1,0 +1,73 @@
+// The Transformer of SPEC.md: token embedding (+ learned or sinusoidal
+// positions), n_layers blocks (pre-norm, or parallel), final norm, tied or
+// separate lm_head, final soft-cap; and its loss. Parameter names follow
+// SPEC.md section 3 straight from the module tree.
+// ids [B, T] -> logits [B, T, V].
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "nn/attention.h"
+#include "nn/config.h"
+#include "nn/ffn.h"
+#include "nn/layers.h"
+
+namespace ember::nn {
+
+// One block: x + attn(norm(x)), then + mlp(norm(x)); or with parallel_block
+// x + attn(norm(x)) + mlp(norm(x)) sharing one norm.
+class TransformerBlock : public Module {
+ public:
+  TransformerBlock(const ModelConfig& cfg, int64_t layer, std::shared_ptr<const RotaryEmbedding> rotary,
+                   std::shared_ptr<Generator> dropout_gen, Generator& init_gen, DType dtype);
+  // Appends this block's MoE losses to moe_aux when it is an MoE block.
+  Variable forward(const Variable& x, std::vector<MoEAux>& moe_aux) const;
+  const std::shared_ptr<MoE>& moe() const { return moe_; }
+
+ private:
+  Variable mlp_forward(const Variable& h, std::vector<MoEAux>& moe_aux) const;
+  bool parallel_;
+  std::shared_ptr<UnaryModule> input_norm_, post_norm_;
+  std::shared_ptr<Attention> attn_;
+  std::shared_ptr<FFN> ffn_;
+  std::shared_ptr<MoE> moe_;
+  std::shared_ptr<Dropout> ffn_dropout_;
+};
+
+struct ModelOutput {
+  Variable logits;              // [B, T, V]
+  std::vector<MoEAux> moe_aux;  // one per MoE layer
+};
+
+// The loss terms of SPEC.md section 2; total is what is differentiated.
+struct LossTerms {
+  Variable total;
+  double ce = 0, z = 0, aux = 0, router_z = 0;
+};
+
+class Transformer : public Module {
+ public:
+  // Weights drawn from a Generator seeded with `seed`: normal(0, 0.02), o_proj and
+  // down_proj with std 0.02 / sqrt(2 n_layers), norms 1, biases 0.
+  explicit Transformer(const ModelConfig& cfg, uint64_t seed = 0, DType dtype = DType::Float32);
+  ModelOutput forward(const Tensor& ids) const;
+  // ce + z_loss_coef z + aux_loss_coef mean(aux) + router_z_loss_coef mean(router_z)
+  // for targets [B, T].
+  LossTerms loss(const ModelOutput& out, const Tensor& targets) const;
+  const ModelConfig& config() const { return cfg_; }
+  const std::vector<std::shared_ptr<TransformerBlock>>& blocks() const { return blocks_; }
+  // The dropout stream (its offset is training state).
+  Generator& dropout_generator() { return *dropout_gen_; }
+
+ private:
+  ModelConfig cfg_;
+  DType dtype_;
+  std::shared_ptr<Generator> dropout_gen_;
+  std::shared_ptr<Embedding> embed_tokens_, embed_positions_;
+  Tensor sinusoidal_;
+  std::vector<std::shared_ptr<TransformerBlock>> blocks_;
+  std::shared_ptr<UnaryModule> final_norm_;
+  std::shared_ptr<Linear> lm_head_;
+};
+
+}  // namespace ember::nn

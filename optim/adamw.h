@@ -1,0 +1,33 @@
+// AdamW exactly as torch.optim.AdamW (SPEC.md section 4), t counting from 1:
+//   p *= 1 - lr * wd                       (decoupled decay, first)
+//   m = b1 m + (1 - b1) g,  v = b2 v + (1 - b2) g^2
+//   p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+// One fused OpenMP loop per tensor; moments are float32 for float32 params.
+#pragma once
+#include "optim/optimizer.h"
+
+namespace ember::optim {
+
+struct AdamWOptions {
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+};
+
+class AdamW : public Optimizer {
+ public:
+  AdamW(std::vector<ParamGroup> groups, AdamWOptions options = {});
+  void step(double lr) override;
+  std::map<std::string, Tensor> state_dict() const override;
+  void load_state_dict(const std::map<std::string, Tensor>& state, int64_t step) override;
+  const AdamWOptions& options() const { return options_; }
+  // Moments of group g, parameter i.
+  const Tensor& exp_avg(size_t g, size_t i) const { return m_[g][i]; }
+  const Tensor& exp_avg_sq(size_t g, size_t i) const { return v_[g][i]; }
+
+ private:
+  AdamWOptions options_;
+  std::vector<std::vector<Tensor>> m_, v_;
+};
+
+}  // namespace ember::optim

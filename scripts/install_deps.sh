@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs ember's Debian build and run dependencies, only those missing.
+set -euo pipefail
+packages=(build-essential cmake libdnnl-dev libopenmpi-dev openmpi-bin libhdf5-dev
+          hdf5-tools libcli11-dev catch2 nlohmann-json3-dev unicode-data)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "ember: installing ${missing[*]}"
+  sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+fi

@@ -1,0 +1,114 @@
+// AdamW, SGD, schedules and clipping against values computed by PyTorch and
+// by hand in tests/data/make_optim_expected.py (the numbers are pasted here).
+#include <catch2/catch.hpp>
+
+#include "optim/adamw.h"
+#include "optim/clip.h"
+#include "optim/schedule.h"
+#include "optim/sgd.h"
+
+using namespace ember;
+using namespace ember::optim;
+
+static void check_values(const Tensor& t, const std::vector<double>& want, double rel) {
+  const auto got = t.to_vector<double>();
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i);
+    CHECK(got[i] == Approx(want[i]).epsilon(rel).margin(1e-15));
+  }
+}
+
+TEST_CASE("AdamW matches torch.optim.AdamW over three steps", "[optim]") {
+  for (DType dt : {DType::Float64, DType::Float32}) {
+    Variable w(Tensor::from_vector<double>({0.5, -1.0, 2.0, 0.0, 0.25, -0.75}, {2, 3}).to(dt), true);
+    Variable b(Tensor::from_vector<double>({0.1, -0.2, 0.3}).to(dt), true);
+    auto groups = decay_groups({{"w", w}, {"b", b}}, 0.1);
+    REQUIRE(groups[0].params.size() == 1);  // w decays, b does not
+    AdamW opt(groups, {0.9, 0.95, 1e-8});
+    const std::vector<std::vector<double>> gw = {{0.3, -0.1, 0.2, 1.0, 0.0, -0.5},
+                                                 {-0.2, 0.4, 0.1, 0.5, 0.5, 0.5},
+                                                 {0.0, 0.0, 1.0, -1.0, 2.0, 0.1}};
+    const std::vector<std::vector<double>> gb = {{0.05, -0.5, 1.5}, {0.2, 0.2, -0.2}, {-1.0, 0.0, 0.3}};
+    const std::vector<double> lrs = {0.01, 0.005, 0.02};
+    for (int s = 0; s < 3; ++s) {
+      w.set_grad(Tensor::from_vector<double>(gw[s], {2, 3}).to(dt));
+      b.set_grad(Tensor::from_vector<double>(gb[s]).to(dt));
+      opt.step(lrs[s]);
+    }
+    const double rel = dt == DType::Float64 ? 1e-12 : 1e-5;
+    check_values(w.data(), {0.4852778605142308, -0.997956211748993, 1.9630834921245899,
+                            -0.016877420203031502, 0.23062351988463217, -0.7402928116656651}, rel);
+    check_values(b.data(), {0.09515253832180849, -0.18279387845310258, 0.2758104059293088}, rel);
+    check_values(opt.exp_avg_sq(0, 0), {0.005961250000000005, 0.008051250000000008, 0.05228000000000005,
+                                        0.1070000000000001, 0.2118750000000002, 0.02365625000000002}, rel);
+    CHECK(opt.steps() == 3);
+  }
+}
+
+TEST_CASE("AdamW state round-trips through state_dict", "[optim]") {
+  Variable w(Tensor::ones({2, 2}, DType::Float64), true);
+  AdamW a(decay_groups({{"w", w}}, 0.1));
+  w.set_grad(Tensor::full({2, 2}, 0.5, DType::Float64));
+  a.step(0.1);
+  Variable w2(w.data().clone(), true);
+  AdamW b(decay_groups({{"w", w2}}, 0.1));
+  b.load_state_dict(a.state_dict(), a.steps());
+  w.set_grad(Tensor::full({2, 2}, -0.25, DType::Float64));
+  w2.set_grad(Tensor::full({2, 2}, -0.25, DType::Float64));
+  a.step(0.1);
+  b.step(0.1);
+  CHECK(w.data().to_vector<double>() == w2.data().to_vector<double>());
+  auto bad = a.state_dict();
+  bad.erase("w/exp_avg");
+  CHECK_THROWS_WITH(b.load_state_dict(bad, 1), Catch::Contains("w/exp_avg"));
+}
+
+TEST_CASE("SGD with Nesterov momentum matches torch.optim.SGD", "[optim]") {
+  Variable p(Tensor::from_vector<double>({1.0, -2.0}), true);
+  ParamGroup g;
+  g.params = {p};
+  g.names = {"p"};
+  g.weight_decay = 0.01;
+  SGD opt({g}, {0.9, true});
+  for (auto grad : {std::vector<double>{0.5, 0.5}, std::vector<double>{-1.0, 0.25}}) {
+    p.set_grad(Tensor::from_vector<double>(grad));
+    opt.step(0.1);
+  }
+  check_values(p.data(), {1.05007411, -2.17360672}, 1e-8);
+}
+
+TEST_CASE("clip_grad_norm returns the pre-clip norm and scales like PyTorch", "[optim]") {
+  Variable a(Tensor::zeros({3}, DType::Float64), true), c(Tensor::zeros({2}, DType::Float64), true);
+  a.set_grad(Tensor::from_vector<double>({3.0, 0.0, 4.0}));
+  c.set_grad(Tensor::from_vector<double>({12.0, 0.0}));
+  CHECK(clip_grad_norm({a, c}, 1.0) == 13.0);
+  check_values(a.grad(), {0.23076921301775288, 0.0, 0.3076922840236705}, 1e-12);
+  check_values(c.grad(), {0.9230768520710115, 0.0}, 1e-12);
+  // Below the threshold nothing changes; max_norm 0 only measures.
+  CHECK(clip_grad_norm({a, c}, 5.0) == Approx(1.0).epsilon(1e-6));
+  CHECK(clip_grad_norm({a, c}, 0) == Approx(1.0).epsilon(1e-6));
+  check_values(c.grad(), {0.9230768520710115, 0.0}, 1e-12);
+}
+
+TEST_CASE("schedules are pure functions of the step", "[optim]") {
+  Schedule cos{"cosine", 1e-3, 1e-4, 10, 100, 0};
+  const std::vector<int64_t> steps = {0, 4, 9, 10, 37, 99, 100, 150};
+  const std::vector<double> want = {0.0001, 0.0005, 0.001, 0.001, 0.000814503363531613,
+                                    0.00010027412784140692, 0.0001, 0.0001};
+  for (size_t i = 0; i < steps.size(); ++i) {
+    INFO("step " << steps[i]);
+    CHECK(lr_at(cos, steps[i]) == Approx(want[i]).epsilon(1e-12));
+  }
+  // Hand-computed: warmup 2 then constant / linear / wsd over total 10.
+  CHECK(lr_at({"constant", 1.0, 0.0, 2, 10, 0}, 0) == 0.5);
+  CHECK(lr_at({"constant", 1.0, 0.0, 2, 10, 0}, 7) == 1.0);
+  CHECK(lr_at({"linear", 1.0, 0.2, 2, 10, 0}, 2) == 1.0);
+  CHECK(lr_at({"linear", 1.0, 0.2, 2, 10, 0}, 6) == Approx(0.6));
+  CHECK(lr_at({"linear", 1.0, 0.2, 2, 10, 0}, 10) == Approx(0.2));
+  CHECK(lr_at({"wsd", 1.0, 0.0, 2, 10, 4}, 5) == 1.0);
+  CHECK(lr_at({"wsd", 1.0, 0.0, 2, 10, 4}, 6) == 1.0);
+  CHECK(lr_at({"wsd", 1.0, 0.0, 2, 10, 4}, 8) == Approx(0.5));
+  CHECK(lr_at({"wsd", 1.0, 0.0, 2, 10, 4}, 10) == Approx(0.0));
+  CHECK_THROWS_WITH(lr_at({"step", 1.0, 0.0, 0, 10, 0}, 3), Catch::Contains("step"));
+}
