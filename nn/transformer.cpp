@@ -1,8 +1,10 @@
-// TransformerBlock and Transformer forward passes and the training loss.
+// TransformerBlock and Transformer forward passes (training, and cached
+// inference over a KVCache) and the training loss.
 #include "nn/transformer.h"
 
 #include <cmath>
 
+#include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 
 namespace ember::nn {
@@ -69,6 +71,20 @@ Variable TransformerBlock::forward(const Variable& x, std::vector<MoEAux>& moe_a
   return x1 + mlp_forward(post_norm_->forward(x1), moe_aux);
 }
 
+Variable TransformerBlock::forward_cached(const Variable& x, LayerKVCache& cache,
+                                          int64_t pos0) const {
+  std::vector<MoEAux> unused;
+  auto mlp = [&](const Variable& h) {
+    return moe_ ? moe_->forward(h, unused.emplace_back()) : ffn_->forward(h);
+  };
+  if (parallel_) {
+    const Variable h = input_norm_->forward(x);
+    return x + attn_->forward_cached(h, cache, pos0) + mlp(h);
+  }
+  const Variable x1 = x + attn_->forward_cached(input_norm_->forward(x), cache, pos0);
+  return x1 + mlp(post_norm_->forward(x1));
+}
+
 Transformer::Transformer(const ModelConfig& cfg, uint64_t seed, DType dtype)
     : cfg_(cfg), dtype_(dtype), dropout_gen_(std::make_shared<Generator>(seed ^ 0x9e3779b97f4a7c15ull)) {
   Generator init_gen(seed);
@@ -94,26 +110,58 @@ Transformer::Transformer(const ModelConfig& cfg, uint64_t seed, DType dtype)
   }
 }
 
+Variable Transformer::add_positions(const Variable& x, int64_t pos0, int64_t T) const {
+  if (embed_positions_) {
+    const Tensor positions =
+        Tensor::arange(static_cast<double>(pos0), static_cast<double>(pos0 + T));
+    return x + embed_positions_->forward(positions);
+  }
+  if (sinusoidal_.defined()) return x + Variable(sinusoidal_.narrow(0, pos0, T));
+  return x;
+}
+
+Variable Transformer::head(const Variable& x) const {
+  const Variable h = final_norm_->forward(x);
+  Variable logits =
+      lm_head_ ? lm_head_->forward(h) : matmul(h, embed_tokens_->weight(), false, true);
+  if (cfg_.final_softcap > 0) {
+    logits = tanh(logits / cfg_.final_softcap) * cfg_.final_softcap;
+  }
+  return logits;
+}
+
 ModelOutput Transformer::forward(const Tensor& ids) const {
   EMBER_CHECK(ids.dim() == 2, "Transformer: token ids must be [B, T], got ", shape_str(ids.shape()));
   const int64_t T = ids.size(1);
   EMBER_CHECK(T <= cfg_.max_seq_len, "Transformer: sequence length ", T, " exceeds max_seq_len ",
               cfg_.max_seq_len);
   ModelOutput out;
-  Variable x = embed_tokens_->forward(ids);  // [B, T, C]
-  if (embed_positions_) {
-    x = x + embed_positions_->forward(Tensor::arange(0, static_cast<double>(T)));
-  } else if (sinusoidal_.defined()) {
-    x = x + Variable(sinusoidal_.narrow(0, 0, T));
-  }
+  Variable x = add_positions(embed_tokens_->forward(ids), 0, T);  // [B, T, C]
   for (const auto& block : blocks_) x = block->forward(x, out.moe_aux);
-  x = final_norm_->forward(x);
-  Variable logits = lm_head_ ? lm_head_->forward(x) : matmul(x, embed_tokens_->weight(), false, true);
-  if (cfg_.final_softcap > 0) {
-    logits = tanh(logits / cfg_.final_softcap) * cfg_.final_softcap;
-  }
-  out.logits = logits;
+  out.logits = head(x);
   return out;
+}
+
+Variable Transformer::forward_cached(const Tensor& ids, KVCache& cache, bool last_only) const {
+  EMBER_CHECK(ids.dim() == 2 && ids.size(1) >= 1, "Transformer: token ids must be [B, T], got ",
+              shape_str(ids.shape()));
+  const int64_t T = ids.size(1), pos0 = cache.length();
+  EMBER_CHECK(ids.size(0) == cache.batch() && cache.n_layers() == cfg_.n_layers &&
+                  cache.max_seq_len() == cfg_.max_seq_len && cache.dtype() == dtype_,
+              "Transformer: the KV cache (batch ", cache.batch(), ", ", cache.n_layers(),
+              " layers, max_seq_len ", cache.max_seq_len(), ", ", dtype_name(cache.dtype()),
+              ") does not fit this model and ids ", shape_str(ids.shape()),
+              "; make it with Transformer::make_cache");
+  EMBER_CHECK(pos0 + T <= cfg_.max_seq_len, "Transformer: ", pos0, " cached + ", T,
+              " new tokens exceed max_seq_len ", cfg_.max_seq_len);
+  NoGradGuard no_grad;
+  Variable x = add_positions(embed_tokens_->forward(ids), pos0, T);  // [B, T, C]
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    x = blocks_[i]->forward_cached(x, cache.layer(static_cast<int64_t>(i)), pos0);
+  }
+  if (last_only && T > 1) x = narrow(x, 1, T - 1, 1);
+  cache.advance(T);
+  return head(x);
 }
 
 LossTerms Transformer::loss(const ModelOutput& out, const Tensor& targets) const {

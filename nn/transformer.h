@@ -2,7 +2,7 @@
 // positions), n_layers blocks (pre-norm, or parallel), final norm, tied or
 // separate lm_head, final soft-cap; and its loss. Parameter names follow
 // SPEC.md section 3 straight from the module tree.
-// ids [B, T] -> logits [B, T, V].
+// ids [B, T] -> logits [B, T, V]. forward_cached is the inference path over a KVCache.
 #pragma once
 #include <memory>
 #include <vector>
@@ -10,6 +10,7 @@
 #include "nn/attention.h"
 #include "nn/config.h"
 #include "nn/ffn.h"
+#include "nn/kv_cache.h"
 #include "nn/layers.h"
 
 namespace ember::nn {
@@ -22,6 +23,8 @@ class TransformerBlock : public Module {
                    std::shared_ptr<Generator> dropout_gen, Generator& init_gen, DType dtype);
   // Appends this block's MoE losses to moe_aux when it is an MoE block.
   Variable forward(const Variable& x, std::vector<MoEAux>& moe_aux) const;
+  // Inference: x [B, T, C] at positions pos0.., attending over and appending to cache; no dropout.
+  Variable forward_cached(const Variable& x, LayerKVCache& cache, int64_t pos0) const;
   const std::shared_ptr<MoE>& moe() const { return moe_; }
 
  private:
@@ -51,6 +54,15 @@ class Transformer : public Module {
   // down_proj with std 0.02 / sqrt(2 n_layers), norms 1, biases 0.
   explicit Transformer(const ModelConfig& cfg, uint64_t seed = 0, DType dtype = DType::Float32);
   ModelOutput forward(const Tensor& ids) const;
+  // Inference with a KV cache, under no-grad (no graph is recorded): ids [B, T] are the
+  // tokens at absolute positions cache.length() .. + T - 1; their K/V are appended to the
+  // cache and the cache advances by T. Returns logits [B, T, V], or [B, 1, V] for the last
+  // position only when last_only (what sampling needs: skips T - 1 rows of the lm_head).
+  // The same logits as forward() over the whole sequence (dropout is never applied).
+  Variable forward_cached(const Tensor& ids, KVCache& cache, bool last_only = false) const;
+  // An empty cache for this model: batch rows, the model's dtype.
+  KVCache make_cache(int64_t batch = 1) const { return KVCache(cfg_, batch, dtype_); }
+  DType dtype() const { return dtype_; }
   // ce + z_loss_coef z + aux_loss_coef mean(aux) + router_z_loss_coef mean(router_z)
   // for targets [B, T].
   LossTerms loss(const ModelOutput& out, const Tensor& targets) const;
@@ -68,6 +80,10 @@ class Transformer : public Module {
   std::vector<std::shared_ptr<TransformerBlock>> blocks_;
   std::shared_ptr<UnaryModule> final_norm_;
   std::shared_ptr<Linear> lm_head_;
+  // Position embeddings (learned or sinusoidal) of positions pos0 .. pos0 + T - 1 added to x.
+  Variable add_positions(const Variable& x, int64_t pos0, int64_t T) const;
+  // Final norm, lm_head (tied or not) and final soft-cap: x [B, T, C] -> [B, T, V].
+  Variable head(const Variable& x) const;
 };
 
 }  // namespace ember::nn

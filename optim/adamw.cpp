@@ -6,11 +6,11 @@
 #include "autograd/grad_mode.h"
 
 namespace ember::optim {
-namespace {
 
 template <class T>
-void adamw_update(T* p, const T* g, T* m, T* v, int64_t n, double lr, double wd, double b1,
-                  double b2, double eps, int64_t t) {
+void adamw_update_span(T* p, const T* g, T* m, T* v, int64_t n, double lr, double wd,
+                       const AdamWOptions& options, int64_t t) {
+  const double b1 = options.beta1, b2 = options.beta2, eps = options.eps;
   const double bc1 = 1.0 - std::pow(b1, static_cast<double>(t));
   const double bc2 = 1.0 - std::pow(b2, static_cast<double>(t));
   const T decay = static_cast<T>(1.0 - lr * wd);
@@ -29,7 +29,10 @@ void adamw_update(T* p, const T* g, T* m, T* v, int64_t n, double lr, double wd,
   }
 }
 
-}  // namespace
+template void adamw_update_span<float>(float*, const float*, float*, float*, int64_t, double,
+                                       double, const AdamWOptions&, int64_t);
+template void adamw_update_span<double>(double*, const double*, double*, double*, int64_t, double,
+                                        double, const AdamWOptions&, int64_t);
 
 AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options)
     : Optimizer(std::move(groups)), options_(options) {
@@ -57,9 +60,9 @@ void AdamW::step(double lr) {
       const Tensor grad = p.grad().contiguous();
       dispatch_float(data.dtype(), "AdamW", [&](auto tag) {
         using T = decltype(tag);
-        adamw_update<T>(data.data<T>(), grad.data<T>(), m_[gi][i].data<T>(), v_[gi][i].data<T>(),
-                        data.numel(), glr, group.weight_decay, options_.beta1, options_.beta2,
-                        options_.eps, step_);
+        adamw_update_span<T>(data.data<T>(), grad.data<T>(), m_[gi][i].data<T>(),
+                             v_[gi][i].data<T>(), data.numel(), glr, group.weight_decay, options_,
+                             step_);
       });
       data.bump_version();
     }

@@ -14,6 +14,15 @@ struct AdamWOptions {
   double eps = 1e-8;
 };
 
+// The fused update of one contiguous span of n elements (parameter p, gradient
+// g, moments m and v) at step t (from 1), with learning rate lr and weight
+// decay wd: what AdamW::step does for each tensor, exposed so a sharded
+// optimizer (dist::ZeroAdamW) updates its slice with the very same arithmetic.
+// Defined for float and double.
+template <class T>
+void adamw_update_span(T* p, const T* g, T* m, T* v, int64_t n, double lr, double wd,
+                       const AdamWOptions& options, int64_t t);
+
 class AdamW : public Optimizer {
  public:
   AdamW(std::vector<ParamGroup> groups, AdamWOptions options = {});

@@ -3,6 +3,7 @@
 set -euo pipefail
 packages=(build-essential cmake libdnnl-dev libopenmpi-dev openmpi-bin libhdf5-dev
           hdf5-tools libcli11-dev catch2 nlohmann-json3-dev unicode-data)
+packages+=(${EMBER_EXTRA_PACKAGES:-})  # e.g. fortunes for the main job
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

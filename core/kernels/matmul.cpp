@@ -1,11 +1,14 @@
 // Batched matmul (see matmul.h). float32 runs on oneDNN matmul primitives,
 // created once per (M, N, K, batch, strides, alpha, beta) and cached; float64
-// (and any shape oneDNN declines) on a cache-blocked reference kernel. This is
+// (and any shape oneDNN declines) on a cache-blocked reference kernel; float32
+// with M = 1 and contiguous rows of op(B)^T on gemv_rows (kernels/gemv.h). This is
 // the only file in ember that includes oneDNN.
 //   C[b] = alpha * op(A)[b] @ op(B)[b] + beta * C[b],   op(A)[b]: [M, K], op(B)[b]: [K, N]
 #include "core/kernels/matmul.h"
 
 #include <omp.h>
+
+#include "core/kernels/gemv.h"
 
 #include <algorithm>
 #include <array>
@@ -222,6 +225,11 @@ void onednn_gemm(Gemm g) {
 void run_gemm(const Gemm& g, DType dtype) {
   if (dtype == DType::Float64) return reference_gemm<double>(g);
   if (g.K == 0) return reference_gemm<float>(g);  // C = beta * C
+  if (g.batch == 1 && g.M == 1 && g.a.cs == 1 && g.b.rs == 1) {  // x [1, K] W[N, K]^T: decoding
+    return gemv_rows(g.N, g.K, reinterpret_cast<const float*>(g.pa),
+                     reinterpret_cast<const float*>(g.pb), g.b.cs, reinterpret_cast<float*>(g.pc),
+                     g.c.cs, static_cast<float>(g.alpha), static_cast<float>(g.beta));
+  }
   onednn_gemm(g);
 }
 

@@ -1,0 +1,89 @@
+// `ember tokenize`: train a byte-level BPE tokenizer on a corpus
+// (--train --vocab-size N CORPUS... --out tokenizer.json) and/or encode a
+// corpus into llm.c token shards (--encode CORPUS... --tokenizer F --out DIR).
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "apps/commands.h"
+#include "data/bpe_trainer.h"
+#include "data/corpus_encoder.h"
+
+namespace ember::apps {
+namespace {
+
+struct TokenizeOptions {
+  bool train = false, encode = false;
+  std::vector<std::string> corpus;
+  std::string tokenizer, out, separator;
+  int64_t vocab_size = 8192, shard_tokens = 100'000'000;
+  uint64_t min_frequency = 2;
+  double val_fraction = 0.0;
+};
+
+// Progress on stderr: a redrawn bar on a terminal, plain lines otherwise.
+ProgressFn progress_printer() {
+  const bool terminal = isatty(fileno(stderr));
+  auto last = std::make_shared<double>(-1.0);
+  return [terminal, last](const Progress& p) {
+    const bool finished = p.total > 0 && p.done >= p.total;
+    if (!terminal && !finished && p.seconds - *last < 2.0) return;  // a line every 2 s
+    *last = p.seconds;
+    std::fprintf(stderr, terminal ? "\r%s" : "%s\n", format_progress(p, terminal).c_str());
+    if (terminal && finished) std::fprintf(stderr, "\n");
+  };
+}
+
+}  // namespace
+
+CommandRunner add_tokenize_command(CLI::App& app) {
+  auto o = std::make_shared<TokenizeOptions>();
+  CLI::App* sub = app.add_subcommand("tokenize", "Train a byte-level BPE tokenizer and/or encode a corpus into token shards");
+  sub->add_flag("--train", o->train, "train a tokenizer on CORPUS and write it to --out (or --tokenizer with --encode)");
+  sub->add_flag("--encode", o->encode, "encode CORPUS into llm.c shards in the folder --out");
+  sub->add_option("corpus", o->corpus, "text files, folders or globs")->required();
+  sub->add_option("--vocab-size", o->vocab_size, "tokens in all: 256 bytes + merges + special tokens")->capture_default_str();
+  sub->add_option("--min-frequency", o->min_frequency, "a pair seen fewer times is never merged")->capture_default_str();
+  sub->add_option("--tokenizer", o->tokenizer, "tokenizer.json to encode with (written first with --train)");
+  sub->add_option("--out", o->out, "tokenizer.json (--train) or the shard folder (--encode)")->required();
+  sub->add_option("--val-fraction", o->val_fraction, "documents held out as validation shards")->capture_default_str();
+  sub->add_option("--shard-tokens", o->shard_tokens, "tokens per shard")->capture_default_str();
+  sub->add_option("--separator", o->separator, "a line equal to this ends a document (e.g. % for fortunes)");
+  return [o]() {
+    EMBER_CHECK(o->train || o->encode, "tokenize: give --train, --encode or both");
+    CorpusOptions corpus;
+    corpus.separator_line = o->separator;
+    Tokenizer tok;
+    if (o->train) {
+      BpeTrainOptions t;
+      t.vocab_size = static_cast<size_t>(o->vocab_size);
+      t.min_frequency = o->min_frequency;
+      tok = train_bpe_on_corpus(o->corpus, t, corpus, progress_printer());
+      const std::string path = o->encode ? o->tokenizer : o->out;
+      EMBER_CHECK(!path.empty(), "tokenize: --train with --encode needs --tokenizer FILE to write the tokenizer to");
+      tok.save(path);
+      std::printf("wrote %s (%zu tokens)\n", path.c_str(), tok.vocab_size());
+    } else {
+      EMBER_CHECK(!o->tokenizer.empty(), "tokenize --encode: give --tokenizer FILE");
+      tok = Tokenizer::load(o->tokenizer);
+    }
+    if (o->encode) {
+      CorpusEncodeOptions e;
+      e.out_dir = o->out;
+      e.val_fraction = o->val_fraction;
+      e.shard_tokens = static_cast<uint64_t>(o->shard_tokens);
+      e.corpus = corpus;
+      e.progress = progress_printer();
+      const CorpusEncodeResult r = encode_corpus(tok, o->corpus, e);
+      std::printf("encoded %llu documents (%.1f MB) into %llu train tokens (%zu shards) and %llu validation tokens "
+                  "in %.1f s: %.2f bytes per token\n",
+                  static_cast<unsigned long long>(r.documents), r.bytes / 1e6,
+                  static_cast<unsigned long long>(r.train_tokens), r.train_shards.size(),
+                  static_cast<unsigned long long>(r.val_tokens), r.seconds,
+                  static_cast<double>(r.bytes) / std::max<double>(1, static_cast<double>(r.train_tokens + r.val_tokens)));
+    }
+    return 0;
+  };
+}
+
+}  // namespace ember::apps

@@ -1,0 +1,17 @@
+// The subcommands of the `ember` binary. Each registers its options on a
+// CLI11 subcommand and returns the function that runs it (exit code).
+#pragma once
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace ember::apps {
+
+using CommandRunner = std::function<int()>;
+
+CommandRunner add_info_command(CLI::App& app);
+CommandRunner add_eval_command(CLI::App& app);
+CommandRunner add_train_command(CLI::App& app);
+CommandRunner add_tokenize_command(CLI::App& app);
+CommandRunner add_generate_command(CLI::App& app);
+
+}  // namespace ember::apps

@@ -1,0 +1,99 @@
+// Run-folder bookkeeping (see run_files.h).
+#include "apps/run_files.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "apps/checkpoint.h"
+#include "core/error.h"
+
+namespace ember::apps {
+namespace fs = std::filesystem;
+
+std::string checkpoint_name(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step_%08lld.h5", static_cast<long long>(step));
+  return buf;
+}
+
+void write_latest(const std::string& out_dir, const std::string& name) {
+  const fs::path tmp = fs::path(out_dir) / ".latest.tmp";
+  {
+    std::ofstream f(tmp);
+    f << name << "\n";
+    EMBER_CHECK(f.good(), tmp.string(), ": cannot write");
+  }
+  fs::rename(tmp, fs::path(out_dir) / "latest");
+}
+
+static int64_t step_of(const std::string& name) {
+  static const std::regex pattern(R"(step_(\d{8,})\.h5)");
+  std::smatch m;
+  return std::regex_match(name, m, pattern) ? std::stoll(m[1]) : -1;
+}
+
+std::vector<std::string> list_checkpoints(const std::string& out_dir) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(out_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const int64_t step = step_of(name);
+    if (step >= 0 && e.is_regular_file()) found.emplace_back(step, name);
+  }
+  std::sort(found.rbegin(), found.rend());
+  std::vector<std::string> names;
+  for (auto& [step, name] : found) names.push_back(name);
+  return names;
+}
+
+void prune_checkpoints(const std::string& out_dir, int64_t keep, int64_t keep_every) {
+  if (keep <= 0) return;
+  const auto names = list_checkpoints(out_dir);
+  for (size_t i = static_cast<size_t>(keep); i < names.size(); ++i) {
+    const int64_t step = step_of(names[i]);
+    if (keep_every > 0 && step % keep_every == 0) continue;
+    std::error_code ec;
+    fs::remove(fs::path(out_dir) / names[i], ec);
+  }
+}
+
+std::string find_resume_checkpoint(const std::string& dir) {
+  EMBER_CHECK(fs::is_directory(dir), "--resume: ", dir, " is not a run folder");
+  std::vector<std::string> candidates;
+  std::ifstream latest(fs::path(dir) / "latest");
+  std::string pointed;
+  if (latest >> pointed) candidates.push_back(pointed);
+  for (const std::string& n : list_checkpoints(dir)) {
+    if (n != pointed) candidates.push_back(n);
+  }
+  std::sort(candidates.begin(), candidates.end(),
+            [](const std::string& a, const std::string& b) { return step_of(a) > step_of(b); });
+  for (const std::string& name : candidates) {
+    const std::string path = (fs::path(dir) / name).string();
+    try {
+      read_checkpoint(path, /*with_optim=*/true);  // reads every dataset: catches truncation
+      return path;
+    } catch (const Error& e) {
+      std::fprintf(stderr, "ember: warning: skipping %s: %s\n", path.c_str(), e.what());
+    }
+  }
+  throw Error("--resume: no usable checkpoint in " + dir);
+}
+
+void ensure_writable_dir(const std::string& dir, const char* option) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  EMBER_CHECK(!ec && fs::is_directory(dir), option, ": cannot create folder ", dir,
+              ec ? ": " + ec.message() : std::string());
+  const fs::path probe = fs::path(dir) / ".ember_write_test";
+  {
+    std::ofstream f(probe);
+    EMBER_CHECK(f.good(), option, ": folder ", dir, " is not writable");
+  }
+  fs::remove(probe, ec);
+}
+
+}  // namespace ember::apps

@@ -1,0 +1,24 @@
+// The files of a run folder: checkpoints OUT/step_<8 digits>.h5, the
+// OUT/latest pointer (name of the newest complete checkpoint), pruning by
+// --keep / --keep-every, and finding the checkpoint to resume from.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ember::apps {
+
+std::string checkpoint_name(int64_t step);  // "step_00000123.h5"
+// Points OUT/latest at name, atomically.
+void write_latest(const std::string& out_dir, const std::string& name);
+// Checkpoints in the folder, newest step first.
+std::vector<std::string> list_checkpoints(const std::string& out_dir);
+// Deletes all but the newest `keep` (0: keeps all), sparing steps divisible by keep_every.
+void prune_checkpoints(const std::string& out_dir, int64_t keep, int64_t keep_every);
+// The newest checkpoint that opens and reads completely; a truncated or
+// corrupt one is skipped with a warning on stderr. An Error when none is usable.
+std::string find_resume_checkpoint(const std::string& dir);
+// Fails with a clear error when the folder cannot be created or written.
+void ensure_writable_dir(const std::string& dir, const char* option);
+
+}  // namespace ember::apps

@@ -1,0 +1,338 @@
+// The training loop (see trainer.h).
+#include "apps/trainer.h"
+
+#include <omp.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "apps/checkpoint.h"
+#include "apps/data_prep.h"
+#include "apps/model_io.h"
+#include "apps/presets.h"
+#include "apps/run_files.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "core/kernels/matmul.h"
+#include "data/batch_loader.h"
+#include "data/bpe_trainer.h"
+#include "nn/model_stats.h"
+#include "nn/transformer.h"
+#include "optim/adamw.h"
+#include "optim/clip.h"
+#include "optim/schedule.h"
+
+namespace ember::apps {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::atomic<int> g_stop_signal{0};
+extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+// The options that fix the math and the data order; saved in the checkpoint.
+json options_to_json(const TrainOptions& o) {
+  return {{"data", o.data},         {"val_data", o.val_data},     {"batch_size", o.batch_size},
+          {"seq_len", o.seq_len},   {"grad_accum", o.grad_accum}, {"steps", o.steps},
+          {"lr", o.lr},             {"min_lr", o.min_lr},         {"weight_decay", o.weight_decay},
+          {"clip", o.clip},         {"beta1", o.beta1},           {"beta2", o.beta2},
+          {"warmup", o.warmup},     {"schedule", o.schedule},     {"seed", o.seed},
+          {"sequential", o.sequential}, {"val_fraction", o.val_fraction}};
+}
+
+// A resumed run takes the checkpoint's options except those given on the command line.
+void options_from_json(const json& j, TrainOptions& o) {
+  auto take = [&](const char* key, auto& field) {
+    if (!o.given.count(key) && j.contains(key)) j.at(key).get_to(field);
+  };
+  take("data", o.data);
+  take("val_data", o.val_data);
+  take("batch_size", o.batch_size);
+  take("seq_len", o.seq_len);
+  take("grad_accum", o.grad_accum);
+  take("steps", o.steps);
+  take("lr", o.lr);
+  take("min_lr", o.min_lr);
+  take("weight_decay", o.weight_decay);
+  take("clip", o.clip);
+  take("beta1", o.beta1);
+  take("beta2", o.beta2);
+  take("warmup", o.warmup);
+  take("schedule", o.schedule);
+  take("seed", o.seed);
+  take("sequential", o.sequential);
+  take("val_fraction", o.val_fraction);
+}
+
+double measured_matmul_peak() {
+  const int64_t n = 1024;
+  const Tensor a = Tensor::randn({n, n}, 1), b = Tensor::randn({n, n}, 2);
+  double best = 1e9;
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = Clock::now();
+    kernels::matmul(a, b);
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return 2.0 * n * n * n / best;
+}
+
+std::string format_eta(double seconds) {
+  char buf[32];
+  const long s = std::lround(std::max(0.0, seconds));
+  std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+  return buf;
+}
+
+struct EvalResult {
+  double loss = 0, bits_per_byte = 0;
+};
+
+// Mean ce over `batches` sequential batches of the validation data.
+EvalResult evaluate(const nn::Transformer& model, const BatchLoader& loader, int64_t batches,
+                    const std::vector<int64_t>& token_bytes) {
+  NoGradGuard no_grad;
+  double ce = 0, bytes = 0, tokens = 0;
+  const int64_t T = loader.options().seq_len;
+  for (int64_t i = 0; i < batches; ++i) {
+    const Tensor b = loader.batch(i, 0);
+    const Tensor y = b.narrow(1, 1, T).contiguous();
+    ce += model.loss(model.forward(b.narrow(1, 0, T).contiguous()), y).ce;
+    for (int64_t t : y.to_vector<int64_t>()) bytes += static_cast<double>(token_bytes[t]);
+    tokens += static_cast<double>(y.numel());
+  }
+  EvalResult r;
+  r.loss = ce / static_cast<double>(batches);
+  r.bits_per_byte = r.loss * tokens / std::max(bytes, 1.0) / std::log(2.0);
+  return r;
+}
+
+}  // namespace
+
+int run_train(TrainOptions o) {
+  // --- where the model comes from -------------------------------------------------
+  const int sources = !o.config.empty() + !o.preset.empty() + !o.init_from.empty() + !o.resume.empty();
+  EMBER_CHECK(sources <= 1 || (sources == 2 && !o.resume.empty() && (!o.config.empty() || !o.preset.empty())),
+              "give one of --config, --preset, --init-from, --resume");
+  Checkpoint start;  // weights (and state) to start from, if any
+  std::string start_path;
+  if (!o.resume.empty()) {
+    start_path = find_resume_checkpoint(o.resume);
+    start = read_checkpoint(start_path, /*with_optim=*/true);
+    EMBER_CHECK(start.train_state, start_path, ": has no training state (/train); use --init-from");
+    options_from_json(json::parse(*start.train_state).at("options"), o);
+    if (!o.given.count("out")) o.out = o.resume;
+  } else if (!o.init_from.empty()) {
+    start_path = o.init_from;
+    start = read_checkpoint(start_path, /*with_optim=*/false);
+  }
+  nn::ModelConfig cfg;
+  if (!o.config.empty()) {
+    cfg = nn::ModelConfig::from_file(o.config);
+  } else if (!o.preset.empty()) {
+    cfg = preset_config(o.preset);
+  } else if (!start_path.empty()) {
+    cfg = start.config;
+  } else {
+    cfg = preset_config("dense-small");
+  }
+  // --vocab-size: a BPE tokenizer trained here on the text corpus; the model's vocabulary follows it.
+  std::optional<Tokenizer> trained_tokenizer;
+  if (o.vocab_size > 0 && start_path.empty()) {
+    EMBER_CHECK(o.vocab_size > 256, "--vocab-size must exceed 256 (the byte tokens), got ", o.vocab_size);
+    if (o.data.empty()) o.data = default_corpus();
+    EMBER_CHECK(!is_shard_spec(o.data), "--vocab-size trains a tokenizer on text; --data ", o.data, " is token shards");
+    BpeTrainOptions t;
+    t.vocab_size = static_cast<size_t>(o.vocab_size);
+    CorpusOptions corpus;
+    corpus.separator_line = "%";
+    trained_tokenizer = train_bpe_on_corpus({o.data}, t, corpus);
+    nn::ModelConfig c = cfg;
+    c.vocab_size = static_cast<int64_t>(trained_tokenizer->vocab_size());
+    cfg = nn::ModelConfig::from_json(c.to_json(), "config with --vocab-size");
+  }
+  if (!start_path.empty()) {
+    EMBER_CHECK(cfg.to_json() == start.config.to_json(), start_path,
+                ": the checkpoint's model config does not match the one given by --config/--preset");
+  }
+  EMBER_CHECK(o.seq_len > 0 && o.seq_len <= cfg.max_seq_len, "--seq-len ", o.seq_len,
+              " must be between 1 and the model's max_seq_len (", cfg.max_seq_len, ")");
+  EMBER_CHECK(o.batch_size > 0 && o.grad_accum > 0 && o.steps > 0, "--batch-size, --grad-accum and --steps must be positive");
+  ensure_writable_dir(o.out, "--out");
+
+  // --- tokenizer and data -------------------------------------------------------------
+  // The checkpoint's tokenizer, else the byte tokenizer when the vocabulary holds the bytes;
+  // a model over token shards of its own vocabulary may have none.
+  std::optional<Tokenizer> tokenizer;
+  if (trained_tokenizer) {
+    tokenizer = trained_tokenizer;
+  } else if (!start.tokenizer_json.empty()) {
+    tokenizer = Tokenizer::from_json(start.tokenizer_json);
+  } else if (cfg.vocab_size >= 256) {
+    tokenizer = default_tokenizer(cfg);
+  }
+  if (o.data.empty()) o.data = default_corpus();
+  EMBER_CHECK(fs::exists(o.data) || o.data.find_first_of("*?[") != std::string::npos, "--data: ",
+              o.data, ": no such file or directory");
+  if (!is_shard_spec(o.data)) {
+    EMBER_CHECK(tokenizer && static_cast<int64_t>(tokenizer->vocab_size()) <= cfg.vocab_size,
+                "--data: tokenising text needs a tokenizer that fits the model's vocab_size (",
+                cfg.vocab_size, "); the byte tokenizer needs at least 256");
+  }
+  const PreparedData data = prepare_data(o.data, o.val_data, tokenizer ? *tokenizer : Tokenizer(),
+                                         o.out, o.val_fraction);
+  auto train_set = std::make_shared<TokenDataset>(data.train);
+  const uint32_t max_id = max_token_id(*train_set);
+  EMBER_CHECK(static_cast<int64_t>(max_id) < cfg.vocab_size, "--data: token id ", max_id,
+              " is outside the model's vocabulary (vocab_size ", cfg.vocab_size, ")");
+  BatchLoader loader(train_set, {o.batch_size, o.seq_len, o.grad_accum, 1, 0, o.sequential, o.seed});
+  std::unique_ptr<BatchLoader> val_loader;
+  int64_t eval_batches = 0;
+  if (!data.val.empty()) {
+    auto val_set = std::make_shared<TokenDataset>(data.val);
+    EMBER_CHECK(static_cast<int64_t>(max_token_id(*val_set)) < cfg.vocab_size,
+                "--val-data: a token id is outside the model's vocabulary");
+    if (static_cast<int64_t>(val_set->size()) > o.seq_len) {
+      val_loader = std::make_unique<BatchLoader>(val_set, BatchLoaderOptions{o.batch_size, o.seq_len, 1, 1, 0, true, 0});
+      eval_batches = std::min(o.eval_batches, std::max<int64_t>(1, val_loader->num_windows() / o.batch_size));
+    }
+  }
+  // Bytes per token for bits per byte (1 each without a tokenizer: then it is bits per token).
+  const std::vector<int64_t> token_bytes =
+      tokenizer ? token_byte_lengths(*tokenizer, cfg.vocab_size) : std::vector<int64_t>(cfg.vocab_size, 1);
+
+  // --- model and optimizer ---------------------------------------------------------------
+  nn::Transformer model(cfg, o.seed);
+  if (!start_path.empty()) model.load_state_dict(start.model);
+  optim::AdamW opt(optim::decay_groups(model.named_parameters(), o.weight_decay), {o.beta1, o.beta2, 1e-8});
+  int64_t step = 0;
+  int64_t tokens_seen = 0;
+  if (!o.resume.empty()) {
+    const json st = json::parse(*start.train_state);
+    EMBER_CHECK(start.optim_step, start_path, ": has no optimizer state");
+    opt.load_state_dict(start.optim, *start.optim_step);
+    step = st.at("step").get<int64_t>();
+    tokens_seen = st.at("tokens_seen").get<int64_t>();
+    model.dropout_generator().offset = st.at("dropout_offset").get<uint64_t>();
+    EMBER_CHECK(step <= o.steps, "--resume: the checkpoint is at step ", step, ", beyond --steps ", o.steps);
+  }
+  const optim::Schedule schedule{o.schedule, o.lr, o.min_lr, o.warmup, o.steps, o.steps / 5};
+  const auto params = model.parameters();
+  const int64_t tokens_per_step = o.batch_size * o.seq_len * o.grad_accum;
+  const nn::ModelStats stats = nn::model_stats(cfg, o.batch_size, o.seq_len);
+  const double peak = measured_matmul_peak();
+
+  auto save = [&](int64_t at_step) {
+    Checkpoint c;
+    c.config = cfg;
+    c.model = model.state_dict();
+    c.optim = opt.state_dict();
+    c.optim_step = opt.steps();
+    c.train_step = at_step;
+    c.train_state = json{{"step", at_step},
+                         {"tokens_seen", tokens_seen},
+                         {"dropout_offset", model.dropout_generator().offset},
+                         {"options", options_to_json(o)}}
+                        .dump();
+    if (tokenizer) c.tokenizer_json = tokenizer->to_json();
+    const std::string name = checkpoint_name(at_step);
+    write_checkpoint((fs::path(o.out) / name).string(), c);
+    write_latest(o.out, name);
+    prune_checkpoints(o.out, o.keep, o.keep_every);
+    return name;
+  };
+
+  std::printf("ember train: %s parameters, %lld tokens/step (B %lld x T %lld x accum %lld), %lld steps, out %s\n",
+              std::to_string(stats.total_params).c_str(), static_cast<long long>(tokens_per_step),
+              static_cast<long long>(o.batch_size), static_cast<long long>(o.seq_len),
+              static_cast<long long>(o.grad_accum), static_cast<long long>(o.steps), o.out.c_str());
+  std::printf("data: %llu train tokens%s\n", static_cast<unsigned long long>(train_set->size()),
+              val_loader ? (", validation " + std::to_string(val_loader->num_windows()) + " windows").c_str() : ", no validation");
+  std::fflush(stdout);
+
+  g_stop_signal = 0;
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  std::ofstream metrics(fs::path(o.out) / "metrics.jsonl", std::ios::app);
+  const auto run_start = Clock::now();
+  const int64_t first_step = step;
+  double last_loss = NAN;
+  EvalResult last_eval;
+  bool have_eval = false;
+  while (step < o.steps) {
+    const auto t0 = Clock::now();
+    const double lr = optim::lr_at(schedule, step);
+    opt.zero_grad();
+    double ce = 0, z = 0, aux = 0;
+    for (int64_t u = 0; u < o.grad_accum; ++u) {
+      const Tensor b = loader.batch(step, u);
+      const Tensor x = b.narrow(1, 0, o.seq_len).contiguous(), y = b.narrow(1, 1, o.seq_len).contiguous();
+      nn::LossTerms l = model.loss(model.forward(x), y);
+      (o.grad_accum > 1 ? l.total / static_cast<double>(o.grad_accum) : l.total).backward();
+      ce += l.ce / static_cast<double>(o.grad_accum);
+      z += l.z / static_cast<double>(o.grad_accum);
+      aux += l.aux / static_cast<double>(o.grad_accum);
+    }
+    const double norm = optim::clip_grad_norm(params, o.clip);
+    EMBER_CHECK(std::isfinite(ce) && std::isfinite(norm), "step ", step, ": non-finite ",
+                std::isfinite(ce) ? "gradient norm" : "loss", " (loss ", ce, ", grad norm ", norm,
+                "); stopped before the update, no checkpoint written");
+    opt.step(lr);
+    ++step;
+    tokens_seen += tokens_per_step;
+    last_loss = ce;
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double elapsed = std::chrono::duration<double>(Clock::now() - run_start).count();
+    const double tok_s = static_cast<double>(tokens_per_step) / dt;
+    const double mfu = stats.flops_per_token * tok_s / peak;
+    const double eta = elapsed / static_cast<double>(step - first_step) * static_cast<double>(o.steps - step);
+    json m = {{"step", step}, {"loss", ce}, {"z", z}, {"aux", aux}, {"lr", lr}, {"grad_norm", norm},
+              {"tokens", tokens_seen}, {"tokens_per_s", tok_s}, {"ms_per_step", dt * 1e3}, {"mfu", mfu},
+              {"eta_s", eta}};
+    const bool eval_now = val_loader && ((o.eval_every > 0 && step % o.eval_every == 0) || step == o.steps);
+    if (eval_now) {
+      last_eval = evaluate(model, *val_loader, eval_batches, token_bytes);
+      have_eval = true;
+      m["val_loss"] = last_eval.loss;
+      m["val_bpb"] = last_eval.bits_per_byte;
+    }
+    metrics << m.dump() << "\n" << std::flush;
+    if (step % o.log_every == 0 || step == o.steps || step == first_step + 1 || eval_now) {
+      std::printf("step %6lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %.0f ms | MFU %.1f%% | ETA %s",
+                  static_cast<long long>(step), static_cast<long long>(o.steps), ce, lr, norm, tok_s, dt * 1e3,
+                  100 * mfu, format_eta(eta).c_str());
+      if (eval_now) std::printf(" | val %.4f (%.3f %s)", last_eval.loss, last_eval.bits_per_byte, tokenizer ? "bpb" : "bits/token");
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+    if ((o.save_every > 0 && step % o.save_every == 0) || step == o.steps) save(step);
+    if (g_stop_signal) {
+      const std::string name = save(step);
+      std::printf("stopped by signal %d at step %lld; checkpoint %s\n", g_stop_signal.load(),
+                  static_cast<long long>(step), name.c_str());
+      std::signal(SIGINT, SIG_DFL);
+      std::signal(SIGTERM, SIG_DFL);
+      return 0;
+    }
+  }
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  const double total = std::chrono::duration<double>(Clock::now() - run_start).count();
+  std::printf("done: %lld steps, %lld tokens in %.1f s; final loss %.4f", static_cast<long long>(step),
+              static_cast<long long>(tokens_seen), total, last_loss);
+  if (have_eval) {
+    std::printf(", val loss %.4f (%.3f bits/%s)", last_eval.loss, last_eval.bits_per_byte, tokenizer ? "byte" : "token");
+  }
+  std::printf("; checkpoint %s\n", (fs::path(o.out) / checkpoint_name(step)).string().c_str());
+  if (o.sample_tokens > 0 && tokenizer) print_sample(model, *tokenizer, o.sample_prompt, o.sample_tokens, o.seed);
+  return 0;
+}
+
+}  // namespace ember::apps

@@ -1,0 +1,94 @@
+// A full training step (forward, backward, clipping, AdamW) of model presets:
+// ms per step split by phase, tokens/s, model GFLOP/s and the fraction of
+// the float32 matmul peak measured here.
+// Usage: bench_train_step [--steps N] [--batch B] [--seq T] CONFIG.json...
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/kernels/matmul.h"
+#include "nn/model_stats.h"
+#include "nn/transformer.h"
+#include "optim/adamw.h"
+#include "optim/clip.h"
+
+using namespace ember;
+using Clock = std::chrono::steady_clock;
+
+static double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+int main(int argc, char** argv) {
+  int steps = 10;
+  int64_t B = 8, T = 256;
+  std::vector<std::string> configs;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) {
+      steps = std::atoi(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--batch") && i + 1 < argc) {
+      B = std::atoll(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--seq") && i + 1 < argc) {
+      T = std::atoll(argv[++i]);
+    } else {
+      configs.push_back(argv[i]);
+    }
+  }
+  if (configs.empty()) {
+    std::fprintf(stderr, "usage: bench_train_step [--steps N] [--batch B] [--seq T] CONFIG.json...\n");
+    return 2;
+  }
+  const int64_t n = 1024;
+  const Tensor a = Tensor::randn({n, n}, 1), b = Tensor::randn({n, n}, 2);
+  double best = 1e9;
+  for (int r = 0; r < 6; ++r) {
+    const auto t0 = Clock::now();
+    kernels::matmul(a, b);
+    best = std::min(best, since(t0));
+  }
+  const double peak = 2.0 * n * n * n / best / 1e9;
+  std::printf("threads %d, B %lld, T %lld, matmul peak %.1f GFLOP/s\n", omp_get_max_threads(),
+              static_cast<long long>(B), static_cast<long long>(T), peak);
+  std::printf("%-24s %9s %9s %9s %9s %9s %10s %9s %7s\n", "config", "ms/step", "fwd ms", "bwd ms",
+              "clip ms", "adamw ms", "tokens/s", "GFLOP/s", "%peak");
+  for (const std::string& path : configs) {
+    const nn::ModelConfig cfg = nn::ModelConfig::from_file(path);
+    nn::Transformer model(cfg, 1);
+    optim::AdamW opt(optim::decay_groups(model.named_parameters(), 0.1));
+    const auto params = model.parameters();
+    const Tensor ids = Tensor::rand({B, T + 1}, 3, 0, DType::Float64, 0, static_cast<double>(cfg.vocab_size)).to(DType::Int64);
+    const Tensor x = ids.narrow(1, 0, T).contiguous(), y = ids.narrow(1, 1, T).contiguous();
+    std::vector<std::array<double, 4>> phases;
+    for (int s = 0; s < steps + 2; ++s) {
+      opt.zero_grad();
+      auto t0 = Clock::now();
+      nn::LossTerms loss = model.loss(model.forward(x), y);
+      const double fwd = since(t0);
+      t0 = Clock::now();
+      loss.total.backward();
+      const double bwd = since(t0);
+      t0 = Clock::now();
+      optim::clip_grad_norm(params, 1.0);
+      const double clip = since(t0);
+      t0 = Clock::now();
+      opt.step(1e-4);
+      const double adam = since(t0);
+      if (s >= 2) phases.push_back({fwd, bwd, clip, adam});  // two warm-up steps
+    }
+    std::sort(phases.begin(), phases.end(), [](const auto& p, const auto& q) {
+      return p[0] + p[1] + p[2] + p[3] < q[0] + q[1] + q[2] + q[3];
+    });
+    const auto& m = phases[phases.size() / 2];  // the median step
+    const double t = m[0] + m[1] + m[2] + m[3];
+    const nn::ModelStats st = nn::model_stats(cfg, B, T);
+    const double gflops = st.flops_per_token * B * T / t / 1e9;
+    const std::string name = path.substr(path.find_last_of('/') + 1);
+    std::printf("%-24s %9.1f %9.1f %9.1f %9.1f %9.1f %10.0f %9.1f %6.1f%%\n", name.c_str(), t * 1e3,
+                m[0] * 1e3, m[1] * 1e3, m[2] * 1e3, m[3] * 1e3, B * T / t, gflops, 100 * gflops / peak);
+  }
+  return 0;
+}

@@ -1,1 +1,0 @@
-// ember_data sources land with the tokenizer and shard work.

@@ -1,0 +1,356 @@
+// The bucketed gradient reducer: bucket layout, the post-accumulate hook
+// (copy into the flat buffer, start complete buckets in bucket order so every
+// rank issues the same collectives in the same order, poll the ones in flight
+// to drive MPI progress), and finish() (start the rest, agree on which
+// parameters have gradients, wait, average).
+#include "dist/reducer.h"
+
+#include <chrono>
+#include <cmath>
+#include <unordered_map>
+
+#include "autograd/grad_mode.h"
+#include "core/kernels/elementwise.h"
+#include "optim/clip.h"
+
+namespace ember::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// t /= w (a true division: exact when the sum is a multiple of w).
+void divide_(const Tensor& t, int w) {
+  dispatch_float(t.dtype(), "Reducer", [&](auto tag) {
+    using T = decltype(tag);
+    T* d = t.numel() ? t.data<T>() : nullptr;
+    const int64_t n = t.numel();
+    const T tw = static_cast<T>(w);
+#pragma omp parallel for simd if (n > 65536)
+    for (int64_t i = 0; i < n; ++i) d[i] /= tw;
+  });
+  t.bump_version();
+}
+
+}  // namespace
+
+struct Reducer::State {
+  Communicator* comm = nullptr;
+  ReducerOptions options;
+  std::vector<Variable> params;
+  std::vector<int64_t> offset;    // per parameter: start in flat
+  std::vector<size_t> bucket_of;  // per parameter
+  std::unordered_map<const VariableImpl*, size_t> index;
+  std::vector<Bucket> buckets;
+  std::vector<std::vector<int64_t>> bucket_counts;  // ZeRO: per bucket, elements per rank
+  std::vector<int64_t> shard_starts;                // W + 1 entries
+  Tensor flat, shard_storage, shard_grad;
+  int64_t numel = 0;
+
+  // Per-step state.
+  bool sync = true;
+  std::vector<char> copied;       // per parameter: its gradient is in flat
+  std::vector<int64_t> missing;   // per bucket: parameters not yet copied
+  std::vector<Request> requests;  // per bucket
+  std::vector<char> done;
+  std::vector<Clock::time_point> started, finished;  // per bucket
+  size_t next_launch = 0;
+  Tensor flags;  // per parameter: 1 where this rank has a gradient, max-reduced
+  std::vector<bool> has_grad;
+  ReducerStats stats, running;
+
+  int world() const { return comm->world_size(); }
+  bool communicates() const { return world() > 1; }
+
+  Tensor flat_slice(size_t i) const {
+    return flat.narrow(0, offset[i], params[i].numel()).view(params[i].shape());
+  }
+
+  void reset_step() {
+    std::fill(copied.begin(), copied.end(), 0);
+    std::fill(done.begin(), done.end(), 0);
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      missing[b] = static_cast<int64_t>(buckets[b].params.size());
+    }
+    flags.zero_();
+    next_launch = 0;
+    running = ReducerStats{};
+  }
+
+  void copy_in(size_t i, const Tensor& grad) {
+    const Tensor dst = flat_slice(i);
+    if (grad.defined()) {
+      if (grad.raw_data() != dst.raw_data()) dst.copy_(grad);  // a view of flat already: in place
+      flags.set({static_cast<int64_t>(i)}, 1.0);
+    } else {
+      dst.zero_();
+    }
+    copied[i] = 1;
+    --missing[bucket_of[i]];
+  }
+
+  void launch(size_t b, bool from_hook) {
+    const Bucket& bucket = buckets[b];
+    const Tensor in = flat.narrow(0, bucket.begin, bucket.end - bucket.begin);
+    started[b] = Clock::now();
+    if (options.zero) {
+      const int r = comm->rank();
+      const int64_t lo = shard_starts[r], hi = shard_starts[r + 1];
+      const int64_t at = std::min(std::max(bucket.begin, lo), hi) - lo;
+      requests[b] = comm->ireduce_scatter_sum(in, shard_storage.narrow(0, at, bucket_counts[b][r]),
+                                              bucket_counts[b]);
+    } else {
+      requests[b] = comm->iall_reduce_sum(in);
+    }
+    running.buckets++;
+    running.bytes += static_cast<int64_t>(in.nbytes());
+    running.launched_in_backward += from_hook ? 1 : 0;
+    next_launch = b + 1;
+  }
+
+  void launch_ready() {
+    while (next_launch < buckets.size() && missing[next_launch] == 0) launch(next_launch, true);
+  }
+
+  // MPI progresses non-blocking collectives only inside MPI calls: test them.
+  void progress() {
+    for (size_t b = 0; b < next_launch; ++b) {
+      if (!done[b] && comm->test(requests[b])) {
+        done[b] = 1;
+        finished[b] = Clock::now();
+      }
+    }
+  }
+
+  void on_grad_ready(size_t i, const Variable& v) {
+    if (!sync || !communicates()) return;
+    EMBER_CHECK(!copied[i], "dist::Reducer: the gradient of parameter ", i, " (shape ",
+                shape_str(v.shape()),
+                ") became final twice in one synchronized step; run one "
+                "backward per micro-step, set_sync(true) only on the last, then finish()");
+    copy_in(i, v.grad());
+    launch_ready();
+    progress();
+  }
+
+  // Length of the union of the buckets' [start, completion seen] intervals
+  // (buckets start in order, so the intervals are sorted by start).
+  double in_flight_seconds() const {
+    double total = 0;
+    Clock::time_point end{};
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      const auto s = std::max(started[b], end);
+      if (finished[b] > s) total += seconds(s, finished[b]);
+      end = std::max(end, finished[b]);
+    }
+    return total;
+  }
+
+  void finish_single() {
+    for (size_t i = 0; i < params.size(); ++i) has_grad[i] = params[i].grad().defined();
+    if (!options.zero) return;
+    for (size_t i = 0; i < params.size(); ++i) copy_in(i, params[i].grad());
+    if (numel > 0) shard_grad.copy_(flat);
+  }
+
+  void finish() {
+    NoGradGuard no_grad;
+    if (!communicates()) {
+      finish_single();
+      reset_step();
+      return;
+    }
+    const auto t0 = Clock::now();
+    for (size_t b = next_launch; b < buckets.size(); ++b) {
+      for (size_t i : buckets[b].params) {
+        if (!copied[i]) copy_in(i, params[i].grad());
+      }
+      launch(b, false);
+    }
+    comm->all_reduce(flags, ReduceOp::Max);
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      if (!done[b]) {
+        comm->wait(requests[b]);
+        finished[b] = Clock::now();
+      }
+      if (!options.zero)
+        divide_(flat.narrow(0, buckets[b].begin, buckets[b].end - buckets[b].begin), world());
+    }
+    if (options.zero) divide_(shard_grad, world());
+    const auto t1 = Clock::now();
+    const std::vector<float> f = flags.to_vector<float>();
+    for (size_t i = 0; i < params.size(); ++i) {
+      has_grad[i] = f[i] > 0;
+      if (options.zero) continue;
+      if (has_grad[i]) {
+        params[i].set_grad(flat_slice(i));
+      } else {
+        params[i].zero_grad();
+      }
+    }
+    running.wait_seconds = seconds(t0, t1);
+    running.comm_seconds = in_flight_seconds();
+    stats = running;
+    reset_step();
+  }
+};
+
+Reducer::Reducer(Communicator& comm, const std::vector<Variable>& params, ReducerOptions options)
+    : state_(std::make_shared<State>()) {
+  State& s = *state_;
+  s.comm = &comm;
+  s.options = options;
+  for (const Variable& p : params) {
+    if (!p.requires_grad()) continue;
+    EMBER_CHECK(p.is_leaf(), "dist::Reducer: parameter ", s.params.size(), " is not a leaf");
+    EMBER_CHECK(s.index.emplace(p.impl().get(), s.params.size()).second,
+                "dist::Reducer: parameter ", s.params.size(), " appears twice");
+    EMBER_CHECK(is_floating(p.dtype()), "dist::Reducer: parameters must be float32 or float64");
+    EMBER_CHECK(s.params.empty() || p.dtype() == s.params[0].dtype(),
+                "dist::Reducer: parameters must share one dtype (found ",
+                dtype_name(s.params[0].dtype()), " and ", dtype_name(p.dtype()), ")");
+    s.params.push_back(p);
+  }
+  const size_t n = s.params.size();
+  const DType dtype = n ? s.params[0].dtype() : DType::Float32;
+  const int64_t elem = static_cast<int64_t>(dtype_size(dtype));
+  s.offset.assign(n, 0);
+  s.bucket_of.assign(n, 0);
+  // Reverse registration order approximates the order backward finishes them.
+  for (size_t k = n; k-- > 0;) {
+    const int64_t bytes = s.params[k].numel() * elem;
+    if (s.buckets.empty()) s.buckets.push_back(Bucket{});
+    Bucket* b = &s.buckets.back();
+    const int64_t cap = s.buckets.size() == 1 ? options.first_bucket_bytes : options.bucket_bytes;
+    if (!b->params.empty() && (b->end - b->begin) * elem + bytes > cap) {
+      s.buckets.push_back(Bucket{b->end, b->end, {}});
+      b = &s.buckets.back();
+    }
+    s.offset[k] = b->end;
+    s.bucket_of[k] = s.buckets.size() - 1;
+    b->params.push_back(k);
+    b->end += s.params[k].numel();
+  }
+  s.numel = s.buckets.empty() ? 0 : s.buckets.back().end;
+  s.flat = Tensor::zeros({std::max<int64_t>(s.numel, 1)}, dtype);
+  s.flags = Tensor::zeros({std::max<int64_t>(static_cast<int64_t>(n), 1)}, DType::Float32);
+  // ZeRO shards: rank r owns [N r / W, N (r+1) / W), cut at multiples of 16 elements.
+  const int w = comm.world_size();
+  s.shard_starts.assign(w + 1, s.numel);
+  for (int r = 0; r < w; ++r) s.shard_starts[r] = (s.numel * r / w) / 16 * 16;
+  for (const Bucket& b : s.buckets) {
+    std::vector<int64_t> counts(w);
+    for (int r = 0; r < w; ++r) {
+      counts[r] = std::max<int64_t>(
+          0, std::min(b.end, s.shard_starts[r + 1]) - std::max(b.begin, s.shard_starts[r]));
+    }
+    s.bucket_counts.push_back(std::move(counts));
+  }
+  const int64_t shard_len = s.shard_starts[comm.rank() + 1] - s.shard_starts[comm.rank()];
+  s.shard_storage = Tensor::zeros({std::max<int64_t>(shard_len, 1)}, dtype);
+  s.shard_grad = s.shard_storage.narrow(0, 0, shard_len);
+  s.copied.assign(n, 0);
+  s.missing.assign(s.buckets.size(), 0);
+  s.requests.assign(s.buckets.size(), Request{});
+  s.done.assign(s.buckets.size(), 0);
+  s.started.assign(s.buckets.size(), Clock::time_point{});
+  s.finished.assign(s.buckets.size(), Clock::time_point{});
+  s.has_grad.assign(n, false);
+  s.reset_step();
+  std::weak_ptr<State> weak = state_;
+  for (size_t i = 0; i < n; ++i) {
+    s.params[i].register_post_accumulate_grad_hook([weak, i](Variable& v) {
+      if (auto st = weak.lock()) st->on_grad_ready(i, v);
+    });
+  }
+}
+
+Reducer::~Reducer() {
+  // Collectives still in flight (finish() never ran, e.g. an error mid-step)
+  // write into flat: wait so the buffer outlives them.
+  State& s = *state_;
+  for (size_t b = 0; b < s.next_launch; ++b) {
+    if (s.requests[b].pending()) {
+      try {
+        s.comm->wait(s.requests[b]);
+      } catch (...) {
+      }
+    }
+  }
+}
+
+void Reducer::set_sync(bool sync) {
+  state_->sync = sync;
+}
+bool Reducer::sync() const {
+  return state_->sync;
+}
+void Reducer::finish() {
+  state_->finish();
+}
+
+double Reducer::clip_grad_norm(double max_norm) {
+  State& s = *state_;
+  if (!s.options.zero) return optim::clip_grad_norm(s.params, max_norm);
+  NoGradGuard no_grad;
+  double local = 0;
+  dispatch_float(s.shard_grad.dtype(), "clip_grad_norm", [&](auto tag) {
+    using T = decltype(tag);
+    const T* d = s.shard_grad.numel() ? s.shard_grad.data<T>() : nullptr;
+    const int64_t n = s.shard_grad.numel();
+#pragma omp parallel for reduction(+ : local) if (n > 32768)
+    for (int64_t i = 0; i < n; ++i) local += static_cast<double>(d[i]) * d[i];
+  });
+  const double norm = std::sqrt(s.comm->all_reduce(local, ReduceOp::Sum));
+  if (max_norm > 0) {
+    const double coef = max_norm / (norm + 1e-6);
+    if (coef < 1.0 && s.shard_grad.numel() > 0) kernels::mul_scalar_(s.shard_grad, coef);
+  }
+  return norm;
+}
+
+const ReducerStats& Reducer::stats() const {
+  return state_->stats;
+}
+int64_t Reducer::launched_buckets() const {
+  return static_cast<int64_t>(state_->next_launch);
+}
+const ReducerOptions& Reducer::options() const {
+  return state_->options;
+}
+Communicator& Reducer::comm() const {
+  return *state_->comm;
+}
+const std::vector<Variable>& Reducer::params() const {
+  return state_->params;
+}
+const std::vector<Bucket>& Reducer::buckets() const {
+  return state_->buckets;
+}
+int64_t Reducer::numel() const {
+  return state_->numel;
+}
+const std::vector<bool>& Reducer::has_grad() const {
+  return state_->has_grad;
+}
+int64_t Reducer::shard_begin(int rank) const {
+  return state_->shard_starts.at(rank);
+}
+const Tensor& Reducer::shard_grad() const {
+  return state_->shard_grad;
+}
+const Tensor& Reducer::flat() const {
+  return state_->flat;
+}
+
+int64_t Reducer::index_of(const Variable& p) const {
+  auto it = state_->index.find(p.impl().get());
+  return it == state_->index.end() ? -1 : static_cast<int64_t>(it->second);
+}
+int64_t Reducer::flat_offset(size_t index) const {
+  return state_->offset.at(index);
+}
+
+}  // namespace ember::dist

@@ -1,0 +1,141 @@
+// ZeroAdamW: the shard's segments (parameter parts inside this rank's flat
+// range), the sharded update with optim::adamw_update_span, the parameter
+// all-gather, and the gather / slice of full moments for checkpoints.
+#include "dist/zero_adamw.h"
+
+#include "autograd/grad_mode.h"
+
+namespace ember::dist {
+
+ZeroAdamW::ZeroAdamW(Reducer& reducer, std::vector<optim::ParamGroup> groups,
+                     optim::AdamWOptions options)
+    : Optimizer(std::move(groups)), reducer_(reducer), options_(options) {
+  EMBER_CHECK(reducer.options().zero,
+              "ZeroAdamW: the Reducer must be built with ReducerOptions::zero = true");
+  const int rank = reducer.comm().rank();
+  shard_begin_ = reducer.shard_begin(rank);
+  shard_end_ = reducer.shard_begin(rank + 1);
+  const DType dtype = reducer.flat().dtype();
+  const int64_t len = shard_end_ - shard_begin_;
+  exp_avg_ = Tensor::zeros({std::max<int64_t>(len, 1)}, dtype);
+  exp_avg_sq_ = Tensor::zeros({std::max<int64_t>(len, 1)}, dtype);
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    const optim::ParamGroup& g = groups_[gi];
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      const Variable& p = g.params[i];
+      if (!p.requires_grad()) continue;
+      const int64_t managed = reducer.index_of(p);
+      EMBER_CHECK(managed >= 0, "ZeroAdamW: parameter ", key(gi, i), " is not in the Reducer");
+      EMBER_CHECK(p.data().is_contiguous(), "ZeroAdamW: parameter data must be contiguous");
+      const int64_t off = reducer.flat_offset(static_cast<size_t>(managed));
+      const int64_t begin = std::max(off, shard_begin_);
+      const int64_t end = std::min(off + p.numel(), shard_end_);
+      if (begin < end) segments_.push_back({gi, i, static_cast<size_t>(managed), off, begin, end});
+    }
+  }
+}
+
+std::string ZeroAdamW::key(size_t group, size_t index) const {
+  const std::string& name = groups_[group].names.size() > index ? groups_[group].names[index] : "";
+  return name.empty() ? "group" + std::to_string(group) + "." + std::to_string(index) : name;
+}
+
+void ZeroAdamW::step(double lr) {
+  ++step_;
+  NoGradGuard no_grad;
+  const Tensor& grad = reducer_.shard_grad();
+  const std::vector<bool>& has_grad = reducer_.has_grad();
+  for (const Segment& s : segments_) {
+    if (!has_grad[s.managed]) continue;  // as AdamW: no gradient anywhere, no update
+    const optim::ParamGroup& group = groups_[s.group];
+    const Tensor data = group.params[s.index].data();
+    const int64_t at = s.begin - shard_begin_, in_param = s.begin - s.flat_offset;
+    dispatch_float(data.dtype(), "ZeroAdamW", [&](auto tag) {
+      using T = decltype(tag);
+      optim::adamw_update_span<T>(data.data<T>() + in_param, grad.data<T>() + at,
+                                  exp_avg_.data<T>() + at, exp_avg_sq_.data<T>() + at,
+                                  s.end - s.begin, lr * group.lr_scale, group.weight_decay,
+                                  options_, step_);
+    });
+    data.bump_version();
+  }
+  // All-gather: each rank writes its shard of every managed parameter into the
+  // flat buffer, gathers the others', and every parameter is copied back.
+  Communicator& comm = reducer_.comm();
+  if (comm.world_size() == 1) return;
+  const Tensor& flat = reducer_.flat();
+  const std::vector<Variable>& params = reducer_.params();
+  for (size_t k = 0; k < params.size(); ++k) {
+    const int64_t off = reducer_.flat_offset(k), n = params[k].numel();
+    const int64_t begin = std::max(off, shard_begin_), end = std::min(off + n, shard_end_);
+    if (begin >= end) continue;
+    flat.narrow(0, begin, end - begin)
+        .copy_(params[k].data().reshape({n}).narrow(0, begin - off, end - begin));
+  }
+  std::vector<int64_t> counts(comm.world_size());
+  for (int r = 0; r < comm.world_size(); ++r) {
+    counts[r] = reducer_.shard_begin(r + 1) - reducer_.shard_begin(r);
+  }
+  comm.all_gather_in_place(flat, counts);
+  for (size_t k = 0; k < params.size(); ++k) {
+    params[k].data().copy_(
+        flat.narrow(0, reducer_.flat_offset(k), params[k].numel()).view(params[k].shape()));
+  }
+}
+
+std::map<std::string, Tensor> ZeroAdamW::state_dict() const {
+  Communicator& comm = reducer_.comm();
+  const int64_t numel = reducer_.numel(), len = shard_end_ - shard_begin_;
+  std::vector<int64_t> counts(comm.world_size());
+  for (int r = 0; r < comm.world_size(); ++r) {
+    counts[r] = reducer_.shard_begin(r + 1) - reducer_.shard_begin(r);
+  }
+  std::map<std::string, Tensor> out;
+  for (auto [suffix, shard] :
+       {std::pair{"/exp_avg", &exp_avg_}, std::pair{"/exp_avg_sq", &exp_avg_sq_}}) {
+    Tensor full = Tensor::zeros({std::max<int64_t>(numel, 1)}, shard->dtype());
+    if (len > 0) full.narrow(0, shard_begin_, len).copy_(shard->narrow(0, 0, len));
+    comm.all_gather_in_place(full, counts);
+    for (size_t gi = 0; gi < groups_.size(); ++gi) {
+      for (size_t i = 0; i < groups_[gi].params.size(); ++i) {
+        const Variable& p = groups_[gi].params[i];
+        const int64_t managed = reducer_.index_of(p);
+        if (managed < 0) continue;
+        out[key(gi, i) + suffix] =
+            full.narrow(0, reducer_.flat_offset(static_cast<size_t>(managed)), p.numel())
+                .view(p.shape());
+      }
+    }
+  }
+  return out;
+}
+
+void ZeroAdamW::load_state_dict(const std::map<std::string, Tensor>& state, int64_t step) {
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    for (size_t i = 0; i < groups_[gi].params.size(); ++i) {
+      const Variable& p = groups_[gi].params[i];
+      if (reducer_.index_of(p) < 0) continue;
+      for (auto [suffix, shard] :
+           {std::pair{"/exp_avg", &exp_avg_}, std::pair{"/exp_avg_sq", &exp_avg_sq_}}) {
+        auto it = state.find(key(gi, i) + suffix);
+        EMBER_CHECK(it != state.end(), "AdamW state: missing ", key(gi, i), suffix);
+        EMBER_CHECK(it->second.shape() == p.shape(), "AdamW state: ", key(gi, i), suffix,
+                    " has shape ", shape_str(it->second.shape()), " but the parameter has shape ",
+                    shape_str(p.shape()));
+        for (const Segment& s : segments_) {
+          if (s.group != gi || s.index != i) continue;
+          shard->narrow(0, s.begin - shard_begin_, s.end - s.begin)
+              .copy_(it->second.reshape({p.numel()})
+                         .narrow(0, s.begin - s.flat_offset, s.end - s.begin));
+        }
+      }
+    }
+  }
+  step_ = step;
+}
+
+int64_t ZeroAdamW::state_bytes() const {
+  return 2 * (shard_end_ - shard_begin_) * static_cast<int64_t>(dtype_size(exp_avg_.dtype()));
+}
+
+}  // namespace ember::dist

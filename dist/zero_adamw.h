@@ -1,0 +1,51 @@
+// dist::ZeroAdamW: ZeRO stage 1. AdamW whose moments are sharded across
+// ranks: each rank keeps exp_avg / exp_avg_sq for its shard of the Reducer's
+// flat buffer only (~1/W of the state), updates that slice with the
+// arithmetic of optim::AdamW (optim::adamw_update_span) from the averaged
+// gradient the Reducer reduce-scattered, then all-gathers the parameters.
+// Its state_dict is the full, world-size independent one of optim::AdamW.
+#pragma once
+#include "dist/reducer.h"
+#include "optim/adamw.h"
+
+namespace ember::dist {
+
+class ZeroAdamW : public optim::Optimizer {
+ public:
+  // reducer: built with options.zero = true over (at least) every parameter
+  // in groups; it must outlive this optimizer.
+  ZeroAdamW(Reducer& reducer, std::vector<optim::ParamGroup> groups,
+            optim::AdamWOptions options = {});
+
+  // After reducer.finish() (and reducer.clip_grad_norm): updates this rank's
+  // shard, then all-gathers the parameters. Collective.
+  void step(double lr) override;
+  // Full moments under optim::AdamW's keys ("<name>/exp_avg", ...), the same
+  // for every world size. Collective: every rank calls it and gets them all.
+  std::map<std::string, Tensor> state_dict() const override;
+  // The full state (as state_dict gives or optim::AdamW saves); each rank
+  // keeps its shard. Not collective: every rank passes the same state.
+  void load_state_dict(const std::map<std::string, Tensor>& state, int64_t step) override;
+
+  const optim::AdamWOptions& options() const { return options_; }
+  // Bytes of optimizer state held by this rank.
+  int64_t state_bytes() const;
+
+ private:
+  // Part of one parameter inside this rank's shard.
+  struct Segment {
+    size_t group, index;  // the parameter: groups_[group].params[index]
+    size_t managed;       // its index among the reducer's parameters
+    int64_t flat_offset;  // of the parameter in the flat buffer
+    int64_t begin, end;   // flat range of the part, within the shard
+  };
+  std::string key(size_t group, size_t index) const;
+
+  Reducer& reducer_;
+  optim::AdamWOptions options_;
+  int64_t shard_begin_ = 0, shard_end_ = 0;
+  Tensor exp_avg_, exp_avg_sq_;  // this rank's shard (at least one element allocated)
+  std::vector<Segment> segments_;
+};
+
+}  // namespace ember::dist
