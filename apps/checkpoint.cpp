@@ -34,7 +34,10 @@ void check_header(const H5File& f) {
 void write_checkpoint(const std::string& path, const Checkpoint& ckpt) {
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  const std::string tmp = (dir / ("." + target.filename().string() + ".tmp")).string();
+  std::string tmp_name = target.filename().string();
+  tmp_name.insert(tmp_name.begin(), '.');
+  tmp_name.append(".tmp");
+  const std::string tmp = (dir / tmp_name).string();
   try {
     H5File f(tmp, H5File::Mode::Create);
     f.write_attr("/", "format", std::string("ember-checkpoint"));

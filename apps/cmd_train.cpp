@@ -1,8 +1,17 @@
 // `ember train`: command-line options -> TrainOptions (SPEC.md section 8).
+#include <algorithm>
+
 #include "apps/commands.h"
 #include "apps/trainer.h"
+#include "dist/communicator.h"
 
 namespace ember::apps {
+
+namespace {
+dist::Communicator* g_comm = nullptr;
+}
+
+void set_command_communicator(dist::Communicator* comm) { g_comm = comm; }
 
 CommandRunner add_train_command(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
@@ -45,12 +54,20 @@ CommandRunner add_train_command(CLI::App& app) {
   opt("--vocab-size", o->vocab_size, "train a BPE tokenizer of this many tokens on the text --data (model vocab follows)");
   opt("--sample-tokens", o->sample_tokens, "print a sample of N tokens at the end");
   opt("--sample-prompt", o->sample_prompt, "prompt of the end-of-run sample");
+  opt("--zero", o->zero, "under mpirun: 1 shards the AdamW moments across ranks (ZeRO-1)")->check(CLI::Range(0, 1));
+  opt("--bucket-mb", o->bucket_mb, "under mpirun: gradient all-reduce bucket size in MiB (the first is 1 MiB)")
+      ->check(CLI::PositiveNumber);
+  opt("--check-every", o->check_every, "under mpirun: compare parameter checksums across ranks every N steps (0: never)");
   return [o, opts]() {
     for (CLI::Option* op : opts) {
-      if (op->count() > 0) o->given.insert(op->get_name().substr(2));
+      if (op->count() > 0) {  // under TrainOptions' field name: --batch-size -> batch_size
+        std::string name = op->get_name().substr(2);
+        std::replace(name.begin(), name.end(), '-', '_');
+        o->given.insert(name);
+      }
     }
     if (o->sequential) o->given.insert("sequential");
-    return run_train(*o);
+    return g_comm ? run_train(*o, *g_comm) : run_train(*o);
   };
 }
 

@@ -4,9 +4,15 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 
+namespace ember::dist {
+class Communicator;
+}
+
 namespace ember::apps {
 
 using CommandRunner = std::function<int()>;
+// The process's communicator (main owns it); `train` runs data-parallel on it.
+void set_command_communicator(dist::Communicator* comm);
 
 CommandRunner add_info_command(CLI::App& app);
 CommandRunner add_eval_command(CLI::App& app);

@@ -83,7 +83,7 @@ PreparedData prepare_data(const std::string& data, const std::string& val_data,
       CorpusEncodeOptions opt;
       opt.out_dir = dir;
       opt.val_fraction = need_val ? val_fraction : 0.0;
-      opt.corpus.separator_line = "%";  // fortune files; harmless elsewhere
+      opt.corpus.separator_line = std::string(1, '%');  // fortune files; harmless elsewhere
       const CorpusEncodeResult r = encode_corpus(tokenizer, files, opt);
       EMBER_CHECK(r.train_tokens > 0, "--data: ", data, ": the corpus is empty");
       out.from_text = true;

@@ -1,12 +1,18 @@
 // ember: train · eval · generate · tokenize · info. The only place that turns
-// an ember::Error into one line on stderr and a non-zero exit.
+// an ember::Error into one line on stderr and a non-zero exit. Under mpirun /
+// srun the Communicator (made before anything else, outside the try block so
+// an uncaught error aborts the whole job rather than hanging it) starts MPI;
+// a failing rank ends every rank with its message (dist::Communicator::fail).
 #include <cstdio>
 #include <map>
 
 #include "apps/commands.h"
 #include "core/error.h"
+#include "dist/communicator.h"
+#include "dist/consistency.h"
 
 int main(int argc, char** argv) {
+  ember::dist::Communicator comm;
   CLI::App app{"ember: a small PyTorch-style LLM training framework in C++"};
   app.set_version_flag("--version", "ember 0.1.0");
   app.require_subcommand(1);
@@ -16,6 +22,7 @@ int main(int argc, char** argv) {
     ember::apps::CommandRunner run = fn(app);
     runners[app.get_subcommands({})[before]] = std::move(run);
   };
+  ember::apps::set_command_communicator(&comm);
   add(ember::apps::add_train_command);
   add(ember::apps::add_eval_command);
   add(ember::apps::add_tokenize_command);
@@ -24,18 +31,17 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // Every rank parses the same arguments, so every rank ends here alike.
+    if (!comm.is_root() && e.get_exit_code() != 0) return e.get_exit_code();
     return app.exit(e);
   }
   try {
+    if (comm.uses_mpi()) ember::dist::set_threads_per_rank(comm);
     for (auto& [sub, run] : runners) {
       if (sub->parsed()) return run();
     }
-  } catch (const ember::Error& e) {
-    std::fprintf(stderr, "ember: error: %s\n", e.what());
-    return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "ember: error: %s\n", e.what());
-    return 1;
+    return comm.fail(e, "ember: error: ");
   }
   return 0;
 }

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/checkpoint.h"
+#include "apps/data_parallel.h"
 #include "apps/data_prep.h"
 #include "apps/model_io.h"
 #include "apps/presets.h"
@@ -22,6 +23,8 @@
 #include "core/kernels/matmul.h"
 #include "data/batch_loader.h"
 #include "data/bpe_trainer.h"
+#include "dist/communicator.h"
+#include "dist/consistency.h"
 #include "nn/model_stats.h"
 #include "nn/transformer.h"
 #include "optim/adamw.h"
@@ -117,93 +120,129 @@ EvalResult evaluate(const nn::Transformer& model, const BatchLoader& loader, int
 }  // namespace
 
 int run_train(TrainOptions o) {
+  dist::Communicator single(dist::Launch::Single);
+  return run_train(std::move(o), single);
+}
+
+int run_train(TrainOptions o, dist::Communicator& comm) {
+  const bool root = comm.is_root();
+  const int64_t world = comm.world_size();
   // --- where the model comes from -------------------------------------------------
   const int sources = !o.config.empty() + !o.preset.empty() + !o.init_from.empty() + !o.resume.empty();
   EMBER_CHECK(sources <= 1 || (sources == 2 && !o.resume.empty() && (!o.config.empty() || !o.preset.empty())),
               "give one of --config, --preset, --init-from, --resume");
   Checkpoint start;  // weights (and state) to start from, if any
   std::string start_path;
-  if (!o.resume.empty()) {
-    start_path = find_resume_checkpoint(o.resume);
-    start = read_checkpoint(start_path, /*with_optim=*/true);
-    EMBER_CHECK(start.train_state, start_path, ": has no training state (/train); use --init-from");
-    options_from_json(json::parse(*start.train_state).at("options"), o);
-    if (!o.given.count("out")) o.out = o.resume;
-  } else if (!o.init_from.empty()) {
-    start_path = o.init_from;
-    start = read_checkpoint(start_path, /*with_optim=*/false);
-  }
+  int64_t saved_world = 1, saved_batch = 0;
   nn::ModelConfig cfg;
-  if (!o.config.empty()) {
-    cfg = nn::ModelConfig::from_file(o.config);
-  } else if (!o.preset.empty()) {
-    cfg = preset_config(o.preset);
-  } else if (!start_path.empty()) {
-    cfg = start.config;
-  } else {
-    cfg = preset_config("dense-small");
-  }
-  // --vocab-size: a BPE tokenizer trained here on the text corpus; the model's vocabulary follows it.
+  agreed(comm, [&] {
+    if (!o.resume.empty()) {
+      start_path = find_resume_checkpoint(o.resume);
+      start = read_checkpoint(start_path, /*with_optim=*/true);
+      EMBER_CHECK(start.train_state, start_path, ": has no training state (/train); use --init-from");
+      const json st = json::parse(*start.train_state);
+      options_from_json(st.at("options"), o);
+      saved_batch = st.at("options").value("batch_size", int64_t{0});
+      saved_world = st.value("world_size", int64_t{1});
+      if (!o.given.count("out")) o.out = o.resume;
+    } else if (!o.init_from.empty()) {
+      start_path = o.init_from;
+      start = read_checkpoint(start_path, /*with_optim=*/false);
+    }
+    if (!o.config.empty()) {
+      cfg = nn::ModelConfig::from_file(o.config);
+    } else if (!o.preset.empty()) {
+      cfg = preset_config(o.preset);
+    } else if (!start_path.empty()) {
+      cfg = start.config;
+    } else {
+      cfg = preset_config("dense-small");
+    }
+  });
+  // --vocab-size: a BPE tokenizer trained here on the text corpus (rank 0; the
+  // others receive it); the model's vocabulary follows it.
   std::optional<Tokenizer> trained_tokenizer;
   if (o.vocab_size > 0 && start_path.empty()) {
-    EMBER_CHECK(o.vocab_size > 256, "--vocab-size must exceed 256 (the byte tokens), got ", o.vocab_size);
-    if (o.data.empty()) o.data = default_corpus();
-    EMBER_CHECK(!is_shard_spec(o.data), "--vocab-size trains a tokenizer on text; --data ", o.data, " is token shards");
-    BpeTrainOptions t;
-    t.vocab_size = static_cast<size_t>(o.vocab_size);
-    CorpusOptions corpus;
-    corpus.separator_line = "%";
-    trained_tokenizer = train_bpe_on_corpus({o.data}, t, corpus);
+    std::string tokenizer_json;
+    agreed(comm, [&] {
+      EMBER_CHECK(o.vocab_size > 256, "--vocab-size must exceed 256 (the byte tokens), got ", o.vocab_size);
+      if (o.data.empty()) o.data = default_corpus();
+      EMBER_CHECK(!is_shard_spec(o.data), "--vocab-size trains a tokenizer on text; --data ", o.data, " is token shards");
+      BpeTrainOptions t;
+      t.vocab_size = static_cast<size_t>(o.vocab_size);
+      CorpusOptions corpus;
+      corpus.separator_line = "%";
+      if (root) tokenizer_json = train_bpe_on_corpus({o.data}, t, corpus).to_json();
+    });
+    comm.broadcast(tokenizer_json);
+    trained_tokenizer = Tokenizer::from_json(tokenizer_json);
     nn::ModelConfig c = cfg;
     c.vocab_size = static_cast<int64_t>(trained_tokenizer->vocab_size());
     cfg = nn::ModelConfig::from_json(c.to_json(), "config with --vocab-size");
   }
-  if (!start_path.empty()) {
-    EMBER_CHECK(cfg.to_json() == start.config.to_json(), start_path,
-                ": the checkpoint's model config does not match the one given by --config/--preset");
-  }
-  EMBER_CHECK(o.seq_len > 0 && o.seq_len <= cfg.max_seq_len, "--seq-len ", o.seq_len,
-              " must be between 1 and the model's max_seq_len (", cfg.max_seq_len, ")");
-  EMBER_CHECK(o.batch_size > 0 && o.grad_accum > 0 && o.steps > 0, "--batch-size, --grad-accum and --steps must be positive");
-  ensure_writable_dir(o.out, "--out");
-
-  // --- tokenizer and data -------------------------------------------------------------
-  // The checkpoint's tokenizer, else the byte tokenizer when the vocabulary holds the bytes;
-  // a model over token shards of its own vocabulary may have none.
+  note_global_batch_change(comm, saved_world, saved_batch, o.batch_size);
   std::optional<Tokenizer> tokenizer;
-  if (trained_tokenizer) {
-    tokenizer = trained_tokenizer;
-  } else if (!start.tokenizer_json.empty()) {
-    tokenizer = Tokenizer::from_json(start.tokenizer_json);
-  } else if (cfg.vocab_size >= 256) {
-    tokenizer = default_tokenizer(cfg);
-  }
-  if (o.data.empty()) o.data = default_corpus();
-  EMBER_CHECK(fs::exists(o.data) || o.data.find_first_of("*?[") != std::string::npos, "--data: ",
-              o.data, ": no such file or directory");
-  if (!is_shard_spec(o.data)) {
-    EMBER_CHECK(tokenizer && static_cast<int64_t>(tokenizer->vocab_size()) <= cfg.vocab_size,
-                "--data: tokenising text needs a tokenizer that fits the model's vocab_size (",
-                cfg.vocab_size, "); the byte tokenizer needs at least 256");
-  }
-  const PreparedData data = prepare_data(o.data, o.val_data, tokenizer ? *tokenizer : Tokenizer(),
-                                         o.out, o.val_fraction);
-  auto train_set = std::make_shared<TokenDataset>(data.train);
-  const uint32_t max_id = max_token_id(*train_set);
-  EMBER_CHECK(static_cast<int64_t>(max_id) < cfg.vocab_size, "--data: token id ", max_id,
-              " is outside the model's vocabulary (vocab_size ", cfg.vocab_size, ")");
-  BatchLoader loader(train_set, {o.batch_size, o.seq_len, o.grad_accum, 1, 0, o.sequential, o.seed});
-  std::unique_ptr<BatchLoader> val_loader;
+  std::unique_ptr<BatchLoader> loader_ptr, val_loader;
+  std::shared_ptr<TokenDataset> train_set;
   int64_t eval_batches = 0;
-  if (!data.val.empty()) {
-    auto val_set = std::make_shared<TokenDataset>(data.val);
-    EMBER_CHECK(static_cast<int64_t>(max_token_id(*val_set)) < cfg.vocab_size,
-                "--val-data: a token id is outside the model's vocabulary");
-    if (static_cast<int64_t>(val_set->size()) > o.seq_len) {
-      val_loader = std::make_unique<BatchLoader>(val_set, BatchLoaderOptions{o.batch_size, o.seq_len, 1, 1, 0, true, 0});
-      eval_batches = std::min(o.eval_batches, std::max<int64_t>(1, val_loader->num_windows() / o.batch_size));
+  agreed(comm, [&] {
+    if (!start_path.empty()) {
+      EMBER_CHECK(cfg.to_json() == start.config.to_json(), start_path,
+                  ": the checkpoint's model config does not match the one given by --config/--preset");
     }
-  }
+    EMBER_CHECK(o.seq_len > 0 && o.seq_len <= cfg.max_seq_len, "--seq-len ", o.seq_len,
+                " must be between 1 and the model's max_seq_len (", cfg.max_seq_len, ")");
+    EMBER_CHECK(o.batch_size > 0 && o.grad_accum > 0 && o.steps > 0, "--batch-size, --grad-accum and --steps must be positive");
+    EMBER_CHECK(o.zero == 0 || o.zero == 1, "--zero must be 0 or 1, got ", o.zero);
+    EMBER_CHECK(o.bucket_mb > 0, "--bucket-mb must be positive, got ", o.bucket_mb);
+    if (root) ensure_writable_dir(o.out, "--out");
+
+    // --- tokenizer and data -------------------------------------------------------------
+    // The checkpoint's tokenizer, else the byte tokenizer when the vocabulary holds the bytes;
+    // a model over token shards of its own vocabulary may have none.
+    if (trained_tokenizer) {
+      tokenizer = trained_tokenizer;
+    } else if (!start.tokenizer_json.empty()) {
+      tokenizer = Tokenizer::from_json(start.tokenizer_json);
+    } else if (cfg.vocab_size >= 256) {
+      tokenizer = default_tokenizer(cfg);
+    }
+    if (o.data.empty()) o.data = default_corpus();
+    EMBER_CHECK(fs::exists(o.data) || o.data.find_first_of("*?[") != std::string::npos, "--data: ",
+                o.data, ": no such file or directory");
+    if (!is_shard_spec(o.data)) {
+      EMBER_CHECK(tokenizer && static_cast<int64_t>(tokenizer->vocab_size()) <= cfg.vocab_size,
+                  "--data: tokenising text needs a tokenizer that fits the model's vocab_size (",
+                  cfg.vocab_size, "); the byte tokenizer needs at least 256");
+    }
+  });
+  // Text is tokenised into OUT/data by rank 0 alone; the others wait, then open the shards.
+  PreparedData data;
+  agreed(comm, [&] {
+    if (root) data = prepare_data(o.data, o.val_data, tokenizer ? *tokenizer : Tokenizer(), o.out, o.val_fraction);
+  });
+  comm.broadcast(data.train);
+  comm.broadcast(data.val);
+  agreed(comm, [&] {
+    train_set = std::make_shared<TokenDataset>(data.train);
+    const uint32_t max_id = max_token_id(*train_set);
+    EMBER_CHECK(static_cast<int64_t>(max_id) < cfg.vocab_size, "--data: token id ", max_id,
+                " is outside the model's vocabulary (vocab_size ", cfg.vocab_size, ")");
+    loader_ptr = std::make_unique<BatchLoader>(
+        train_set, BatchLoaderOptions{o.batch_size, o.seq_len, o.grad_accum, world, comm.rank(), o.sequential, o.seed});
+    if (!data.val.empty()) {
+      auto val_set = std::make_shared<TokenDataset>(data.val);
+      EMBER_CHECK(static_cast<int64_t>(max_token_id(*val_set)) < cfg.vocab_size,
+                  "--val-data: a token id is outside the model's vocabulary");
+      if (static_cast<int64_t>(val_set->size()) > o.seq_len) {
+        // Rank 0 evaluates alone, in batches of the global batch's rows (as one process would).
+        const int64_t rows = world * o.batch_size;
+        val_loader = std::make_unique<BatchLoader>(val_set, BatchLoaderOptions{rows, o.seq_len, 1, 1, 0, true, 0});
+        eval_batches = std::min(o.eval_batches, std::max<int64_t>(1, val_loader->num_windows() / rows));
+      }
+    }
+  });
+  const BatchLoader& loader = *loader_ptr;
   // Bytes per token for bits per byte (1 each without a tokenizer: then it is bits per token).
   const std::vector<int64_t> token_bytes =
       tokenizer ? token_byte_lengths(*tokenizer, cfg.vocab_size) : std::vector<int64_t>(cfg.vocab_size, 1);
@@ -211,56 +250,80 @@ int run_train(TrainOptions o) {
   // --- model and optimizer ---------------------------------------------------------------
   nn::Transformer model(cfg, o.seed);
   if (!start_path.empty()) model.load_state_dict(start.model);
-  optim::AdamW opt(optim::decay_groups(model.named_parameters(), o.weight_decay), {o.beta1, o.beta2, 1e-8});
+  const auto params = model.parameters();
+  // Every rank starts from rank 0's weights (also after --init-from / --resume).
+  dist::broadcast_parameters(comm, params);
+  // Gradients are averaged across ranks by the reducer (none in a plain single-process run).
+  Optimization optimization = make_optimization(comm, model, o);
+  dist::Reducer* reducer = optimization.reducer.get();
+  optim::Optimizer& opt = *optimization.optimizer;
   int64_t step = 0;
   int64_t tokens_seen = 0;
-  if (!o.resume.empty()) {
-    const json st = json::parse(*start.train_state);
-    EMBER_CHECK(start.optim_step, start_path, ": has no optimizer state");
-    opt.load_state_dict(start.optim, *start.optim_step);
-    step = st.at("step").get<int64_t>();
-    tokens_seen = st.at("tokens_seen").get<int64_t>();
-    model.dropout_generator().offset = st.at("dropout_offset").get<uint64_t>();
-    EMBER_CHECK(step <= o.steps, "--resume: the checkpoint is at step ", step, ", beyond --steps ", o.steps);
-  }
+  agreed(comm, [&] {
+    if (!o.resume.empty()) {
+      const json st = json::parse(*start.train_state);
+      EMBER_CHECK(start.optim_step, start_path, ": has no optimizer state");
+      opt.load_state_dict(start.optim, *start.optim_step);
+      step = st.at("step").get<int64_t>();
+      tokens_seen = st.at("tokens_seen").get<int64_t>();
+      model.dropout_generator().offset = st.at("dropout_offset").get<uint64_t>();
+      EMBER_CHECK(step <= o.steps, "--resume: the checkpoint is at step ", step, ", beyond --steps ", o.steps);
+    }
+  });
   const optim::Schedule schedule{o.schedule, o.lr, o.min_lr, o.warmup, o.steps, o.steps / 5};
-  const auto params = model.parameters();
-  const int64_t tokens_per_step = o.batch_size * o.seq_len * o.grad_accum;
+  const int64_t tokens_per_step = world * o.batch_size * o.seq_len * o.grad_accum;
   const nn::ModelStats stats = nn::model_stats(cfg, o.batch_size, o.seq_len);
-  const double peak = measured_matmul_peak();
+  const double peak = measured_matmul_peak() * static_cast<double>(world);
 
+  // Collective: ZeroAdamW gathers the moments on every rank; rank 0 writes
+  // while the others wait, so no rank runs ahead of the file.
   auto save = [&](int64_t at_step) {
+    const std::string name = checkpoint_name(at_step);
     Checkpoint c;
+    if (o.zero) c.optim = opt.state_dict();
+    if (!root) {
+      comm.barrier();
+      return name;
+    }
     c.config = cfg;
     c.model = model.state_dict();
-    c.optim = opt.state_dict();
+    if (!o.zero) c.optim = opt.state_dict();
     c.optim_step = opt.steps();
     c.train_step = at_step;
     c.train_state = json{{"step", at_step},
                          {"tokens_seen", tokens_seen},
                          {"dropout_offset", model.dropout_generator().offset},
+                         {"world_size", world},
                          {"options", options_to_json(o)}}
                         .dump();
     if (tokenizer) c.tokenizer_json = tokenizer->to_json();
-    const std::string name = checkpoint_name(at_step);
     write_checkpoint((fs::path(o.out) / name).string(), c);
     write_latest(o.out, name);
     prune_checkpoints(o.out, o.keep, o.keep_every);
+    comm.barrier();
     return name;
   };
 
-  std::printf("ember train: %s parameters, %lld tokens/step (B %lld x T %lld x accum %lld), %lld steps, out %s\n",
-              std::to_string(stats.total_params).c_str(), static_cast<long long>(tokens_per_step),
-              static_cast<long long>(o.batch_size), static_cast<long long>(o.seq_len),
-              static_cast<long long>(o.grad_accum), static_cast<long long>(o.steps), o.out.c_str());
-  std::printf("data: %llu train tokens%s\n", static_cast<unsigned long long>(train_set->size()),
-              val_loader ? (", validation " + std::to_string(val_loader->num_windows()) + " windows").c_str() : ", no validation");
-  std::fflush(stdout);
+  if (root && world > 1) {
+    std::printf("ember train: %lld ranks x %d threads, %s\n", static_cast<long long>(world), omp_get_max_threads(),
+                o.zero ? "ZeRO-1" : "all-reduce");
+  }
+  if (root) {
+    std::printf("ember train: %s parameters, %lld tokens/step (%sB %lld x T %lld x accum %lld), %lld steps, out %s\n",
+                std::to_string(stats.total_params).c_str(), static_cast<long long>(tokens_per_step),
+                world > 1 ? ("W " + std::to_string(world) + " x ").c_str() : "",
+                static_cast<long long>(o.batch_size), static_cast<long long>(o.seq_len),
+                static_cast<long long>(o.grad_accum), static_cast<long long>(o.steps), o.out.c_str());
+    std::printf("data: %llu train tokens%s\n", static_cast<unsigned long long>(train_set->size()),
+                val_loader ? (", validation " + std::to_string(val_loader->num_windows()) + " windows").c_str() : ", no validation");
+    std::fflush(stdout);
+  }
 
   g_stop_signal = 0;
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
-  std::ofstream metrics(fs::path(o.out) / "metrics.jsonl", std::ios::app);
+  std::ofstream metrics;
+  if (root) metrics.open(fs::path(o.out) / "metrics.jsonl", std::ios::app);
   const auto run_start = Clock::now();
   const int64_t first_step = step;
   double last_loss = NAN;
@@ -272,6 +335,7 @@ int run_train(TrainOptions o) {
     opt.zero_grad();
     double ce = 0, z = 0, aux = 0;
     for (int64_t u = 0; u < o.grad_accum; ++u) {
+      if (reducer) reducer->set_sync(u == o.grad_accum - 1);
       const Tensor b = loader.batch(step, u);
       const Tensor x = b.narrow(1, 0, o.seq_len).contiguous(), y = b.narrow(1, 1, o.seq_len).contiguous();
       nn::LossTerms l = model.loss(model.forward(x), y);
@@ -280,10 +344,17 @@ int run_train(TrainOptions o) {
       z += l.z / static_cast<double>(o.grad_accum);
       aux += l.aux / static_cast<double>(o.grad_accum);
     }
-    const double norm = optim::clip_grad_norm(params, o.clip);
-    EMBER_CHECK(std::isfinite(ce) && std::isfinite(norm), "step ", step, ": non-finite ",
-                std::isfinite(ce) ? "gradient norm" : "loss", " (loss ", ce, ", grad norm ", norm,
-                "); stopped before the update, no checkpoint written");
+    if (reducer) reducer->finish();
+    const double norm = reducer ? reducer->clip_grad_norm(o.clip) : optim::clip_grad_norm(params, o.clip);
+    if (world > 1) {  // the mean over ranks: every rank logs and checks the same loss
+      const std::vector<double> mean = comm.all_reduce(std::vector<double>{ce, z, aux}, dist::ReduceOp::Average);
+      ce = mean[0], z = mean[1], aux = mean[2];
+    }
+    agreed(comm, [&] {  // the same on every rank: rank 0 reports it once
+      EMBER_CHECK(std::isfinite(ce) && std::isfinite(norm), "step ", step, ": non-finite ",
+                  std::isfinite(ce) ? "gradient norm" : "loss", " (loss ", ce, ", grad norm ", norm,
+                  "); stopped before the update, no checkpoint written");
+    });
     opt.step(lr);
     ++step;
     tokens_seen += tokens_per_step;
@@ -297,14 +368,17 @@ int run_train(TrainOptions o) {
               {"tokens", tokens_seen}, {"tokens_per_s", tok_s}, {"ms_per_step", dt * 1e3}, {"mfu", mfu},
               {"eta_s", eta}};
     const bool eval_now = val_loader && ((o.eval_every > 0 && step % o.eval_every == 0) || step == o.steps);
-    if (eval_now) {
+    if (eval_now && root) {
       last_eval = evaluate(model, *val_loader, eval_batches, token_bytes);
       have_eval = true;
       m["val_loss"] = last_eval.loss;
       m["val_bpb"] = last_eval.bits_per_byte;
     }
-    metrics << m.dump() << "\n" << std::flush;
-    if (step % o.log_every == 0 || step == o.steps || step == first_step + 1 || eval_now) {
+    if (world > 1 && o.check_every > 0 && (step % o.check_every == 0 || step == o.steps)) {
+      dist::check_parameters_consistent(comm, params, step);
+    }
+    if (root) metrics << m.dump() << "\n" << std::flush;
+    if (root && (step % o.log_every == 0 || step == o.steps || step == first_step + 1 || eval_now)) {
       std::printf("step %6lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %.0f ms | MFU %.1f%% | ETA %s",
                   static_cast<long long>(step), static_cast<long long>(o.steps), ce, lr, norm, tok_s, dt * 1e3,
                   100 * mfu, format_eta(eta).c_str());
@@ -313,10 +387,15 @@ int run_train(TrainOptions o) {
       std::fflush(stdout);
     }
     if ((o.save_every > 0 && step % o.save_every == 0) || step == o.steps) save(step);
-    if (g_stop_signal) {
-      const std::string name = save(step);
-      std::printf("stopped by signal %d at step %lld; checkpoint %s\n", g_stop_signal.load(),
-                  static_cast<long long>(step), name.c_str());
+    // Every rank stops at the same step when any rank got the signal.
+    if (comm.any(g_stop_signal != 0)) {
+      const bool saved = (o.save_every > 0 && step % o.save_every == 0) || step == o.steps;
+      const std::string name = saved ? checkpoint_name(step) : save(step);
+      if (root) {
+        std::printf("stopped by signal %d at step %lld; checkpoint %s\n", g_stop_signal != 0 ? g_stop_signal.load() : SIGTERM,
+                    static_cast<long long>(step), name.c_str());
+        std::fflush(stdout);
+      }
       std::signal(SIGINT, SIG_DFL);
       std::signal(SIGTERM, SIG_DFL);
       return 0;
@@ -324,6 +403,7 @@ int run_train(TrainOptions o) {
   }
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
+  if (!root) return 0;
   const double total = std::chrono::duration<double>(Clock::now() - run_start).count();
   std::printf("done: %lld steps, %lld tokens in %.1f s; final loss %.4f", static_cast<long long>(step),
               static_cast<long long>(tokens_seen), total, last_loss);

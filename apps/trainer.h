@@ -9,6 +9,10 @@
 #include <set>
 #include <string>
 
+namespace ember::dist {
+class Communicator;
+}
+
 namespace ember::apps {
 
 struct TrainOptions {
@@ -31,11 +35,20 @@ struct TrainOptions {
   int64_t vocab_size = 0;     // > 256: train a BPE tokenizer of this size on text --data
   int64_t sample_tokens = 0;  // print a sample of this many tokens at the end
   std::string sample_prompt;
-  // Options given explicitly on the command line (they override a resumed run's).
+  // Data parallel (under mpirun): ZeRO-1 (0/1), gradient bucket size, and how
+  // often the ranks compare parameter checksums (0: never).
+  int64_t zero = 0;
+  int64_t bucket_mb = 25;
+  int64_t check_every = 100;
+  // Options given explicitly on the command line, by field name (batch_size); they override a resumed run's.
   std::set<std::string> given;
 };
 
 // Runs training; returns the process exit code. Errors are thrown as ember::Error.
+// With comm's world size W > 1 the run is data-parallel: rank r reads its rows
+// of each batch, gradients are averaged, rank 0 prints and writes checkpoints.
+int run_train(TrainOptions options, dist::Communicator& comm);
+// A single process (world size 1, never MPI).
 int run_train(TrainOptions options);
 
 }  // namespace ember::apps

@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <thread>
 #include <filesystem>
@@ -248,4 +249,22 @@ TEST_CASE("bad inputs fail with one clear error and leave checkpoints intact", "
   fails_with(r, "does not match");
   CHECK(fs::file_size(dir / "run/step_00000008.h5") == before);
   CHECK(find_resume_checkpoint(dir / "run") == dir / "run/step_00000008.h5");
+}
+
+TEST_CASE("a non-finite loss stops before the update and writes no checkpoint", "[train]") {
+  TempDir dir;
+  TrainOptions o = tiny_options(dir, "run");
+  o.steps = 1;
+  REQUIRE(run_train(o) == 0);
+  Checkpoint c = read_checkpoint(dir / "run/step_00000001.h5", false);
+  c.train_state.reset();
+  c.optim_step.reset();
+  Tensor w = c.model.at("model.norm.weight");
+  w.set({3}, std::nan(""));
+  write_checkpoint(dir / "nan.h5", c);
+  TrainOptions n = tiny_options(dir, "nan_run");
+  n.config.clear();
+  n.init_from = dir / "nan.h5";
+  CHECK_THROWS_WITH(run_train(n), Catch::Contains("step 0") && Catch::Contains("non-finite"));
+  CHECK(list_checkpoints(dir / "nan_run").empty());
 }

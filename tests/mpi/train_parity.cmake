@@ -1,0 +1,68 @@
+# Data-parallel `ember train` (SPEC.md section 8) against one process, on a
+# tiny model and shard with --sequential: mpirun -np 2 with batch 4 must end
+# with the parameters of batch 8 and of batch 4 x grad-accum 2 on one process
+# (relative error < 1e-5 per tensor), ZeRO-1 with those of plain all-reduce,
+# and a run saved at W = 2 must resume at W = 1 (batch doubled) to the
+# unbroken run, and at W = 2 with ZeRO-1 to the plain one. A bad input fails
+# every rank with its message, never a hang.
+# Variables: EMBER, TOOL, MPIRUN, WORK.
+file(REMOVE_RECURSE ${WORK})
+set(mpirun ${MPIRUN} --oversubscribe --bind-to none)
+
+function(run what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${what} failed (${rc})\n--- stdout\n${out}--- stderr\n${err}")
+  endif()
+  message("${what}: ok\n${out}")
+endfunction()
+
+run("data" ${TOOL} data ${WORK})
+set(common train --config ${WORK}/tiny.json --data ${WORK}/train.bin --sequential --seq-len 16
+    --steps 10 --warmup 2 --lr 1e-2 --log-every 5)
+run("W=1 B=8" ${EMBER} ${common} --batch-size 8 --out ${WORK}/w1b8)
+run("W=1 B=4 A=2" ${EMBER} ${common} --batch-size 4 --grad-accum 2 --out ${WORK}/w1a2)
+run("W=2 B=4" ${mpirun} -np 2 ${EMBER} ${common} --batch-size 4 --save-every 5 --check-every 2 --out ${WORK}/w2)
+run("W=2 B=4 ZeRO-1" ${mpirun} -np 2 ${EMBER} ${common} --batch-size 4 --zero 1 --bucket-mb 1 --out ${WORK}/w2z)
+set(final step_00000010.h5)
+run("W=2 = W=1 B=8" ${TOOL} compare ${WORK}/w2/${final} ${WORK}/w1b8/${final})
+run("W=2 = W=1 A=2" ${TOOL} compare ${WORK}/w2/${final} ${WORK}/w1a2/${final})
+run("ZeRO-1 = plain" ${TOOL} compare ${WORK}/w2z/${final} ${WORK}/w2/${final})
+
+# Resume the W = 2 run's step 5 on one process with --batch-size 8.
+file(MAKE_DIRECTORY ${WORK}/resume)
+file(COPY ${WORK}/w2/step_00000005.h5 DESTINATION ${WORK}/resume)
+file(WRITE ${WORK}/resume/latest "step_00000005.h5\n")
+run("resume at W=1" ${EMBER} train --resume ${WORK}/resume --batch-size 8)
+run("resumed = unbroken" ${TOOL} compare ${WORK}/resume/${final} ${WORK}/w1b8/${final})
+
+# Resume the same checkpoint at W = 2 with ZeRO-1: the moments are sharded on load.
+file(MAKE_DIRECTORY ${WORK}/resume_zero)
+file(COPY ${WORK}/w2/step_00000005.h5 DESTINATION ${WORK}/resume_zero)
+file(WRITE ${WORK}/resume_zero/latest "step_00000005.h5\n")
+run("resume at W=2 ZeRO-1" ${mpirun} -np 2 ${EMBER} train --resume ${WORK}/resume_zero --zero 1)
+run("resumed ZeRO-1 = unbroken" ${TOOL} compare ${WORK}/resume_zero/${final} ${WORK}/w2/${final})
+
+# A failure ends the job with its message and a non-zero exit, never a hang:
+# a bad config (every rank fails) and an --out that is a file (only rank 0
+# creates the run folder, so only rank 0 fails).
+function(expect_failure what expect)
+  execute_process(COMMAND ${mpirun} -np 2 ${EMBER} ${ARGN}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+  message("${what}: exit ${rc}\n${out}${err}")
+  if(rc MATCHES "timeout|Process terminated")
+    message(FATAL_ERROR "${what}: the job hung")
+  endif()
+  if(rc EQUAL 0)
+    message(FATAL_ERROR "${what}: the job exited with 0")
+  endif()
+  string(FIND "${out}${err}" "${expect}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "${what}: the output lacks \"${expect}\"")
+  endif()
+endfunction()
+file(WRITE ${WORK}/bad.json "{\"vocab_size\": 64, \"d_model\": ")
+expect_failure("bad config" "bad.json: invalid JSON" train --config ${WORK}/bad.json --data ${WORK}/train.bin
+               --out ${WORK}/bad)
+expect_failure("--out on rank 0" "rank 0: --out" ${common} --batch-size 4 --out ${WORK}/train.bin/run)
+file(REMOVE_RECURSE ${WORK})

@@ -1,0 +1,66 @@
+// Helper of train_parity.cmake (data-parallel `ember train` against one process):
+//   train_parity_tool data DIR        writes DIR/tiny.json (no dropout) and DIR/train.bin
+//   train_parity_tool compare A B     every /model tensor of checkpoint A within a
+//                                     relative error of 1e-5 of B's (exit 1 otherwise)
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "apps/checkpoint.h"
+#include "data/token_shard.h"
+
+using namespace ember;
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "data" && argc == 3) {
+    const std::filesystem::path dir = argv[2];
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "tiny.json") << R"({"vocab_size": 64, "d_model": 16, "n_layers": 2, "n_heads": 2,
+  "ffn_hidden": 32, "max_seq_len": 32, "qk_norm": true, "z_loss_coef": 1e-4, "dropout": 0.0})";
+    const int64_t n = 20000;
+    const Tensor r = Tensor::rand({n}, 7, 0, DType::Float64, 0, 64);
+    std::vector<uint32_t> tokens(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) tokens[static_cast<size_t>(i)] = static_cast<uint32_t>(r.at({i}));
+    write_shard((dir / "train.bin").string(), tokens, 64);
+    return 0;
+  }
+  if (mode == "compare" && argc == 4) {
+    const apps::Checkpoint a = apps::read_checkpoint(argv[2], false), b = apps::read_checkpoint(argv[3], false);
+    if (a.model.size() != b.model.size()) {
+      std::printf("different tensor counts: %zu vs %zu\n", a.model.size(), b.model.size());
+      return 1;
+    }
+    double worst = 0;
+    for (const auto& [name, ta] : a.model) {
+      const auto it = b.model.find(name);
+      if (it == b.model.end()) {
+        std::printf("%s: missing in %s\n", name.c_str(), argv[3]);
+        return 1;
+      }
+      const std::vector<float> x = ta.to_vector<float>(), y = it->second.to_vector<float>();
+      if (x.size() != y.size()) {
+        std::printf("%s: sizes differ\n", name.c_str());
+        return 1;
+      }
+      double diff = 0, norm = 0;
+      for (size_t i = 0; i < x.size(); ++i) {
+        diff += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
+        norm += double(y[i]) * y[i];
+      }
+      const double rel = std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
+      worst = std::max(worst, rel);
+      if (!(rel < 1e-5)) {
+        std::printf("%s: relative error %.3g (limit 1e-5)\n", name.c_str(), rel);
+        return 1;
+      }
+    }
+    std::printf("%zu tensors equal within %.3g\n", a.model.size(), worst);
+    return 0;
+  }
+  std::fprintf(stderr, "usage: train_parity_tool data DIR | compare A B\n");
+  return 2;
+}
