@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 EMBER_EXTRA_PACKAGES="fortunes" bash scripts/install_deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release > /dev/null
 cmake --build build -j "$(nproc)" --target ember
-./build/apps/ember train --out runs/fortunes --steps 1000 --lr 1e-3 --min-lr 1e-4 --warmup 50 \
-  --eval-every 250 --log-every 25 "$@"
+./build/apps/ember train --out runs/fortunes --steps 800 --lr 1e-3 --min-lr 1e-4 --warmup 50 \
+  --eval-every 200 --log-every 25 "$@"
 ./build/apps/ember generate --checkpoint "runs/fortunes/$(cat runs/fortunes/latest)" \
-  --max-tokens 400 --temperature 0.8 --top-k 40 --num-samples 2 --seed 7
+  --max-tokens 250 --temperature 0.8 --top-k 40 --num-samples 2 --seed 7
