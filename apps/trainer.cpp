@@ -75,18 +75,6 @@ void options_from_json(const json& j, TrainOptions& o) {
   take("val_fraction", o.val_fraction);
 }
 
-double measured_matmul_peak() {
-  const int64_t n = 1024;
-  const Tensor a = Tensor::randn({n, n}, 1), b = Tensor::randn({n, n}, 2);
-  double best = 1e9;
-  for (int i = 0; i < 3; ++i) {
-    const auto t0 = Clock::now();
-    kernels::matmul(a, b);
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  return 2.0 * n * n * n / best;
-}
-
 std::string format_eta(double seconds) {
   char buf[32];
   const long s = std::lround(std::max(0.0, seconds));
@@ -273,7 +261,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
   const optim::Schedule schedule{o.schedule, o.lr, o.min_lr, o.warmup, o.steps, o.steps / 5};
   const int64_t tokens_per_step = world * o.batch_size * o.seq_len * o.grad_accum;
   const nn::ModelStats stats = nn::model_stats(cfg, o.batch_size, o.seq_len);
-  const double peak = measured_matmul_peak() * static_cast<double>(world);
+  const double peak = kernels::measure_matmul_peak(3) * static_cast<double>(world);
 
   // Collective: ZeroAdamW gathers the moments on every rank; rank 0 writes
   // while the others wait, so no rank runs ahead of the file.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "autograd/grad_mode.h"
+#include "bench/bench_args.h"
 #include "core/kernels/matmul.h"
 #include "nn/model_stats.h"
 #include "nn/transformer.h"
@@ -23,38 +24,13 @@ static double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-static double matmul_peak_gflops() {
-  const int64_t n = 1024;
-  Tensor a = Tensor::randn({n, n}, 1), b = Tensor::randn({n, n}, 2);
-  double best = 1e9;
-  for (int rep = 0; rep < 6; ++rep) {
-    const auto t0 = Clock::now();
-    Tensor c = kernels::matmul(a, b);
-    best = std::min(best, seconds_since(t0));
-  }
-  return 2.0 * n * n * n / best / 1e9;
-}
-
 int main(int argc, char** argv) {
-  int steps = 5;
-  int64_t B = 8, T = 256;
-  std::vector<std::string> configs;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) {
-      steps = std::atoi(argv[++i]);
-    } else if (!std::strcmp(argv[i], "--batch") && i + 1 < argc) {
-      B = std::atoll(argv[++i]);
-    } else if (!std::strcmp(argv[i], "--seq") && i + 1 < argc) {
-      T = std::atoll(argv[++i]);
-    } else {
-      configs.push_back(argv[i]);
-    }
-  }
-  if (configs.empty()) {
-    std::fprintf(stderr, "usage: bench_model [--steps N] [--batch B] [--seq T] CONFIG.json...\n");
-    return 2;
-  }
-  const double peak = matmul_peak_gflops();
+  const auto args = bench::parse_model_bench_args(argc, argv, "bench_model", 5);
+  if (!args) return 2;
+  const int steps = args->steps;
+  const int64_t B = args->batch, T = args->seq_len;
+  const std::vector<std::string>& configs = args->configs;
+  const double peak = kernels::measure_matmul_peak() / 1e9;
   std::printf("threads %d, matmul peak (float32 1024^3) %.1f GFLOP/s\n", omp_get_max_threads(), peak);
   std::printf("%-28s %10s %10s %10s %8s %12s\n", "config", "ms/step", "tokens/s", "GFLOP/s", "%peak",
               "MFLOP/token");

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_args.h"
 #include "core/kernels/matmul.h"
 #include "nn/model_stats.h"
 #include "nn/transformer.h"
@@ -24,33 +25,12 @@ using Clock = std::chrono::steady_clock;
 static double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 int main(int argc, char** argv) {
-  int steps = 10;
-  int64_t B = 8, T = 256;
-  std::vector<std::string> configs;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) {
-      steps = std::atoi(argv[++i]);
-    } else if (!std::strcmp(argv[i], "--batch") && i + 1 < argc) {
-      B = std::atoll(argv[++i]);
-    } else if (!std::strcmp(argv[i], "--seq") && i + 1 < argc) {
-      T = std::atoll(argv[++i]);
-    } else {
-      configs.push_back(argv[i]);
-    }
-  }
-  if (configs.empty()) {
-    std::fprintf(stderr, "usage: bench_train_step [--steps N] [--batch B] [--seq T] CONFIG.json...\n");
-    return 2;
-  }
-  const int64_t n = 1024;
-  const Tensor a = Tensor::randn({n, n}, 1), b = Tensor::randn({n, n}, 2);
-  double best = 1e9;
-  for (int r = 0; r < 6; ++r) {
-    const auto t0 = Clock::now();
-    kernels::matmul(a, b);
-    best = std::min(best, since(t0));
-  }
-  const double peak = 2.0 * n * n * n / best / 1e9;
+  const auto args = bench::parse_model_bench_args(argc, argv, "bench_train_step", 10);
+  if (!args) return 2;
+  const int steps = args->steps;
+  const int64_t B = args->batch, T = args->seq_len;
+  const std::vector<std::string>& configs = args->configs;
+  const double peak = kernels::measure_matmul_peak() / 1e9;
   std::printf("threads %d, B %lld, T %lld, matmul peak %.1f GFLOP/s\n", omp_get_max_threads(),
               static_cast<long long>(B), static_cast<long long>(T), peak);
   std::printf("%-24s %9s %9s %9s %9s %9s %10s %9s %7s\n", "config", "ms/step", "fwd ms", "bwd ms",

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -369,6 +370,18 @@ void matmul_into(Tensor& c, const Tensor& a_in, const Tensor& b_in, bool trans_a
   }
   run_batches(g, dims, 0, a.dtype());
   if (!c_plain) c.copy_(cw);
+}
+
+double measure_matmul_peak(int reps) {
+  const int64_t n = 1024;
+  const Tensor a = Tensor::randn({n, n}, 1), b = Tensor::randn({n, n}, 2);
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    matmul(a, b);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return 2.0 * static_cast<double>(n * n * n) / best;
 }
 
 }  // namespace ember::kernels

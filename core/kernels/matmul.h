@@ -16,5 +16,8 @@ void matmul_into(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a = fal
                  bool trans_b = false, double alpha = 1, double beta = 0);
 // Number of oneDNN primitives created so far (for tests of the cache).
 int64_t matmul_primitive_cache_size();
+// The machine's float32 matmul peak as this kernel reaches it: FLOP/s of the
+// best of `reps` 1024^3 products (what MFU and the benchmarks divide by).
+double measure_matmul_peak(int reps = 6);
 
 }  // namespace ember::kernels
