@@ -60,11 +60,23 @@ Variable record(const char* name, const std::vector<Variable>& inputs, Tensor ou
 
 namespace {
 
-void accumulate_leaf(const std::shared_ptr<VariableImpl>& impl, const Tensor& g) {
+// True when nobody else can see t's buffer: it may be adopted or written in place.
+bool sole_owner(const Tensor& t) {
+  return t.storage().use_count() == 1 && t.is_contiguous() &&
+         t.storage()->nbytes() == static_cast<size_t>(t.numel()) * dtype_size(t.dtype()) &&
+         t.offset() == 0;
+}
+
+void accumulate_leaf(const std::shared_ptr<VariableImpl>& impl, Tensor g) {
   VariableImpl& leaf = *impl;
   if (!leaf.grad.defined()) {
-    // Own the buffer: g may alias another gradient (e.g. add passes g through).
-    leaf.grad = g.dtype() == leaf.data.dtype() ? g.clone() : g.to(leaf.data.dtype());
+    // Adopt g's buffer when it is ours alone; otherwise copy (g may alias another
+    // gradient, e.g. add passes g through to both inputs).
+    if (g.dtype() != leaf.data.dtype()) {
+      leaf.grad = g.to(leaf.data.dtype());
+    } else {
+      leaf.grad = sole_owner(g) ? std::move(g) : g.clone();
+    }
   } else {
     kernels::add_(leaf.grad, g);
   }
@@ -72,7 +84,17 @@ void accumulate_leaf(const std::shared_ptr<VariableImpl>& impl, const Tensor& g)
   for (auto& hook : leaf.post_accumulate_hooks) hook(handle);
 }
 
-void add_into(Tensor& slot, const Tensor& g) { slot = slot.defined() ? kernels::add(slot, g) : g; }
+// Sums a new contribution into a pending gradient, in place when the slot is unshared.
+void add_into(Tensor& slot, const Tensor& g) {
+  if (!slot.defined()) {
+    slot = g;
+  } else if (slot.shape() == g.shape() && slot.dtype() == g.dtype() && !slot.shares_storage(g) &&
+             sole_owner(slot)) {
+    kernels::add_(slot, g);
+  } else {
+    slot = kernels::add(slot, g);
+  }
+}
 
 struct LaterFirst {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
@@ -157,7 +179,7 @@ void Variable::backward(const Tensor& grad_root, bool retain_graph) const {
         if (--leaf_pending[e.leaf.get()] == 0) {
           auto it = leaf_grads.find(e.leaf.get());
           if (it != leaf_grads.end()) {
-            accumulate_leaf(e.leaf, it->second);
+            accumulate_leaf(e.leaf, std::move(it->second));
             leaf_grads.erase(it);
           }
         }

@@ -38,6 +38,10 @@ Variable silu(const Variable& a);
 Variable gelu(const Variable& a);       // exact, erf
 Variable gelu_tanh(const Variable& a);  // tanh approximation
 Variable relu(const Variable& a);
+
+// --- gated linear units, fused (ops/glu.cpp) ----------------------------------------------------
+Variable swiglu(const Variable& gate, const Variable& up);  // silu(gate) * up
+Variable geglu(const Variable& gate, const Variable& up);   // gelu(gate) * up, exact GELU
 Variable abs(const Variable& a);        // grad sign(a), 0 at 0
 
 // --- reductions (ops/reduce.cpp) ------------------------------------------------------------------

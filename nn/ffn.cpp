@@ -24,9 +24,9 @@ Variable FFN::forward(const Variable& x) const {
   const Variable up = up_proj_->forward(x);
   Variable h;
   if (act_ == "swiglu") {
-    h = silu(gate_proj_->forward(x)) * up;
+    h = swiglu(gate_proj_->forward(x), up);
   } else if (act_ == "geglu") {
-    h = gelu(gate_proj_->forward(x)) * up;
+    h = geglu(gate_proj_->forward(x), up);
   } else if (act_ == "gelu") {
     h = gelu(up);
   } else if (act_ == "gelu_tanh") {

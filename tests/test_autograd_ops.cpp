@@ -83,6 +83,9 @@ std::vector<Row> elementwise_rows() {
       {"relu", [](In x) { return relu(x[0]); }, {rn({3, 4}, 45)}},
       {"relu non-contiguous", [](In x) { return relu(x[0]); }, {rn_t(3, 4, 46)}},
       {"abs", [](In x) { return abs(x[0]); }, {rn({3, 4}, 47)}},
+      {"swiglu", [](In x) { return swiglu(x[0], x[1]); }, {rn({2, 5}, 48), rn({2, 5}, 49)}},
+      {"swiglu non-contiguous", [](In x) { return swiglu(x[0], x[1]); }, {rn_t(3, 4, 50), rn({3, 4}, 51)}},
+      {"geglu", [](In x) { return geglu(x[0], x[1]); }, {rn({2, 5}, 52), rn({2, 5}, 53)}},
   };
 }
 

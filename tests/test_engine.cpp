@@ -139,3 +139,21 @@ TEST_CASE("only leaves of float dtype can require grad", "[engine]") {
   CHECK_THROWS_AS(y.set_requires_grad(false), Error);
   CHECK_THROWS_AS(y.register_post_accumulate_grad_hook([](Variable&) {}), Error);
 }
+
+TEST_CASE("leaf gradients never alias each other or the graph", "[engine]") {
+  // add passes its gradient through to both inputs: the engine adopts a
+  // gradient buffer only when nothing else holds it, so a.grad and b.grad
+  // must be separate buffers; the same for a chain that ends in one leaf.
+  Variable a = leaf({1.0, 2.0}, {2}), b = leaf({3.0, 4.0}, {2});
+  Variable s = sum(a + b);
+  s.backward();
+  REQUIRE_FALSE(a.grad().shares_storage(b.grad()));
+  a.grad().fill_(5.0);
+  CHECK(b.grad().to_vector<double>() == std::vector<double>{1.0, 1.0});
+  // Adopted buffers accumulate in place on the next backward.
+  Variable c = leaf({1.0, 2.0}, {2});
+  sum(c * c).backward();
+  sum(c * c).backward();
+  CHECK(c.grad().to_vector<double>() == std::vector<double>{4.0, 8.0});
+  CHECK(c.grad().storage().use_count() == 1);
+}
