@@ -42,6 +42,12 @@ Variable relu(const Variable& a);
 // --- gated linear units, fused (ops/glu.cpp) ----------------------------------------------------
 Variable swiglu(const Variable& gate, const Variable& up);  // silu(gate) * up
 Variable geglu(const Variable& gate, const Variable& up);   // gelu(gate) * up, exact GELU
+
+// --- grouped linear, for MoE experts (ops/grouped_linear.cpp) ------------------------------------
+// x [R, C] in E consecutive row groups of sizes[e]; y[group e] = x[group e] W_e^T (+ b_e), W_e [O, C].
+// biases empty or one per weight. A group of 0 rows gives its weight and bias no gradient.
+Variable grouped_linear(const Variable& x, const std::vector<Variable>& weights,
+                        const std::vector<Variable>& biases, const std::vector<int64_t>& sizes);
 Variable abs(const Variable& a);        // grad sign(a), 0 at 0
 
 // --- reductions (ops/reduce.cpp) ------------------------------------------------------------------

@@ -1,6 +1,7 @@
-// FFN and MoE forward passes, built from autograd ops. The MoE gathers each
-// expert's tokens into one block, runs the expert once over it (one matmul per
-// projection), and scatters the weighted results back with one index_add.
+// FFN and MoE forward passes, built from autograd ops. The MoE gathers the
+// tokens sorted by expert into one block, runs every expert over its rows
+// (grouped_linear: one matmul per expert and projection), and scatters the
+// weighted results back with one index_add.
 #include "nn/ffn.h"
 
 #include "autograd/ops.h"
@@ -20,21 +21,17 @@ FFN::FFN(int64_t d_model, int64_t hidden, const std::string& act, bool bias, Gen
   down_proj_ = register_module("down_proj", std::make_shared<Linear>(hidden, d_model, bias, init_gen, down_std, dtype));
 }
 
+Variable FFN::activate(const Variable& gate, const Variable& up) const {
+  if (act_ == "swiglu") return swiglu(gate, up);
+  if (act_ == "geglu") return geglu(gate, up);
+  if (act_ == "gelu") return gelu(up);
+  if (act_ == "gelu_tanh") return gelu_tanh(up);
+  return relu(up);
+}
+
 Variable FFN::forward(const Variable& x) const {
-  const Variable up = up_proj_->forward(x);
-  Variable h;
-  if (act_ == "swiglu") {
-    h = swiglu(gate_proj_->forward(x), up);
-  } else if (act_ == "geglu") {
-    h = geglu(gate_proj_->forward(x), up);
-  } else if (act_ == "gelu") {
-    h = gelu(up);
-  } else if (act_ == "gelu_tanh") {
-    h = gelu_tanh(up);
-  } else {
-    h = relu(up);
-  }
-  return down_proj_->forward(h);
+  const Variable gate = gated() ? gate_proj_->forward(x) : Variable();
+  return down_proj_->forward(activate(gate, up_proj_->forward(x)));
 }
 
 MoE::MoE(int64_t d_model, const MoEConfig& moe, const std::string& act, bool bias,
@@ -69,7 +66,9 @@ Variable MoE::forward(const Variable& x, MoEAux& aux) const {
   Variable weights = cfg_.norm_topk_prob ? top_p / sum(top_p, {-1}, true) : top_p;
   const Variable flat_weights = reshape(weights, {N * K});
 
-  // Bucket (token, slot) picks by expert, in token order.
+  // Sort the (token, slot) picks by expert (token order within an expert), so
+  // each expert's tokens form one block of rows: one gather, one matmul per
+  // expert and projection (grouped_linear), one weighted scatter-add back.
   std::vector<std::vector<int64_t>> rows(E), picks(E);
   const int64_t* idx = top_idx.data<int64_t>();
   for (int64_t n = 0; n < N; ++n) {
@@ -79,19 +78,32 @@ Variable MoE::forward(const Variable& x, MoEAux& aux) const {
     }
   }
   counts_.assign(E, 0);
-  std::vector<Variable> contributions;
-  std::vector<int64_t> all_rows;
+  std::vector<int64_t> all_rows, all_picks;
   for (int64_t e = 0; e < E; ++e) {
     counts_[e] = static_cast<int64_t>(rows[e].size());
-    if (rows[e].empty()) continue;
-    const Tensor row_idx = Tensor::from_vector(rows[e]);
-    const Variable xe = index_select(xf, 0, row_idx);                             // [Ne, C]
-    const Variable we = index_select(flat_weights, 0, Tensor::from_vector(picks[e]));  // [Ne]
-    contributions.push_back(experts_[e]->forward(xe) * unsqueeze(we, 1));
     all_rows.insert(all_rows.end(), rows[e].begin(), rows[e].end());
+    all_picks.insert(all_picks.end(), picks[e].begin(), picks[e].end());
   }
-  Variable y = index_add(Variable(Tensor::zeros({N, C}, x.dtype())), 0,
-                         Tensor::from_vector(all_rows), cat(contributions, 0));
+  const Tensor row_idx = Tensor::from_vector(all_rows);
+  const Variable xs = index_select(xf, 0, row_idx);  // [N K, C], grouped by expert
+  const Variable ws = index_select(flat_weights, 0, Tensor::from_vector(all_picks));  // [N K]
+  const FFN& first = *experts_[0];
+  auto grouped = [&](auto proj, const Variable& in) {
+    std::vector<Variable> w, b;
+    for (const auto& ex : experts_) {
+      const Linear& l = proj(*ex);
+      w.push_back(l.weight());
+      if (l.bias().defined()) b.push_back(l.bias());
+    }
+    return grouped_linear(in, w, b, counts_);
+  };
+  const Variable gate = first.gated() ? grouped([](const FFN& f) -> const Linear& { return *f.gate_proj(); }, xs)
+                                      : Variable();
+  const Variable up = grouped([](const FFN& f) -> const Linear& { return f.up_proj(); }, xs);
+  const Variable out = grouped([](const FFN& f) -> const Linear& { return f.down_proj(); },
+                               first.activate(gate, up));  // [N K, C]
+  Variable y = index_add(Variable(Tensor::zeros({N, C}, x.dtype())), 0, row_idx,
+                         out * unsqueeze(ws, 1));
   for (const auto& s : shared_) y = y + s->forward(xf);
 
   std::vector<double> f(E);

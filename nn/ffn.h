@@ -18,6 +18,13 @@ class FFN : public UnaryModule {
   FFN(int64_t d_model, int64_t hidden, const std::string& act, bool bias, Generator& init_gen,
       double down_std, DType dtype = DType::Float32);
   Variable forward(const Variable& x) const override;
+  // The hidden activation from the gate and up projections (gate unused by
+  // gelu, gelu_tanh and relu): what forward applies between up and down.
+  Variable activate(const Variable& gate, const Variable& up) const;
+  bool gated() const { return gate_proj_ != nullptr; }
+  const Linear* gate_proj() const { return gate_proj_.get(); }
+  const Linear& up_proj() const { return *up_proj_; }
+  const Linear& down_proj() const { return *down_proj_; }
 
  private:
   std::string act_;

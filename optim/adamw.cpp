@@ -1,32 +1,88 @@
-// AdamW update: one pass over p, g, m, v per parameter tensor.
+// AdamW update: one vectorised pass over p, g, m, v, all parameter tensors in
+// one OpenMP region.
 #include "optim/adamw.h"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "autograd/grad_mode.h"
+#include "core/simd.h"
 
 namespace ember::optim {
+
+namespace {
+
+// Per-step constants of the update, in the parameter's type.
+template <class T>
+struct AdamWScalars {
+  T decay, step, sqrt_bc2, b1, b2, one_minus_b1, one_minus_b2, eps;
+};
+
+template <class T>
+AdamWScalars<T> adamw_scalars(double lr, double wd, const AdamWOptions& o, int64_t t) {
+  const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(t));
+  const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(t));
+  return {static_cast<T>(1.0 - lr * wd), static_cast<T>(lr / bc1), static_cast<T>(std::sqrt(bc2)),
+          static_cast<T>(o.beta1),       static_cast<T>(o.beta2),  static_cast<T>(1.0 - o.beta1),
+          static_cast<T>(1.0 - o.beta2), static_cast<T>(o.eps)};
+}
+
+// The update of n elements, one thread; vectorised (no branches, sqrt without errno).
+template <class T>
+EMBER_TARGET_CLONES void adamw_kernel(T* __restrict p, const T* __restrict g, T* __restrict m,
+                                      T* __restrict v, int64_t n, const AdamWScalars<T> s) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const T gi = g[i];
+    const T mi = s.b1 * m[i] + s.one_minus_b1 * gi;
+    const T vi = s.b2 * v[i] + s.one_minus_b2 * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = p[i] * s.decay - s.step * mi / (std::sqrt(vi) / s.sqrt_bc2 + s.eps);
+  }
+}
+
+// One tensor's share of an update: where its elements sit and its constants.
+template <class T>
+struct AdamWSpan {
+  T *p, *m, *v;
+  const T* g;
+  int64_t n;
+  AdamWScalars<T> s;
+};
+
+// Runs every span's update in one OpenMP region, the concatenated elements
+// split evenly between threads (small tensors no longer run alone).
+template <class T>
+void adamw_run(const std::vector<AdamWSpan<T>>& spans) {
+  int64_t total = 0;
+  for (const auto& sp : spans) total += sp.n;
+#pragma omp parallel if (total > 32768)
+  {
+    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t chunk = ((total + nt - 1) / nt + 15) / 16 * 16;
+    const int64_t lo = std::min(total, t * chunk), hi = std::min(total, lo + chunk);
+    int64_t base = 0;
+    for (const auto& sp : spans) {
+      const int64_t b = std::max(lo, base), e = std::min(hi, base + sp.n);
+      if (b < e) {
+        const int64_t o = b - base;
+        adamw_kernel<T>(sp.p + o, sp.g + o, sp.m + o, sp.v + o, e - b, sp.s);
+      }
+      base += sp.n;
+    }
+  }
+}
+
+}  // namespace
 
 template <class T>
 void adamw_update_span(T* p, const T* g, T* m, T* v, int64_t n, double lr, double wd,
                        const AdamWOptions& options, int64_t t) {
-  const double b1 = options.beta1, b2 = options.beta2, eps = options.eps;
-  const double bc1 = 1.0 - std::pow(b1, static_cast<double>(t));
-  const double bc2 = 1.0 - std::pow(b2, static_cast<double>(t));
-  const T decay = static_cast<T>(1.0 - lr * wd);
-  const T step = static_cast<T>(lr / bc1);
-  const T sqrt_bc2 = static_cast<T>(std::sqrt(bc2));
-  const T tb1 = static_cast<T>(b1), tb2 = static_cast<T>(b2), te = static_cast<T>(eps);
-  const T ob1 = static_cast<T>(1.0 - b1), ob2 = static_cast<T>(1.0 - b2);
-#pragma omp parallel for simd if (n > 32768)
-  for (int64_t i = 0; i < n; ++i) {
-    const T gi = g[i];
-    const T mi = tb1 * m[i] + ob1 * gi;
-    const T vi = tb2 * v[i] + ob2 * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
-    p[i] = p[i] * decay - step * mi / (std::sqrt(vi) / sqrt_bc2 + te);
-  }
+  adamw_run<T>({{p, m, v, g, n, adamw_scalars<T>(lr, wd, options, t)}});
 }
 
 template void adamw_update_span<float>(float*, const float*, float*, float*, int64_t, double,
@@ -50,23 +106,33 @@ AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options)
 void AdamW::step(double lr) {
   ++step_;
   NoGradGuard no_grad;
+  std::vector<AdamWSpan<float>> f32;
+  std::vector<AdamWSpan<double>> f64;
+  std::vector<Tensor> keep;  // contiguous copies of strided gradients, alive until the update ran
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const ParamGroup& group = groups_[gi];
     const double glr = lr * group.lr_scale;
     for (size_t i = 0; i < group.params.size(); ++i) {
       const Variable& p = group.params[i];
       if (!p.grad().defined()) continue;  // as PyTorch: no grad, no update (state untouched)
-      const Tensor data = p.data();
-      const Tensor grad = p.grad().contiguous();
+      const Tensor& data = p.data();
+      keep.push_back(p.grad().contiguous());
+      const Tensor& grad = keep.back();
       dispatch_float(data.dtype(), "AdamW", [&](auto tag) {
         using T = decltype(tag);
-        adamw_update_span<T>(data.data<T>(), grad.data<T>(), m_[gi][i].data<T>(),
-                             v_[gi][i].data<T>(), data.numel(), glr, group.weight_decay, options_,
-                             step_);
+        AdamWSpan<T> span{data.data<T>(),  m_[gi][i].data<T>(), v_[gi][i].data<T>(), grad.data<T>(),
+                          data.numel(), adamw_scalars<T>(glr, group.weight_decay, options_, step_)};
+        if constexpr (std::is_same_v<T, float>) {
+          f32.push_back(span);
+        } else {
+          f64.push_back(span);
+        }
       });
       data.bump_version();
     }
   }
+  adamw_run(f32);
+  adamw_run(f64);
 }
 
 static std::string param_key(const ParamGroup& g, size_t i, size_t gi) {

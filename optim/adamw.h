@@ -2,7 +2,7 @@
 //   p *= 1 - lr * wd                       (decoupled decay, first)
 //   m = b1 m + (1 - b1) g,  v = b2 v + (1 - b2) g^2
 //   p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
-// One fused OpenMP loop per tensor; moments are float32 for float32 params.
+// One fused loop over all tensors in one OpenMP region; moments are float32 for float32 params.
 #pragma once
 #include "optim/optimizer.h"
 

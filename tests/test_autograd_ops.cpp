@@ -86,6 +86,12 @@ std::vector<Row> elementwise_rows() {
       {"swiglu", [](In x) { return swiglu(x[0], x[1]); }, {rn({2, 5}, 48), rn({2, 5}, 49)}},
       {"swiglu non-contiguous", [](In x) { return swiglu(x[0], x[1]); }, {rn_t(3, 4, 50), rn({3, 4}, 51)}},
       {"geglu", [](In x) { return geglu(x[0], x[1]); }, {rn({2, 5}, 52), rn({2, 5}, 53)}},
+      {"grouped_linear, an empty group",
+       [](In x) { return grouped_linear(x[0], {x[1], x[2], x[3]}, {}, {2, 0, 3}); },
+       {rn({5, 4}, 54), rn({3, 4}, 55), rn({3, 4}, 56), rn({3, 4}, 57)}},
+      {"grouped_linear with biases",
+       [](In x) { return grouped_linear(x[0], {x[1], x[2]}, {x[3], x[4]}, {3, 1}); },
+       {rn({4, 3}, 58), rn({2, 3}, 59), rn({2, 3}, 60), rn({2}, 61), rn({2}, 62)}},
   };
 }
 
