@@ -1,17 +1,25 @@
 // The `ember` program's shell contract (docs/cli.md): --version, defaults in
 // every subcommand's --help, and the exit codes of a usage error (2) and of a
-// bad input file (1, one "ember: error:" line naming the file).
+// bad input file (1, one "ember: error:" line naming the file), and Ctrl-C
+// during `ember train` (a checkpoint, then 130).
+#include <fcntl.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
+
+extern char** environ;
 
 namespace fs = std::filesystem;
 
@@ -110,4 +118,44 @@ TEST_CASE("a bad input file exits with 1 and one error line naming it", "[cli]")
   CHECK(r.err.starts_with("ember: error: "));
   CHECK(r.err.find(bad.string()) != std::string::npos);
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+}
+
+TEST_CASE("Ctrl-C stops ember train with a checkpoint and exit code 130", "[cli]") {
+  const fs::path dir = fs::temp_directory_path() / ("ember_cli_sigint_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "tiny.json") << R"({"vocab_size": 256, "d_model": 16, "n_layers": 1, "n_heads": 2,
+    "ffn_hidden": 32, "max_seq_len": 32})";
+  {
+    std::ofstream corpus(dir / "corpus.txt");
+    for (int i = 0; i < 200; ++i) corpus << "line " << i << ": the quick brown fox jumps over the lazy dog.\n";
+  }
+  const std::vector<std::string> args = {EMBER_BINARY, "train", "--config", (dir / "tiny.json").string(), "--data",
+                                         (dir / "corpus.txt").string(), "--out", (dir / "run").string(),
+                                         "--steps", "1000000", "--batch-size", "2", "--seq-len", "16",
+                                         "--log-every", "1000000"};
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t quiet;
+  posix_spawn_file_actions_init(&quiet);
+  posix_spawn_file_actions_addopen(&quiet, 1, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  REQUIRE(posix_spawn(&pid, EMBER_BINARY, &quiet, nullptr, argv.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&quiet);
+  // Interrupt once the loop runs (metrics.jsonl is opened after the handlers are installed).
+  for (int i = 0; i < 6000 && !fs::exists(dir / "run" / "metrics.jsonl"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  kill(pid, SIGINT);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  std::ifstream latest(dir / "run" / "latest");
+  std::string name;
+  latest >> name;
+  CHECK(fs::exists(dir / "run" / name));
+  CHECK(name.starts_with("step_"));
+  fs::remove_all(dir);
 }
