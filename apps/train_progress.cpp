@@ -65,13 +65,14 @@ void TrainProgress::step(const StepReport& r, bool log_line) {
     std::fprintf(out_, "%s\n", format_step_line(r).c_str());
   }
   const auto now = std::chrono::steady_clock::now();
-  if (terminal_ && (log_line || r.step == r.steps || now - last_draw_ >= std::chrono::milliseconds(100))) {
+  const bool draw = terminal_ && (log_line || r.step == r.steps || now - last_draw_ >= std::chrono::milliseconds(100));
+  if (draw) {
     // One column short of the width: writing the last column would wrap on some terminals.
     std::fprintf(out_, "\r%s\033[K", format_step_bar(r, terminal_width(out_) - 1).c_str());
     bar_shown_ = true;
     last_draw_ = now;
   }
-  std::fflush(out_);
+  if (log_line || draw) std::fflush(out_);
 }
 
 void TrainProgress::clear() {
