@@ -31,6 +31,10 @@ class TrainProgress {
  public:
   // terminal: draw the bar (see stdout_is_terminal); out is where both go.
   TrainProgress(std::FILE* out, bool terminal);
+  // Erases the bar, also when an error ends the run (its message then starts a clean line).
+  ~TrainProgress() { clear(); }
+  TrainProgress(const TrainProgress&) = delete;
+  TrainProgress& operator=(const TrainProgress&) = delete;
   // stdout is a terminal (isatty) whose TERM is not "dumb".
   static bool stdout_is_terminal();
   // One finished step: the plain line when log_line, and the bar on a terminal
