@@ -1,6 +1,7 @@
 // Progress of `ember train` on stdout. Every --log-every steps a plain line
-// whose format is fixed (scripts and tests parse it):
-//   step    120/1000 | loss 2.3456 | lr 3.00e-04 | norm 0.812 | 12345 tok/s | 83 ms | MFU 12.3% | ETA 0:01:13
+// whose format is fixed (scripts and tests parse it), e.g. (one line)
+//   step    120/1000 | loss 2.3456 | lr 3.00e-04 | norm 0.812 | 12345 tok/s | 83 ms |
+//   MFU 12.3% | ETA 0:01:13
 // and, when stdout is a terminal, below those lines a bar redrawn in place
 // (\r) after every step:
 //   [#.........] 120/1000  loss 2.3456  lr 3.00e-04  12345 tok/s  ETA 0:01:13

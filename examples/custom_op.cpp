@@ -41,29 +41,35 @@ Tensor softplus_backward(const Tensor& x, const Tensor& g, double beta) {
 
 // The op: saves its input (the derivative needs x) and returns one gradient per input.
 Variable softplus(const Variable& x, double beta = 1.0) {
-  EMBER_CHECK(x.dtype() == DType::Float32 || x.dtype() == DType::Float64, "softplus: float input needed");
+  EMBER_CHECK(x.dtype() == DType::Float32 || x.dtype() == DType::Float64,
+              "softplus: float input needed");
   const bool f64 = x.dtype() == DType::Float64;
   const Tensor in = x.data().contiguous();
   Tensor y = f64 ? softplus_forward<double>(in, beta) : softplus_forward<float>(in, beta);
   return record("softplus", {x}, y, [sx = SavedTensor(in), beta, f64](const Tensor& g) -> Grads {
     const Tensor gc = g.contiguous();
-    return {f64 ? softplus_backward<double>(sx.get(), gc, beta) : softplus_backward<float>(sx.get(), gc, beta)};
+    return {f64 ? softplus_backward<double>(sx.get(), gc, beta)
+                : softplus_backward<float>(sx.get(), gc, beta)};
   });
 }
 
 int main() {
   // Inputs across both branches of the stable form, in float64.
-  const Variable x(Tensor::randn({3, 5}, /*seed=*/7, 0, DType::Float64, 0, 3), /*requires_grad=*/true);
+  const Variable x(Tensor::randn({3, 5}, /*seed=*/7, 0, DType::Float64, 0, 3),
+                   /*requires_grad=*/true);
   const Variable w(Tensor::randn({5}, /*seed=*/8, 0, DType::Float64), /*requires_grad=*/true);
   int failures = 0;
   for (double beta : {1.0, 2.5}) {
     // The op alone, and inside a composite (broadcast multiply, sum) so the
     // engine's accumulation through it is checked too.
-    const GradcheckResult alone = gradcheck([&](const std::vector<Variable>& v) { return softplus(v[0], beta); }, {x});
+    const GradcheckResult alone =
+        gradcheck([&](const std::vector<Variable>& v) { return softplus(v[0], beta); }, {x});
     const GradcheckResult composite = gradcheck(
-        [&](const std::vector<Variable>& v) { return sum(softplus(v[0] * v[1], beta), {1}); }, {x, w});
+        [&](const std::vector<Variable>& v) { return sum(softplus(v[0] * v[1], beta), {1}); },
+        {x, w});
     for (const GradcheckResult& r : {alone, composite}) {
-      std::printf("softplus beta %.1f gradcheck: %s %s\n", beta, r.ok ? "ok" : "FAILED", r.message.c_str());
+      std::printf("softplus beta %.1f gradcheck: %s %s\n", beta, r.ok ? "ok" : "FAILED",
+                  r.message.c_str());
       failures += !r.ok;
     }
   }

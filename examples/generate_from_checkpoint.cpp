@@ -31,7 +31,8 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       return true;  // false would stop here
     });
-    std::printf("\n[%zu tokens, %.0f tokens/s decode]\n", r.tokens.size(), r.decode_tokens_per_second());
+    std::printf("\n[%zu tokens, %.0f tokens/s decode]\n", r.tokens.size(),
+                r.decode_tokens_per_second());
     return r.tokens.empty() ? 1 : 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -12,7 +12,8 @@ class CharMLP : public nn::Module {
  public:
   CharMLP(int64_t context, int64_t dim, int64_t hidden, Generator& gen)
       : embed_(register_module("embed", std::make_shared<nn::Embedding>(256, dim, gen, 0.5))),
-        hidden_(register_module("hidden", std::make_shared<nn::Linear>(context * dim, hidden, true, gen, 0.2))),
+        hidden_(register_module(
+            "hidden", std::make_shared<nn::Linear>(context * dim, hidden, true, gen, 0.2))),
         out_(register_module("out", std::make_shared<nn::Linear>(hidden, 256, false, gen, 0.05))),
         out_bias_(register_parameter("out_bias", Tensor::zeros({256}))) {}
 
@@ -32,7 +33,8 @@ int main() {
   const std::string text = "the quick brown fox jumps over the lazy dog; the lazy dog sleeps. ";
   std::vector<int64_t> x, y;  // every (two bytes -> next byte) of the text
   for (size_t i = 0; i + 2 < text.size(); ++i) {
-    x.insert(x.end(), {static_cast<unsigned char>(text[i]), static_cast<unsigned char>(text[i + 1])});
+    x.insert(x.end(),
+             {static_cast<unsigned char>(text[i]), static_cast<unsigned char>(text[i + 1])});
     y.push_back(static_cast<unsigned char>(text[i + 2]));
   }
   const int64_t n = static_cast<int64_t>(y.size());

@@ -41,8 +41,8 @@ std::string read_text(const fs::path& path) {
 Run ember(const std::string& args) {
   const fs::path dir = fs::temp_directory_path() / ("ember_cli_" + std::to_string(getpid()));
   fs::create_directories(dir);
-  const std::string cmd = std::string(EMBER_BINARY) + " " + args + " > " + (dir / "out").string() + " 2> " +
-                          (dir / "err").string() + " < /dev/null";
+  const std::string cmd = std::string(EMBER_BINARY) + " " + args + " > " + (dir / "out").string() +
+                          " 2> " + (dir / "err").string() + " < /dev/null";
   const int status = std::system(cmd.c_str());
   Run r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -104,13 +104,14 @@ TEST_CASE("a command-line usage error exits with 2", "[cli]") {
   Run r = ember("train --no-such-option");
   CHECK(r.code == 2);
   CHECK(r.err.find("--no-such-option") != std::string::npos);
-  CHECK(ember("").code == 2);                               // no subcommand
-  CHECK(ember("generate --max-tokens many").code == 2);     // not a number
+  CHECK(ember("").code == 2);                                    // no subcommand
+  CHECK(ember("generate --max-tokens many").code == 2);          // not a number
   CHECK(ember("info --config /no/such/config.json").code == 2);  // the option's file check
 }
 
 TEST_CASE("a bad input file exits with 1 and one error line naming it", "[cli]") {
-  const fs::path bad = fs::temp_directory_path() / ("ember_cli_bad_" + std::to_string(getpid()) + ".json");
+  const fs::path bad =
+      fs::temp_directory_path() / ("ember_cli_bad_" + std::to_string(getpid()) + ".json");
   std::ofstream(bad) << R"({"vocab_size": 256, "d_model": )";
   const Run r = ember("info --config " + bad.string());
   fs::remove(bad);
@@ -123,16 +124,22 @@ TEST_CASE("a bad input file exits with 1 and one error line naming it", "[cli]")
 TEST_CASE("Ctrl-C stops ember train with a checkpoint and exit code 130", "[cli]") {
   const fs::path dir = fs::temp_directory_path() / ("ember_cli_sigint_" + std::to_string(getpid()));
   fs::create_directories(dir);
-  std::ofstream(dir / "tiny.json") << R"({"vocab_size": 256, "d_model": 16, "n_layers": 1, "n_heads": 2,
+  std::ofstream(dir / "tiny.json")
+      << R"({"vocab_size": 256, "d_model": 16, "n_layers": 1, "n_heads": 2,
     "ffn_hidden": 32, "max_seq_len": 32})";
   {
     std::ofstream corpus(dir / "corpus.txt");
-    for (int i = 0; i < 200; ++i) corpus << "line " << i << ": the quick brown fox jumps over the lazy dog.\n";
+    for (int i = 0; i < 200; ++i)
+      corpus << "line " << i << ": the quick brown fox jumps over the lazy dog.\n";
   }
-  const std::vector<std::string> args = {EMBER_BINARY, "train", "--config", (dir / "tiny.json").string(), "--data",
-                                         (dir / "corpus.txt").string(), "--out", (dir / "run").string(),
-                                         "--steps", "1000000", "--batch-size", "2", "--seq-len", "16",
-                                         "--log-every", "1000000"};
+  const std::vector<std::string> args = {EMBER_BINARY,   "train",
+                                         "--config",     (dir / "tiny.json").string(),
+                                         "--data",       (dir / "corpus.txt").string(),
+                                         "--out",        (dir / "run").string(),
+                                         "--steps",      "1000000",
+                                         "--batch-size", "2",
+                                         "--seq-len",    "16",
+                                         "--log-every",  "1000000"};
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);

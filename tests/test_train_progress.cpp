@@ -50,7 +50,8 @@ TEST_CASE("format_eta is h:mm:ss", "[progress]") {
 TEST_CASE("the plain progress line keeps its format", "[progress]") {
   StepReport r = report(12);
   CHECK(format_step_line(r) ==
-        "step     12/100 | loss 2.3457 | lr 3.00e-04 | norm 0.500 | 12346 tok/s | 83 ms | MFU 12.5% | ETA 0:01:13");
+        "step     12/100 | loss 2.3457 | lr 3.00e-04 | norm 0.500 | 12346 tok/s | 83 ms | MFU "
+        "12.5% | ETA 0:01:13");
   r.has_val = true;
   r.val_loss = 2.5;
   r.val_bits = 1.25;
@@ -59,10 +60,13 @@ TEST_CASE("the plain progress line keeps its format", "[progress]") {
   CHECK(format_step_line(r).ends_with(" | val 2.5000 (1.250 bits/token)"));
 }
 
-TEST_CASE("the terminal bar shows step/total, loss, lr, tok/s and ETA within the width", "[progress]") {
-  CHECK(format_step_bar(report(50), 200) == "[#####.....] 50/100  loss 2.3457  lr 3.00e-04  12346 tok/s  ETA 0:01:13");
+TEST_CASE("the terminal bar shows step/total, loss, lr, tok/s and ETA within the width",
+          "[progress]") {
+  CHECK(format_step_bar(report(50), 200) ==
+        "[#####.....] 50/100  loss 2.3457  lr 3.00e-04  12346 tok/s  ETA 0:01:13");
   CHECK(format_step_bar(report(100), 200).starts_with("[##########] 100/100"));
-  CHECK(format_step_bar(report(1000), 200).starts_with("[##########] 1000/100"));  // past the end: a full bar
+  CHECK(format_step_bar(report(1000), 200)
+            .starts_with("[##########] 1000/100"));  // past the end: a full bar
   CHECK(format_step_bar(report(50), 20) == "[#####.....] 50/100 ");
   CHECK(format_step_bar(report(100), 79).size() <= 79);
 }
@@ -86,6 +90,6 @@ TEST_CASE("on a terminal the bar is redrawn in place and log lines scroll above 
     p.clear();
   });
   const std::string bar1 = format_step_bar(report(1), 79), bar2 = format_step_bar(report(2), 79);
-  CHECK(text == "\r" + bar1 + "\033[K" + "\r\033[K" + format_step_line(report(2)) + "\n" + "\r" + bar2 + "\033[K" +
-                    "\r\033[K");
+  CHECK(text == "\r" + bar1 + "\033[K" + "\r\033[K" + format_step_line(report(2)) + "\n" + "\r" +
+                    bar2 + "\033[K" + "\r\033[K");
 }
