@@ -27,8 +27,8 @@ CommandRunner add_eval_command(CLI::App& app) {
   sub->add_option("--checkpoint", o->checkpoint, "checkpoint (.h5)")->required()->check(CLI::ExistingFile);
   sub->add_option("--data", o->data, "token shards: a .bin file, a folder or a glob")->required();
   sub->add_option("--batch-size", o->batch_size, "rows per batch")->capture_default_str();
-  sub->add_option("--seq-len", o->seq_len, "tokens per row (default: the model's max_seq_len)");
-  sub->add_option("--batches", o->batches, "batches to average (default: all whole batches)");
+  sub->add_option("--seq-len", o->seq_len, "tokens per row (0: the model's max_seq_len)");
+  sub->add_option("--batches", o->batches, "batches to average (0: all whole batches)");
   sub->add_option("--grads-out", o->grads_out, "write loss terms and parameter gradients to this HDF5 file");
   return [o]() {
     LoadedModel lm = load_model(o->checkpoint);

@@ -53,7 +53,7 @@ CommandRunner add_info_command(CLI::App& app) {
   sub->add_option("--preset", opt->preset, "shipped preset (dense-small, moe-small, gpt2-small)");
   sub->add_option("--checkpoint", opt->checkpoint, "checkpoint whose config to describe")->check(CLI::ExistingFile);
   sub->add_option("--batch-size", opt->batch, "batch size for the memory estimate")->capture_default_str();
-  sub->add_option("--seq-len", opt->seq_len, "sequence length (default: max_seq_len)");
+  sub->add_option("--seq-len", opt->seq_len, "sequence length (0: the model's max_seq_len)");
   return [opt]() {
     const nn::ModelConfig cfg = resolve_model_config(opt->config, opt->preset, opt->checkpoint);
     const int64_t T = opt->seq_len > 0 ? opt->seq_len : cfg.max_seq_len;

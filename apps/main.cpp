@@ -3,6 +3,9 @@
 // srun the Communicator (made before anything else, outside the try block so
 // an uncaught error aborts the whole job rather than hanging it) starts MPI;
 // a failing rank ends every rank with its message (dist::Communicator::fail).
+// Exit codes (docs/cli.md): 0 success, 1 error (bad input, runtime failure),
+// 2 command-line usage error, 128 + signal when SIGINT/SIGTERM stopped
+// `ember train` after it wrote a checkpoint (130 for Ctrl-C).
 #include <cstdio>
 #include <map>
 
@@ -10,11 +13,18 @@
 #include "core/error.h"
 #include "dist/communicator.h"
 #include "dist/consistency.h"
+#include "ember/version.h"
+
+namespace {
+constexpr int kExitUsage = 2;  // as getopt-style tools; CLI11's own codes (100+) are not used
+}
 
 int main(int argc, char** argv) {
   ember::dist::Communicator comm;
   CLI::App app{"ember: a small PyTorch-style LLM training framework in C++"};
-  app.set_version_flag("--version", "ember 0.1.0");
+  app.set_version_flag("--version", "ember " EMBER_VERSION "\nbuild: " EMBER_BUILD_INFO);
+  // Every option of every subcommand shows its default in --help (set before they are added).
+  app.option_defaults()->always_capture_default();
   app.require_subcommand(1);
   std::map<CLI::App*, ember::apps::CommandRunner> runners;
   auto add = [&](ember::apps::CommandRunner (*fn)(CLI::App&)) {
@@ -32,8 +42,9 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // Every rank parses the same arguments, so every rank ends here alike.
-    if (!comm.is_root() && e.get_exit_code() != 0) return e.get_exit_code();
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return comm.is_root() ? app.exit(e) : 0;  // --help, --version
+    if (comm.is_root()) app.exit(e);  // the message and "Run with --help ..."
+    return kExitUsage;
   }
   try {
     if (comm.uses_mpi()) ember::dist::set_threads_per_rank(comm);

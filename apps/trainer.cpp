@@ -18,6 +18,7 @@
 #include "apps/model_io.h"
 #include "apps/presets.h"
 #include "apps/run_files.h"
+#include "apps/train_progress.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/kernels/matmul.h"
@@ -73,13 +74,6 @@ void options_from_json(const json& j, TrainOptions& o) {
   take("seed", o.seed);
   take("sequential", o.sequential);
   take("val_fraction", o.val_fraction);
-}
-
-std::string format_eta(double seconds) {
-  char buf[32];
-  const long s = std::lround(std::max(0.0, seconds));
-  std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
-  return buf;
 }
 
 struct EvalResult {
@@ -312,6 +306,8 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
   std::signal(SIGTERM, on_stop_signal);
   std::ofstream metrics;
   if (root) metrics.open(fs::path(o.out) / "metrics.jsonl", std::ios::app);
+  // Plain lines, plus a bar redrawn in place when stdout is a terminal.
+  TrainProgress progress(stdout, root && TrainProgress::stdout_is_terminal());
   const auto run_start = Clock::now();
   const int64_t first_step = step;
   double last_loss = NAN;
@@ -366,31 +362,33 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
       dist::check_parameters_consistent(comm, params, step);
     }
     if (root) metrics << m.dump() << "\n" << std::flush;
-    if (root && (step % o.log_every == 0 || step == o.steps || step == first_step + 1 || eval_now)) {
-      std::printf("step %6lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %.0f ms | MFU %.1f%% | ETA %s",
-                  static_cast<long long>(step), static_cast<long long>(o.steps), ce, lr, norm, tok_s, dt * 1e3,
-                  100 * mfu, format_eta(eta).c_str());
-      if (eval_now) std::printf(" | val %.4f (%.3f %s)", last_eval.loss, last_eval.bits_per_byte, tokenizer ? "bpb" : "bits/token");
-      std::printf("\n");
-      std::fflush(stdout);
+    if (root) {
+      const StepReport r{step, o.steps, ce, lr, norm, tok_s, dt * 1e3, mfu, eta,
+                         eval_now, last_eval.loss, last_eval.bits_per_byte, tokenizer.has_value()};
+      progress.step(r, (o.log_every > 0 && step % o.log_every == 0) || step == o.steps || step == first_step + 1 || eval_now);
     }
     if ((o.save_every > 0 && step % o.save_every == 0) || step == o.steps) save(step);
     // Every rank stops at the same step when any rank got the signal.
     if (comm.any(g_stop_signal != 0)) {
       const bool saved = (o.save_every > 0 && step % o.save_every == 0) || step == o.steps;
       const std::string name = saved ? checkpoint_name(step) : save(step);
+      progress.clear();
+      // The signal some rank got (the highest), so that every rank exits alike.
+      int sig = g_stop_signal.load();
+      if (world > 1) sig = static_cast<int>(comm.all_reduce(static_cast<double>(sig), dist::ReduceOp::Max));
+      if (sig == 0) sig = SIGTERM;
       if (root) {
-        std::printf("stopped by signal %d at step %lld; checkpoint %s\n", g_stop_signal != 0 ? g_stop_signal.load() : SIGTERM,
-                    static_cast<long long>(step), name.c_str());
+        std::printf("stopped by signal %d at step %lld; checkpoint %s\n", sig, static_cast<long long>(step), name.c_str());
         std::fflush(stdout);
       }
       std::signal(SIGINT, SIG_DFL);
       std::signal(SIGTERM, SIG_DFL);
-      return 0;
+      return 128 + sig;  // the shell's code for "ended by this signal": 130 for Ctrl-C
     }
   }
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
+  progress.clear();
   if (!root) return 0;
   const double total = std::chrono::duration<double>(Clock::now() - run_start).count();
   std::printf("done: %lld steps, %lld tokens in %.1f s; final loss %.4f", static_cast<long long>(step),

@@ -44,7 +44,9 @@ struct TrainOptions {
   std::set<std::string> given;
 };
 
-// Runs training; returns the process exit code. Errors are thrown as ember::Error.
+// Runs training; returns the process exit code: 0 when the run reached --steps,
+// 128 + the signal when SIGINT/SIGTERM stopped it after writing a checkpoint
+// (130 for Ctrl-C). Errors are thrown as ember::Error.
 // With comm's world size W > 1 the run is data-parallel: rank r reads its rows
 // of each batch, gradients are averaged, rank 0 prints and writes checkpoints.
 int run_train(TrainOptions options, dist::Communicator& comm);

@@ -1,0 +1,41 @@
+// Loads an ember checkpoint (written by `ember train`) and continues a prompt
+// with the KV cache, printing tokens as they come.
+//   generate_from_checkpoint CHECKPOINT [PROMPT] [MAX_TOKENS]
+#include <cstdio>
+#include <string>
+
+#include "ember/ember.h"
+
+using namespace ember;
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s CHECKPOINT [PROMPT] [MAX_TOKENS]\n", argv[0]);
+    return 2;
+  }
+  try {
+    const apps::LoadedModel lm = apps::load_model(argv[1]);  // weights, config and tokenizer
+    const std::string prompt = argc > 2 ? argv[2] : "The ";
+    std::vector<int64_t> ids;
+    for (uint32_t id : lm.tokenizer.encode(prompt)) ids.push_back(id);
+
+    nn::SamplingOptions sampling;
+    sampling.max_tokens = argc > 3 ? std::stoll(argv[3]) : 100;
+    sampling.temperature = 0.8;
+    sampling.top_k = 40;
+    sampling.seed = 1;
+    std::printf("%s", prompt.c_str());
+    const nn::GenerationResult r = nn::generate(*lm.model, ids, sampling, [&](int64_t token) {
+      const uint32_t id = static_cast<uint32_t>(token);
+      std::printf("%s", lm.tokenizer.decode({&id, 1}).c_str());
+      std::fflush(stdout);
+      return true;  // false would stop here
+    });
+    std::printf("\n[%zu tokens, %.0f tokens/s decode]\n", r.tokens.size(),
+                r.decode_tokens_per_second());
+    return r.tokens.empty() ? 1 : 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

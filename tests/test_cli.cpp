@@ -1,0 +1,168 @@
+// The `ember` program's shell contract (docs/cli.md): --version, defaults in
+// every subcommand's --help, and the exit codes of a usage error (2) and of a
+// bad input file (1, one "ember: error:" line naming the file), and Ctrl-C
+// during `ember train` (a checkpoint, then 130).
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Run {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string read_text(const fs::path& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Runs `ember ARGS` (ARGS already shell-quoted) and collects its exit code and output.
+Run ember(const std::string& args) {
+  const fs::path dir = fs::temp_directory_path() / ("ember_cli_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string cmd = std::string(EMBER_BINARY) + " " + args + " > " + (dir / "out").string() +
+                          " 2> " + (dir / "err").string() + " < /dev/null";
+  const int status = std::system(cmd.c_str());
+  Run r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = read_text(dir / "out");
+  r.err = read_text(dir / "err");
+  fs::remove_all(dir);
+  return r;
+}
+
+// Names listed under "Subcommands:" in `ember --help`.
+std::vector<std::string> subcommands() {
+  const std::string help = ember("--help").out;
+  std::vector<std::string> names;
+  std::istringstream lines(help.substr(help.find("Subcommands:")));
+  std::string line;
+  const std::regex entry(R"(^  ([a-z][a-z0-9-]*) .*)");
+  std::smatch m;
+  while (std::getline(lines, line)) {
+    if (std::regex_match(line, m, entry)) names.push_back(m[1]);
+  }
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("ember --version prints the project version and build info", "[cli]") {
+  const Run r = ember("--version");
+  CHECK(r.code == 0);
+  CHECK(r.out.starts_with(std::string("ember ") + EMBER_PROJECT_VERSION + "\nbuild: "));
+}
+
+TEST_CASE("every numeric option of every subcommand shows its default in --help", "[cli]") {
+  const std::vector<std::string> names = subcommands();
+  REQUIRE(names.size() >= 5);
+  CHECK(ember("train --help").out.find("--steps INT=1000 ") != std::string::npos);
+  CHECK(ember("generate --help").out.find("--temperature FLOAT=1 ") != std::string::npos);
+  // An option line: "  --name TYPE[:CHECK][=default] ...", CHECK e.g. "POSITIVE" or
+  // "INT in [0 - 1]"; numbers always have a default.
+  const std::regex numeric(R"(^\s+(-\w,)?--[a-z0-9-]+ (INT|UINT|FLOAT)\b(.*)$)");
+  const std::regex with_default(R"(^(:[A-Z]+( in \[[^\]]*\])?)?=\S)");
+  int options = 0;
+  for (const std::string& name : names) {
+    const Run r = ember(name + " --help");
+    CHECK(r.code == 0);
+    std::istringstream lines(r.out);
+    std::string line;
+    std::smatch m;
+    while (std::getline(lines, line)) {
+      if (!std::regex_match(line, m, numeric)) continue;
+      ++options;
+      INFO("ember " << name << " --help: " << line);
+      CHECK(std::regex_search(m[3].str(), with_default));
+    }
+  }
+  CHECK(options >= 20);  // the check above did see the options
+}
+
+TEST_CASE("a command-line usage error exits with 2", "[cli]") {
+  Run r = ember("train --no-such-option");
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--no-such-option") != std::string::npos);
+  CHECK(ember("").code == 2);                                    // no subcommand
+  CHECK(ember("generate --max-tokens many").code == 2);          // not a number
+  CHECK(ember("info --config /no/such/config.json").code == 2);  // the option's file check
+}
+
+TEST_CASE("a bad input file exits with 1 and one error line naming it", "[cli]") {
+  const fs::path bad =
+      fs::temp_directory_path() / ("ember_cli_bad_" + std::to_string(getpid()) + ".json");
+  std::ofstream(bad) << R"({"vocab_size": 256, "d_model": )";
+  const Run r = ember("info --config " + bad.string());
+  fs::remove(bad);
+  CHECK(r.code == 1);
+  CHECK(r.err.starts_with("ember: error: "));
+  CHECK(r.err.find(bad.string()) != std::string::npos);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+}
+
+TEST_CASE("Ctrl-C stops ember train with a checkpoint and exit code 130", "[cli]") {
+  const fs::path dir = fs::temp_directory_path() / ("ember_cli_sigint_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "tiny.json")
+      << R"({"vocab_size": 256, "d_model": 16, "n_layers": 1, "n_heads": 2,
+    "ffn_hidden": 32, "max_seq_len": 32})";
+  {
+    std::ofstream corpus(dir / "corpus.txt");
+    for (int i = 0; i < 200; ++i)
+      corpus << "line " << i << ": the quick brown fox jumps over the lazy dog.\n";
+  }
+  const std::vector<std::string> args = {EMBER_BINARY,   "train",
+                                         "--config",     (dir / "tiny.json").string(),
+                                         "--data",       (dir / "corpus.txt").string(),
+                                         "--out",        (dir / "run").string(),
+                                         "--steps",      "1000000",
+                                         "--batch-size", "2",
+                                         "--seq-len",    "16",
+                                         "--log-every",  "1000000"};
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t quiet;
+  posix_spawn_file_actions_init(&quiet);
+  posix_spawn_file_actions_addopen(&quiet, 1, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  REQUIRE(posix_spawn(&pid, EMBER_BINARY, &quiet, nullptr, argv.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&quiet);
+  // Interrupt once the loop runs (metrics.jsonl is opened after the handlers are installed).
+  for (int i = 0; i < 6000 && !fs::exists(dir / "run" / "metrics.jsonl"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  kill(pid, SIGINT);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  std::ifstream latest(dir / "run" / "latest");
+  std::string name;
+  latest >> name;
+  CHECK(fs::exists(dir / "run" / name));
+  CHECK(name.starts_with("step_"));
+  fs::remove_all(dir);
+}
