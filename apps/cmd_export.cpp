@@ -17,8 +17,8 @@ namespace ember::apps {
 void export_hf(const std::string& checkpoint, const std::string& out_dir) {
   const Checkpoint c = read_checkpoint(checkpoint, /*with_optim=*/false);
   const HfArch arch = hf_arch_for(c.config);  // fails before anything is written
-  const Tokenizer tokenizer =
-      c.tokenizer_json.empty() ? default_tokenizer(c.config) : Tokenizer::from_json(c.tokenizer_json);
+  const Tokenizer tokenizer = c.tokenizer_json.empty() ? default_tokenizer(c.config)
+                                                       : Tokenizer::from_json(c.tokenizer_json);
   EMBER_CHECK(static_cast<int64_t>(tokenizer.vocab_size()) <= c.config.vocab_size, checkpoint,
               ": the tokenizer has more tokens than the model's vocab_size");
   const std::optional<uint32_t> eos = tokenizer.find_special(kEndOfText);
@@ -27,10 +27,12 @@ void export_hf(const std::string& checkpoint, const std::string& out_dir) {
   const std::map<std::string, Tensor> tensors = hf_tensors_from_ember(c.config, arch, c.model);
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
-  EMBER_CHECK(std::filesystem::is_directory(out_dir), "--out ", out_dir, ": cannot create the folder");
+  EMBER_CHECK(std::filesystem::is_directory(out_dir), "--out ", out_dir,
+              ": cannot create the folder");
   const std::filesystem::path dir(out_dir);
   write_safetensors((dir / "model.safetensors").string(), tensors);
-  write_file_atomically((dir / "config.json").string(), hf_config_json(c.config, arch, eos_id) + "\n");
+  write_file_atomically((dir / "config.json").string(),
+                        hf_config_json(c.config, arch, eos_id) + "\n");
   write_file_atomically((dir / "tokenizer.json").string(), tokenizer.to_json());
   if (eos_id) {
     const nlohmann::json g = {{"bos_token_id", *eos_id}, {"eos_token_id", *eos_id}};
@@ -43,9 +45,14 @@ CommandRunner add_export_command(CLI::App& app) {
     std::string checkpoint, format = "hf", out;
   };
   auto o = std::make_shared<Options>();
-  CLI::App* sub = app.add_subcommand("export", "Write a checkpoint in another format (hf: a Hugging Face model folder)");
-  sub->add_option("--checkpoint", o->checkpoint, "checkpoint (.h5)")->required()->check(CLI::ExistingFile);
-  sub->add_option("--format", o->format, "output format")->check(CLI::IsMember({"hf"}))->capture_default_str();
+  CLI::App* sub = app.add_subcommand(
+      "export", "Write a checkpoint in another format (hf: a Hugging Face model folder)");
+  sub->add_option("--checkpoint", o->checkpoint, "checkpoint (.h5)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sub->add_option("--format", o->format, "output format")
+      ->check(CLI::IsMember({"hf"}))
+      ->capture_default_str();
   sub->add_option("--out", o->out, "output folder")->required();
   return [o]() {
     export_hf(o->checkpoint, o->out);

@@ -13,7 +13,8 @@ namespace {
 using nlohmann::json;
 
 [[noreturn]] void no_equivalent(const std::string& key, const json& value, const std::string& why) {
-  throw Error("cannot export to Hugging Face: config key \"" + key + "\" = " + value.dump() + ": " + why);
+  throw Error("cannot export to Hugging Face: config key \"" + key + "\" = " + value.dump() + ": " +
+              why);
 }
 
 json training_keys(const nn::ModelConfig& c) {
@@ -60,7 +61,8 @@ struct KeyReader {
   void ignore(std::initializer_list<const char*> keys) { used.insert(keys.begin(), keys.end()); }
   void finish() const {
     for (const auto& [k, v] : j.items()) {
-      EMBER_CHECK(used.count(k), where(k), " is not understood by ember's import (it may change the model's math)");
+      EMBER_CHECK(used.count(k), where(k),
+                  " is not understood by ember's import (it may change the model's math)");
     }
   }
 };
@@ -94,7 +96,8 @@ void reject_sliding_window(KeyReader& r, int64_t n_layers) {
     EMBER_CHECK(t.is_array() && static_cast<int64_t>(t.size()) == n_layers, r.where("layer_types"),
                 " must list one type per layer");
     for (const json& s : t) {
-      EMBER_CHECK(s == "full_attention", r.where("layer_types"), ": ", s.dump(), " layers are not supported");
+      EMBER_CHECK(s == "full_attention", r.where("layer_types"), ": ", s.dump(),
+                  " layers are not supported");
     }
   }
 }
@@ -103,45 +106,68 @@ void reject_sliding_window(KeyReader& r, int64_t n_layers) {
 
 const char* hf_arch_name(HfArch arch) {
   switch (arch) {
-    case HfArch::Llama: return "LlamaForCausalLM";
-    case HfArch::Qwen3: return "Qwen3ForCausalLM";
-    case HfArch::Qwen3Moe: return "Qwen3MoeForCausalLM";
-    case HfArch::GPT2: return "GPT2LMHeadModel";
+    case HfArch::Llama:
+      return "LlamaForCausalLM";
+    case HfArch::Qwen3:
+      return "Qwen3ForCausalLM";
+    case HfArch::Qwen3Moe:
+      return "Qwen3MoeForCausalLM";
+    case HfArch::GPT2:
+      return "GPT2LMHeadModel";
   }
   return "?";
 }
 
 HfArch hf_arch_for(const nn::ModelConfig& c) {
-  const std::string all = "LlamaForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM and GPT2LMHeadModel";
-  if (c.sliding_window > 0) no_equivalent("sliding_window", c.sliding_window, all + " attend over the whole causal context");
-  if (c.attn_softcap > 0) no_equivalent("attn_softcap", c.attn_softcap, all + " have no attention soft-cap");
-  if (c.final_softcap > 0) no_equivalent("final_softcap", c.final_softcap, all + " have no logit soft-cap");
-  if (c.parallel_block) no_equivalent("parallel_block", true, all + " run attention and MLP one after the other");
+  const std::string all =
+      "LlamaForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM and GPT2LMHeadModel";
+  if (c.sliding_window > 0)
+    no_equivalent("sliding_window", c.sliding_window,
+                  all + " attend over the whole causal context");
+  if (c.attn_softcap > 0)
+    no_equivalent("attn_softcap", c.attn_softcap, all + " have no attention soft-cap");
+  if (c.final_softcap > 0)
+    no_equivalent("final_softcap", c.final_softcap, all + " have no logit soft-cap");
+  if (c.parallel_block)
+    no_equivalent("parallel_block", true, all + " run attention and MLP one after the other");
   if (c.pos == "learned") {
-    if (c.norm != "layernorm") no_equivalent("norm", c.norm, "GPT2LMHeadModel (the class with learned positions) uses LayerNorm");
+    if (c.norm != "layernorm")
+      no_equivalent("norm", c.norm,
+                    "GPT2LMHeadModel (the class with learned positions) uses LayerNorm");
     if (c.moe) no_equivalent("moe", "object", "GPT2LMHeadModel has no mixture of experts");
     if (c.qk_norm) no_equivalent("qk_norm", true, "GPT2LMHeadModel has no q/k norm");
     if (!c.bias) no_equivalent("bias", false, "GPT2LMHeadModel's Conv1D layers always have biases");
-    if (c.n_kv_heads != c.n_heads) no_equivalent("n_kv_heads", c.n_kv_heads, "GPT2LMHeadModel has no grouped-query attention");
-    if (c.head_dim * c.n_heads != c.d_model) no_equivalent("head_dim", c.head_dim, "GPT2LMHeadModel's head width is n_embd / n_head");
+    if (c.n_kv_heads != c.n_heads)
+      no_equivalent("n_kv_heads", c.n_kv_heads, "GPT2LMHeadModel has no grouped-query attention");
+    if (c.head_dim * c.n_heads != c.d_model)
+      no_equivalent("head_dim", c.head_dim, "GPT2LMHeadModel's head width is n_embd / n_head");
     if (c.gated_ffn()) no_equivalent("ffn_act", c.ffn_act, "GPT2LMHeadModel's MLP is not gated");
     return HfArch::GPT2;
   }
   if (c.pos != "rope") {
-    no_equivalent("pos", c.pos, "the Llama/Qwen3 classes use RoPE and GPT2LMHeadModel learned positions");
+    no_equivalent("pos", c.pos,
+                  "the Llama/Qwen3 classes use RoPE and GPT2LMHeadModel learned positions");
   }
-  if (c.norm != "rmsnorm") no_equivalent("norm", c.norm, "the Llama/Qwen3 classes (the RoPE models) use RMSNorm");
+  if (c.norm != "rmsnorm")
+    no_equivalent("norm", c.norm, "the Llama/Qwen3 classes (the RoPE models) use RMSNorm");
   if (!c.gated_ffn()) {
-    no_equivalent("ffn_act", c.ffn_act, "the Llama/Qwen3 MLPs are gated: swiglu (hidden_act silu) or geglu (gelu)");
+    no_equivalent("ffn_act", c.ffn_act,
+                  "the Llama/Qwen3 MLPs are gated: swiglu (hidden_act silu) or geglu (gelu)");
   }
   if (c.moe) {
-    if (!c.qk_norm) no_equivalent("qk_norm", false, "Qwen3MoeForCausalLM, the only MoE class, always has q_norm/k_norm");
-    if (c.bias) no_equivalent("bias", true, "Qwen3MoeForCausalLM has attention_bias but no MLP or expert biases");
-    if (c.moe->n_shared > 0) no_equivalent("moe.n_shared", c.moe->n_shared, "Qwen3MoeForCausalLM has no shared experts");
+    if (!c.qk_norm)
+      no_equivalent("qk_norm", false,
+                    "Qwen3MoeForCausalLM, the only MoE class, always has q_norm/k_norm");
+    if (c.bias)
+      no_equivalent("bias", true,
+                    "Qwen3MoeForCausalLM has attention_bias but no MLP or expert biases");
+    if (c.moe->n_shared > 0)
+      no_equivalent("moe.n_shared", c.moe->n_shared, "Qwen3MoeForCausalLM has no shared experts");
     return HfArch::Qwen3Moe;
   }
   if (c.qk_norm) {
-    if (c.bias) no_equivalent("bias", true, "Qwen3ForCausalLM has attention_bias but no MLP biases");
+    if (c.bias)
+      no_equivalent("bias", true, "Qwen3ForCausalLM has attention_bias but no MLP biases");
     return HfArch::Qwen3;
   }
   return HfArch::Llama;
@@ -164,7 +190,8 @@ std::string hf_config_json(const nn::ModelConfig& c, HfArch arch, std::optional<
     j["n_head"] = c.n_heads;
     j["n_inner"] = c.ffn_hidden;
     j["n_positions"] = j["n_ctx"] = c.max_seq_len;
-    j["activation_function"] = c.ffn_act == "gelu_tanh" ? "gelu_new" : c.ffn_act;  // gelu (erf), relu
+    j["activation_function"] =
+        c.ffn_act == "gelu_tanh" ? "gelu_new" : c.ffn_act;  // gelu (erf), relu
     j["layer_norm_epsilon"] = c.norm_eps;
     j["resid_pdrop"] = c.dropout;  // ember's dropout sits where GPT-2's residual dropouts do
     j["embd_pdrop"] = j["attn_pdrop"] = 0.0;
@@ -219,8 +246,9 @@ HfModelConfig hf_config_from_json(const std::string& text, const std::string& so
   }
   EMBER_CHECK(j.is_object(), source, ": config.json must be a JSON object");
   KeyReader r{j, source, {}};
-  r.ignore({"architectures", "model_type", "torch_dtype", "dtype", "transformers_version", "_name_or_path",
-            "bos_token_id", "eos_token_id", "pad_token_id", "initializer_range", "use_cache", "tokenizer_class"});
+  r.ignore({"architectures", "model_type", "torch_dtype", "dtype", "transformers_version",
+            "_name_or_path", "bos_token_id", "eos_token_id", "pad_token_id", "initializer_range",
+            "use_cache", "tokenizer_class"});
   std::string arch_name;
   if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty()) {
     arch_name = j["architectures"][0].get<std::string>();
@@ -231,8 +259,10 @@ HfModelConfig hf_config_from_json(const std::string& text, const std::string& so
                                                  {"Qwen3MoeForCausalLM", HfArch::Qwen3Moe},
                                                  {"GPT2LMHeadModel", HfArch::GPT2}};
   auto it = by_name.find(arch_name);
-  EMBER_CHECK(it != by_name.end(), source, ": key \"architectures\": unsupported architecture \"", arch_name,
-              "\" (ember imports LlamaForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, GPT2LMHeadModel)");
+  EMBER_CHECK(it != by_name.end(), source, ": key \"architectures\": unsupported architecture \"",
+              arch_name,
+              "\" (ember imports LlamaForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, "
+              "GPT2LMHeadModel)");
   out.arch = it->second;
   json e;  // the ember config
   e["vocab_size"] = r.integer("vocab_size");
@@ -252,13 +282,15 @@ HfModelConfig hf_config_from_json(const std::string& text, const std::string& so
     e["pos"] = "learned";
     e["bias"] = true;
     e["tie_embeddings"] = r.boolean("tie_word_embeddings", true);
-    EMBER_CHECK(r.boolean("scale_attn_weights", true), r.where("scale_attn_weights"), " false is not supported");
-    EMBER_CHECK(!r.boolean("scale_attn_by_inverse_layer_idx", false), r.where("scale_attn_by_inverse_layer_idx"),
+    EMBER_CHECK(r.boolean("scale_attn_weights", true), r.where("scale_attn_weights"),
+                " false is not supported");
+    EMBER_CHECK(!r.boolean("scale_attn_by_inverse_layer_idx", false),
+                r.where("scale_attn_by_inverse_layer_idx"), " true is not supported");
+    EMBER_CHECK(!r.boolean("add_cross_attention", false), r.where("add_cross_attention"),
                 " true is not supported");
-    EMBER_CHECK(!r.boolean("add_cross_attention", false), r.where("add_cross_attention"), " true is not supported");
-    r.ignore({"n_ctx", "resid_pdrop", "embd_pdrop", "attn_pdrop", "reorder_and_upcast_attn", "summary_type",
-              "summary_use_proj", "summary_activation", "summary_proj_to_labels", "summary_first_dropout",
-              "task_specific_params"});
+    r.ignore({"n_ctx", "resid_pdrop", "embd_pdrop", "attn_pdrop", "reorder_and_upcast_attn",
+              "summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels",
+              "summary_first_dropout", "task_specific_params"});
   } else {
     const int64_t d = r.integer("hidden_size"), h = r.integer("num_attention_heads");
     const int64_t layers = r.integer("num_hidden_layers");
@@ -266,7 +298,8 @@ HfModelConfig hf_config_from_json(const std::string& text, const std::string& so
     e["n_layers"] = layers;
     e["n_heads"] = h;
     e["n_kv_heads"] = r.integer("num_key_value_heads", h);
-    EMBER_CHECK(r.given("head_dim") || d % h == 0, source, ": hidden_size must be a multiple of num_attention_heads");
+    EMBER_CHECK(r.given("head_dim") || d % h == 0, source,
+                ": hidden_size must be a multiple of num_attention_heads");
     e["head_dim"] = r.integer("head_dim", d / h);
     e["ffn_hidden"] = r.integer("intermediate_size");
     const std::string act = r.string("hidden_act", "silu");
@@ -288,7 +321,8 @@ HfModelConfig hf_config_from_json(const std::string& text, const std::string& so
                   " differs from attention_bias: ember's bias key covers both");
       r.ignore({"pretraining_tp"});  // a different summation order of the same products
     } else {
-      EMBER_CHECK(!attn_bias, r.where("attention_bias"), " true: Qwen3's MLPs have no bias, ember's bias covers both");
+      EMBER_CHECK(!attn_bias, r.where("attention_bias"),
+                  " true: Qwen3's MLPs have no bias, ember's bias covers both");
       reject_sliding_window(r, layers);
     }
     if (out.arch == HfArch::Qwen3Moe) {
@@ -315,7 +349,8 @@ HfModelConfig hf_config_from_json(const std::string& text, const std::string& so
       if (k == "router_z_loss_coef" && e.contains("moe")) {
         e["moe"][k] = v;
       } else {
-        EMBER_CHECK(k == "z_loss_coef" || k == "dropout", r.where("ember_training"), ": unknown key \"", k, "\"");
+        EMBER_CHECK(k == "z_loss_coef" || k == "dropout", r.where("ember_training"),
+                    ": unknown key \"", k, "\"");
         e[k] = v;
       }
     }

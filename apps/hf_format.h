@@ -41,7 +41,8 @@ std::map<std::string, Tensor> hf_tensors_from_ember(const nn::ModelConfig& cfg, 
 // The inverse; drops Hugging Face buffers (rotary inv_freq, GPT-2 attn.bias/masked_bias) and a
 // tied lm_head. Names and shapes are checked against the model by the caller (load_state_dict).
 std::map<std::string, Tensor> ember_tensors_from_hf(const nn::ModelConfig& cfg, HfArch arch,
-                                                    std::map<std::string, Tensor> hf, const std::string& source);
+                                                    std::map<std::string, Tensor> hf,
+                                                    const std::string& source);
 
 // --- directories (apps/cmd_export.cpp, apps/cmd_import.cpp) ----------------------------
 // Writes out_dir/{model.safetensors, config.json, tokenizer.json, generation_config.json}.
@@ -53,6 +54,7 @@ struct HfImportOptions {
 };
 // Reads dir/config.json, dir/model.safetensors (or the shards of model.safetensors.index.json)
 // and the tokenizer into an ember checkpoint (root attrs, /model, /tokenizer).
-void import_hf(const std::string& dir, const std::string& out_checkpoint, const HfImportOptions& opt);
+void import_hf(const std::string& dir, const std::string& out_checkpoint,
+               const HfImportOptions& opt);
 
 }  // namespace ember::apps

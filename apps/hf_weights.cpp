@@ -19,7 +19,9 @@ const Tensor& need(const std::map<std::string, Tensor>& m, const std::string& na
   return it->second;
 }
 
-Tensor transposed(const Tensor& w) { return w.transpose(0, 1).contiguous(); }
+Tensor transposed(const Tensor& w) {
+  return w.transpose(0, 1).contiguous();
+}
 
 // Concatenates tensors along their last dim (1-D biases or 2-D Conv1D weights).
 Tensor cat_last(const std::vector<Tensor>& parts) {
@@ -38,7 +40,8 @@ Tensor cat_last(const std::vector<Tensor>& parts) {
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
@@ -50,7 +53,8 @@ std::map<std::string, Tensor> hf_tensors_from_ember(const nn::ModelConfig& cfg, 
   o["transformer.wte.weight"] = need(s, "model.embed_tokens.weight");
   o["transformer.wpe.weight"] = need(s, "model.embed_positions.weight");
   for (int64_t i = 0; i < cfg.n_layers; ++i) {
-    const std::string e = "model.layers." + std::to_string(i) + ".", h = "transformer.h." + std::to_string(i) + ".";
+    const std::string e = "model.layers." + std::to_string(i) + ".",
+                      h = "transformer.h." + std::to_string(i) + ".";
     for (const char* p : {"weight", "bias"}) {
       o[h + "ln_1." + p] = need(s, e + "input_layernorm." + p);
       o[h + "ln_2." + p] = need(s, e + "post_attention_layernorm." + p);
@@ -59,8 +63,8 @@ std::map<std::string, Tensor> hf_tensors_from_ember(const nn::ModelConfig& cfg, 
     o[h + "attn.c_attn.weight"] = cat_last({transposed(need(s, a + "q_proj.weight")),
                                             transposed(need(s, a + "k_proj.weight")),
                                             transposed(need(s, a + "v_proj.weight"))});
-    o[h + "attn.c_attn.bias"] = cat_last({need(s, a + "q_proj.bias"), need(s, a + "k_proj.bias"),
-                                          need(s, a + "v_proj.bias")});
+    o[h + "attn.c_attn.bias"] = cat_last(
+        {need(s, a + "q_proj.bias"), need(s, a + "k_proj.bias"), need(s, a + "v_proj.bias")});
     o[h + "attn.c_proj.weight"] = transposed(need(s, a + "o_proj.weight"));
     o[h + "attn.c_proj.bias"] = need(s, a + "o_proj.bias");
     o[h + "mlp.c_fc.weight"] = transposed(need(s, e + "mlp.up_proj.weight"));
@@ -75,10 +79,12 @@ std::map<std::string, Tensor> hf_tensors_from_ember(const nn::ModelConfig& cfg, 
 }
 
 std::map<std::string, Tensor> ember_tensors_from_hf(const nn::ModelConfig& cfg, HfArch arch,
-                                                    std::map<std::string, Tensor> hf, const std::string& source) {
+                                                    std::map<std::string, Tensor> hf,
+                                                    const std::string& source) {
   if (arch != HfArch::GPT2) {
     for (auto it = hf.begin(); it != hf.end();) {
-      const bool tied_head = cfg.tie_embeddings && it->first == "lm_head.weight";  // HF ties it over the file's
+      const bool tied_head =
+          cfg.tie_embeddings && it->first == "lm_head.weight";  // HF ties it over the file's
       it = tied_head || ends_with(it->first, "rotary_emb.inv_freq") ? hf.erase(it) : std::next(it);
     }
     return hf;
@@ -86,7 +92,8 @@ std::map<std::string, Tensor> ember_tensors_from_hf(const nn::ModelConfig& cfg, 
   // GPT-2 files from GPT2Model (the Hub's gpt2) have no "transformer." prefix.
   std::map<std::string, Tensor> g;
   for (auto& [name, t] : hf) {
-    if (ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias")) continue;  // mask buffers
+    if (ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias"))
+      continue;  // mask buffers
     if (name == "lm_head.weight") {
       if (!cfg.tie_embeddings) g[name] = t;
       continue;
@@ -105,25 +112,27 @@ std::map<std::string, Tensor> ember_tensors_from_hf(const nn::ModelConfig& cfg, 
   s["model.embed_tokens.weight"] = take("transformer.wte.weight");
   s["model.embed_positions.weight"] = take("transformer.wpe.weight");
   for (int64_t i = 0; i < cfg.n_layers; ++i) {
-    const std::string e = "model.layers." + std::to_string(i) + ".", h = "transformer.h." + std::to_string(i) + ".";
+    const std::string e = "model.layers." + std::to_string(i) + ".",
+                      h = "transformer.h." + std::to_string(i) + ".";
     for (const char* p : {"weight", "bias"}) {
       s[e + "input_layernorm." + p] = take(h + "ln_1." + p);
       s[e + "post_attention_layernorm." + p] = take(h + "ln_2." + p);
     }
     const Tensor w = take(h + "attn.c_attn.weight"), b = take(h + "attn.c_attn.bias");
     EMBER_CHECK(w.shape() == Shape({d, 3 * d}) && b.shape() == Shape({3 * d}), source, ": ", h,
-                "attn.c_attn weight/bias must be [", d, ", ", 3 * d, "] / [", 3 * d, "], got ", shape_str(w.shape()),
-                " / ", shape_str(b.shape()));
+                "attn.c_attn weight/bias must be [", d, ", ", 3 * d, "] / [", 3 * d, "], got ",
+                shape_str(w.shape()), " / ", shape_str(b.shape()));
     const char* names[3] = {"q_proj", "k_proj", "v_proj"};
     for (int64_t k = 0; k < 3; ++k) {
       s[e + "self_attn." + names[k] + ".weight"] = transposed(w.narrow(1, k * d, d));
       s[e + "self_attn." + names[k] + ".bias"] = b.narrow(0, k * d, d).contiguous();
     }
-    for (const auto& [hf_name, ember_name] : {std::pair{"attn.c_proj", "self_attn.o_proj"},
-                                              std::pair{"mlp.c_fc", "mlp.up_proj"},
-                                              std::pair{"mlp.c_proj", "mlp.down_proj"}}) {
+    for (const auto& [hf_name, ember_name] :
+         {std::pair{"attn.c_proj", "self_attn.o_proj"}, std::pair{"mlp.c_fc", "mlp.up_proj"},
+          std::pair{"mlp.c_proj", "mlp.down_proj"}}) {
       const Tensor cw = take(h + hf_name + ".weight");
-      EMBER_CHECK(cw.dim() == 2, source, ": ", h, hf_name, ".weight must be 2-D, got ", shape_str(cw.shape()));
+      EMBER_CHECK(cw.dim() == 2, source, ": ", h, hf_name, ".weight must be 2-D, got ",
+                  shape_str(cw.shape()));
       s[e + ember_name + ".weight"] = transposed(cw);
       s[e + ember_name + ".bias"] = take(h + hf_name + ".bias");
     }

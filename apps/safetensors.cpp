@@ -16,16 +16,17 @@ namespace ember::apps {
 namespace {
 
 using nlohmann::json;
-static_assert(std::endian::native == std::endian::little, "safetensors I/O assumes a little-endian host");
+static_assert(std::endian::native == std::endian::little,
+              "safetensors I/O assumes a little-endian host");
 
 // The reference implementation's limit: larger headers are refused as malformed.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
 uint64_t dtype_bytes(const std::string& dtype) {
   static const std::map<std::string, uint64_t> sizes = {
-      {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2},
-      {"I8", 1},  {"U64", 8}, {"U32", 4}, {"U16", 2},  {"U8", 1},  {"BOOL", 1},
-      {"F8_E4M3", 1}, {"F8_E5M2", 1}};
+      {"F64", 8}, {"F32", 4}, {"F16", 2},  {"BF16", 2},    {"I64", 8},
+      {"I32", 4}, {"I16", 2}, {"I8", 1},   {"U64", 8},     {"U32", 4},
+      {"U16", 2}, {"U8", 1},  {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
   auto it = sizes.find(dtype);
   return it == sizes.end() ? 0 : it->second;
 }
@@ -50,7 +51,9 @@ float half_to_float(uint16_t h) {
   return std::bit_cast<float>(bits);
 }
 
-float bfloat16_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+float bfloat16_to_float(uint16_t b) {
+  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
+}
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   std::error_code ec;
@@ -59,11 +62,12 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   EMBER_CHECK(!ec, path, ": cannot read the file size");
   std::ifstream in(path, std::ios::binary);
   EMBER_CHECK(in.good(), path, ": cannot open");
-  EMBER_CHECK(file_size >= 8, path, ": not a safetensors file (", file_size, " bytes, shorter than the 8-byte header length)");
+  EMBER_CHECK(file_size >= 8, path, ": not a safetensors file (", file_size,
+              " bytes, shorter than the 8-byte header length)");
   uint64_t n = 0;
   in.read(reinterpret_cast<char*>(&n), 8);
-  EMBER_CHECK(n <= kMaxHeaderBytes && n <= file_size - 8, path, ": corrupt safetensors header length ", n,
-              " (file has ", file_size, " bytes)");
+  EMBER_CHECK(n <= kMaxHeaderBytes && n <= file_size - 8, path,
+              ": corrupt safetensors header length ", n, " (file has ", file_size, " bytes)");
   std::string header(n, '\0');
   in.read(header.data(), static_cast<std::streamsize>(n));
   EMBER_CHECK(in.good(), path, ": cannot read the safetensors header");
@@ -80,14 +84,16 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     if (name == "__metadata__") {
       EMBER_CHECK(v.is_object(), path, ": safetensors __metadata__ must be an object of strings");
       for (const auto& [k, s] : v.items()) {
-        EMBER_CHECK(s.is_string(), path, ": safetensors __metadata__ value of \"", k, "\" is not a string");
+        EMBER_CHECK(s.is_string(), path, ": safetensors __metadata__ value of \"", k,
+                    "\" is not a string");
         metadata_[k] = s.get<std::string>();
       }
       continue;
     }
     const std::string where = path + ": tensor \"" + name + "\"";
-    EMBER_CHECK(v.is_object() && v.contains("dtype") && v.contains("shape") && v.contains("data_offsets"), where,
-                ": header entry needs dtype, shape and data_offsets");
+    EMBER_CHECK(
+        v.is_object() && v.contains("dtype") && v.contains("shape") && v.contains("data_offsets"),
+        where, ": header entry needs dtype, shape and data_offsets");
     SafetensorsEntry e;
     EMBER_CHECK(v["dtype"].is_string(), where, ": dtype must be a string");
     e.dtype = v["dtype"].get<std::string>();
@@ -103,14 +109,15 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       e.shape.push_back(static_cast<int64_t>(s));
     }
     const json& off = v["data_offsets"];
-    EMBER_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() && off[1].is_number_unsigned(),
+    EMBER_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() &&
+                    off[1].is_number_unsigned(),
                 where, ": data_offsets must be two non-negative integers");
     e.begin = off[0].get<uint64_t>();
     e.end = off[1].get<uint64_t>();
-    EMBER_CHECK(e.begin <= e.end && e.end <= data_size, where, ": data_offsets [", e.begin, ", ", e.end,
-                "] lie outside the file's ", data_size, " data bytes");
-    EMBER_CHECK(e.end - e.begin == numel * elem, where, ": data_offsets span ", e.end - e.begin, " bytes but ",
-                e.dtype, " ", shape_str(e.shape), " needs ", numel * elem);
+    EMBER_CHECK(e.begin <= e.end && e.end <= data_size, where, ": data_offsets [", e.begin, ", ",
+                e.end, "] lie outside the file's ", data_size, " data bytes");
+    EMBER_CHECK(e.end - e.begin == numel * elem, where, ": data_offsets span ", e.end - e.begin,
+                " bytes but ", e.dtype, " ", shape_str(e.shape), " needs ", numel * elem);
     entries_[name] = std::move(e);
   }
   // The data section must be covered exactly: no overlaps, no holes.
@@ -123,15 +130,17 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     EMBER_CHECK(b == at, path, ": safetensors data has a hole at bytes [", at, ", ", b, ")");
     at = e;
   }
-  EMBER_CHECK(at == data_size, path, ": safetensors file has ", data_size - at, " bytes after the last tensor");
+  EMBER_CHECK(at == data_size, path, ": safetensors file has ", data_size - at,
+              " bytes after the last tensor");
 }
 
 Tensor SafetensorsFile::read(const std::string& name) const {
   auto it = entries_.find(name);
   EMBER_CHECK(it != entries_.end(), path_, ": no tensor \"", name, "\"");
   const SafetensorsEntry& e = it->second;
-  EMBER_CHECK(e.dtype == "F32" || e.dtype == "F16" || e.dtype == "BF16" || e.dtype == "F64", path_, ": tensor \"",
-              name, "\" has dtype ", e.dtype, "; only F32, F16, BF16 and F64 can be read as float32");
+  EMBER_CHECK(e.dtype == "F32" || e.dtype == "F16" || e.dtype == "BF16" || e.dtype == "F64", path_,
+              ": tensor \"", name, "\" has dtype ", e.dtype,
+              "; only F32, F16, BF16 and F64 can be read as float32");
   std::vector<char> bytes(e.end - e.begin);
   std::ifstream in(path_, std::ios::binary);
   in.seekg(static_cast<std::streamoff>(data_start_ + e.begin));
@@ -163,7 +172,8 @@ void write_safetensors(const std::string& path, const std::map<std::string, Tens
   if (!metadata.empty()) h["__metadata__"] = metadata;
   uint64_t at = 0;
   for (const auto& [name, t] : tensors) {
-    EMBER_CHECK(t.dtype() == DType::Float32, "write_safetensors: tensor \"", name, "\" is not float32");
+    EMBER_CHECK(t.dtype() == DType::Float32, "write_safetensors: tensor \"", name,
+                "\" is not float32");
     const uint64_t bytes = static_cast<uint64_t>(t.numel()) * 4;
     h[name] = {{"dtype", "F32"}, {"shape", t.shape()}, {"data_offsets", {at, at + bytes}}};
     at += bytes;

@@ -15,7 +15,7 @@
 namespace ember::apps {
 
 struct SafetensorsEntry {
-  std::string dtype;   // "F32", "F16", "BF16", ...
+  std::string dtype;  // "F32", "F16", "BF16", ...
   Shape shape;
   uint64_t begin = 0;  // byte offsets into the data section
   uint64_t end = 0;

@@ -28,7 +28,8 @@ struct TempDir {
   fs::path path;
   TempDir() {
     static int counter = 0;
-    path = fs::temp_directory_path() / ("ember_hf_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
+    path = fs::temp_directory_path() /
+           ("ember_hf_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
     fs::create_directories(path);
   }
   ~TempDir() { fs::remove_all(path); }
@@ -43,18 +44,26 @@ std::string read_text(const std::string& path) {
 }
 
 nn::ModelConfig config(const json& overrides) {
-  json c = {{"vocab_size", 257}, {"d_model", 16}, {"n_layers", 2}, {"n_heads", 4}, {"max_seq_len", 12},
-            {"ffn_hidden", 24}, {"qk_norm", false}};
+  json c = {{"vocab_size", 257}, {"d_model", 16},    {"n_layers", 2},   {"n_heads", 4},
+            {"max_seq_len", 12}, {"ffn_hidden", 24}, {"qk_norm", false}};
   c.update(overrides);
   return nn::ModelConfig::from_json(c.dump());
 }
 
-const json kLlama = {{"n_kv_heads", 2}, {"tie_embeddings", false}, {"z_loss_coef", 1e-4}, {"dropout", 0.1}};
+const json kLlama = {
+    {"n_kv_heads", 2}, {"tie_embeddings", false}, {"z_loss_coef", 1e-4}, {"dropout", 0.1}};
 const json kQwen3 = {{"qk_norm", true}, {"n_kv_heads", 1}, {"head_dim", 8}};
-const json kQwen3Moe = {{"qk_norm", true}, {"n_kv_heads", 2},
-                        {"moe", {{"n_experts", 3}, {"top_k", 2}, {"expert_hidden", 8}, {"every", 2},
-                                 {"router_z_loss_coef", 0.001}, {"aux_loss_coef", 0.02}}}};
-const json kGpt2 = {{"norm", "layernorm"}, {"pos", "learned"}, {"ffn_act", "gelu_tanh"}, {"bias", true}};
+const json kQwen3Moe = {{"qk_norm", true},
+                        {"n_kv_heads", 2},
+                        {"moe",
+                         {{"n_experts", 3},
+                          {"top_k", 2},
+                          {"expert_hidden", 8},
+                          {"every", 2},
+                          {"router_z_loss_coef", 0.001},
+                          {"aux_loss_coef", 0.02}}}};
+const json kGpt2 = {
+    {"norm", "layernorm"}, {"pos", "learned"}, {"ffn_act", "gelu_tanh"}, {"bias", true}};
 
 // A checkpoint of a seeded random model with the byte tokenizer + <|endoftext|>.
 std::string make_checkpoint(const TempDir& dir, const nn::ModelConfig& cfg) {
@@ -67,7 +76,8 @@ std::string make_checkpoint(const TempDir& dir, const nn::ModelConfig& cfg) {
 }
 
 bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && std::memcmp(a.contiguous().raw_data(), b.contiguous().raw_data(), a.nbytes()) == 0;
+  return a.shape() == b.shape() &&
+         std::memcmp(a.contiguous().raw_data(), b.contiguous().raw_data(), a.nbytes()) == 0;
 }
 
 void check_round_trip(const std::string& original, const std::string& imported) {
@@ -108,7 +118,8 @@ std::string import_error(const json& hf_config) {
 
 }  // namespace
 
-TEST_CASE("hf export: names, shapes and config keys of each class; import gives the same bits") {
+TEST_CASE(
+    "hf export: names, shapes and config keys of each class, and import gives the same bits") {
   struct Case {
     const char* arch;
     json overrides;
@@ -143,10 +154,12 @@ TEST_CASE("hf export: names, shapes and config keys of each class; import gives 
       CHECK(f.entries().size() == 2 + 2 * 12 + 2);  // tied: no lm_head
       // Conv1D [in, out]: column d + j of c_attn is row j of k_proj; v follows k.
       const Tensor c_attn = f.read("transformer.h.0.attn.c_attn.weight");
-      const Tensor k = state.at("model.layers.0.self_attn.k_proj.weight"), v = state.at("model.layers.0.self_attn.v_proj.weight");
+      const Tensor k = state.at("model.layers.0.self_attn.k_proj.weight"),
+                   v = state.at("model.layers.0.self_attn.v_proj.weight");
       CHECK(c_attn.at({5, d + 3}) == k.at({3, 5}));
       CHECK(c_attn.at({2, 2 * d + 7}) == v.at({7, 2}));
-      CHECK(f.read("transformer.h.1.attn.c_attn.bias").at({d + 1}) == state.at("model.layers.1.self_attn.k_proj.bias").at({1}));
+      CHECK(f.read("transformer.h.1.attn.c_attn.bias").at({d + 1}) ==
+            state.at("model.layers.1.self_attn.k_proj.bias").at({1}));
     } else {
       // Llama-family names are SPEC.md section 3's: every ember parameter, same name, same shape.
       REQUIRE(f.entries().size() == state.size());
@@ -157,14 +170,16 @@ TEST_CASE("hf export: names, shapes and config keys of each class; import gives 
       CHECK(hc["tie_word_embeddings"] == cfg.tie_embeddings);
       CHECK(f.contains("lm_head.weight") == !cfg.tie_embeddings);
     }
-    if (arch == "Qwen3ForCausalLM") CHECK(shape_of(f, "model.layers.1.self_attn.k_norm.weight") == Shape({8}));
+    if (arch == "Qwen3ForCausalLM")
+      CHECK(shape_of(f, "model.layers.1.self_attn.k_norm.weight") == Shape({8}));
     if (arch == "Qwen3MoeForCausalLM") {
       CHECK(hc["decoder_sparse_step"] == 2);
       CHECK(hc["mlp_only_layers"] == json::array());
       CHECK(hc["moe_intermediate_size"] == 8);
       CHECK(hc["router_aux_loss_coef"] == 0.02);
-      CHECK(shape_of(f, "model.layers.0.mlp.gate_proj.weight") == Shape({24, 16}));  // dense layer 0
-      CHECK(shape_of(f, "model.layers.1.mlp.gate.weight") == Shape({3, 16}));        // router of layer 1
+      CHECK(shape_of(f, "model.layers.0.mlp.gate_proj.weight") ==
+            Shape({24, 16}));                                                  // dense layer 0
+      CHECK(shape_of(f, "model.layers.1.mlp.gate.weight") == Shape({3, 16}));  // router of layer 1
       CHECK(shape_of(f, "model.layers.1.mlp.experts.2.down_proj.weight") == Shape({16, 8}));
     }
     import_hf(dir / "hf", dir / "back.h5", {});
@@ -178,7 +193,8 @@ TEST_CASE("hf import: shards, Hub-style GPT-2 names, buffers and the tokenizer o
   const std::string ckpt = make_checkpoint(dir, cfg);
   export_hf(ckpt, dir / "hf");
   const SafetensorsFile f(dir / "hf/model.safetensors");
-  // Two shards + index, names without "transformer." (GPT2Model's), plus the attn.bias / masked_bias buffers.
+  // Two shards + index, names without "transformer." (GPT2Model's), plus the attn.bias /
+  // masked_bias buffers.
   fs::create_directories(dir / "sharded");
   std::map<std::string, Tensor> shard[2];
   json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", json::object()}};
@@ -186,7 +202,8 @@ TEST_CASE("hf import: shards, Hub-style GPT-2 names, buffers and the tokenizer o
   for (const auto& [name, e] : f.entries()) {
     const std::string hub = name.substr(std::string("transformer.").size());
     shard[i % 2][hub] = f.read(name);
-    index["weight_map"][hub] = i % 2 ? "model-00002-of-00002.safetensors" : "model-00001-of-00002.safetensors";
+    index["weight_map"][hub] =
+        i % 2 ? "model-00002-of-00002.safetensors" : "model-00001-of-00002.safetensors";
     ++i;
   }
   shard[0]["h.0.attn.bias"] = Tensor::ones({1, 1, 12, 12});
@@ -199,7 +216,8 @@ TEST_CASE("hf import: shards, Hub-style GPT-2 names, buffers and the tokenizer o
   fs::copy_file(dir / "hf/config.json", dir / "sharded/config.json");
 
   // No tokenizer.json in the folder: an error unless --tokenizer or --no-tokenizer.
-  CHECK_THROWS_WITH(import_hf(dir / "sharded", dir / "x.h5", {}), Catch::Contains("tokenizer.json: missing"));
+  CHECK_THROWS_WITH(import_hf(dir / "sharded", dir / "x.h5", {}),
+                    Catch::Contains("tokenizer.json: missing"));
   CHECK_FALSE(fs::exists(dir / "x.h5"));
   import_hf(dir / "sharded", dir / "back.h5", {dir / "hf/tokenizer.json", false});
   check_round_trip(ckpt, dir / "back.h5");
@@ -211,7 +229,8 @@ TEST_CASE("hf import: shards, Hub-style GPT-2 names, buffers and the tokenizer o
   entry = entry == "model-00001-of-00002.safetensors" ? "model-00002-of-00002.safetensors"
                                                       : "model-00001-of-00002.safetensors";
   std::ofstream(dir / "sharded/model.safetensors.index.json") << index.dump();
-  CHECK_THROWS_WITH(import_hf(dir / "sharded", dir / "y.h5", {"", true}), Catch::Contains("no tensor \"h.0.ln_1.weight\""));
+  CHECK_THROWS_WITH(import_hf(dir / "sharded", dir / "y.h5", {"", true}),
+                    Catch::Contains("no tensor \"h.0.ln_1.weight\""));
 }
 
 TEST_CASE("hf export: configs with no exact Hugging Face equivalent name the key") {
@@ -226,13 +245,23 @@ TEST_CASE("hf export: configs with no exact Hugging Face equivalent name the key
       {{{"ffn_act", "gelu"}}, "ffn_act"},
       {{{"qk_norm", true}, {"bias", true}}, "bias"},
       {{{"moe", {{"n_experts", 2}, {"top_k", 1}}}}, "qk_norm"},
-      {{{"qk_norm", true}, {"moe", {{"n_experts", 2}, {"top_k", 1}, {"n_shared", 1}}}}, "moe.n_shared"},
+      {{{"qk_norm", true}, {"moe", {{"n_experts", 2}, {"top_k", 1}, {"n_shared", 1}}}},
+       "moe.n_shared"},
       {{{"pos", "learned"}, {"norm", "rmsnorm"}, {"bias", true}, {"ffn_act", "gelu"}}, "norm"},
       {{{"pos", "learned"}, {"norm", "layernorm"}, {"bias", false}, {"ffn_act", "gelu"}}, "bias"},
-      {{{"pos", "learned"}, {"norm", "layernorm"}, {"bias", true}, {"ffn_act", "swiglu"}}, "ffn_act"},
-      {{{"pos", "learned"}, {"norm", "layernorm"}, {"bias", true}, {"ffn_act", "relu"}, {"n_kv_heads", 2}},
+      {{{"pos", "learned"}, {"norm", "layernorm"}, {"bias", true}, {"ffn_act", "swiglu"}},
+       "ffn_act"},
+      {{{"pos", "learned"},
+        {"norm", "layernorm"},
+        {"bias", true},
+        {"ffn_act", "relu"},
+        {"n_kv_heads", 2}},
        "n_kv_heads"},
-      {{{"pos", "learned"}, {"norm", "layernorm"}, {"bias", true}, {"ffn_act", "relu"}, {"head_dim", 8}},
+      {{{"pos", "learned"},
+        {"norm", "layernorm"},
+        {"bias", true},
+        {"ffn_act", "relu"},
+        {"head_dim", 8}},
        "head_dim"},
   };
   for (const auto& [overrides, key] : cases) {
@@ -241,7 +270,10 @@ TEST_CASE("hf export: configs with no exact Hugging Face equivalent name the key
     CHECK(err.find("config key \"" + key + "\"") != std::string::npos);
     CHECK(err.find('\n') == std::string::npos);
   }
-  CHECK(arch_error({{"pos", "learned"}, {"norm", "layernorm"}, {"bias", true}, {"ffn_act", "relu"},
+  CHECK(arch_error({{"pos", "learned"},
+                    {"norm", "layernorm"},
+                    {"bias", true},
+                    {"ffn_act", "relu"},
                     {"tie_embeddings", false}}) == "");
 }
 

@@ -23,7 +23,8 @@ fs::path temp_file(const std::string& name) {
 }
 
 // A file made of the given u64 header length, header text and data bytes.
-std::string write_raw(const std::string& name, uint64_t n, const std::string& header, const std::string& data) {
+std::string write_raw(const std::string& name, uint64_t n, const std::string& header,
+                      const std::string& data) {
   const std::string path = temp_file(name).string();
   std::ofstream out(path, std::ios::binary);
   out.write(reinterpret_cast<const char*>(&n), 8);
@@ -87,11 +88,11 @@ TEST_CASE("safetensors: F16, BF16 and F64 become the exact float32 values") {
   // BF16: 1, -5, 0x3EAA (0.33203125), 2^-133 (subnormal)
   const std::vector<uint16_t> bf16 = {0x3F80, 0xC0A0, 0x3EAA, 0x0001};
   const double f64[2] = {0.1, -3.5};
-  const std::string data = bytes_of(f16) + bytes_of(bf16) + std::string(reinterpret_cast<const char*>(f64), 16);
-  const std::string header =
-      R"({"h":{"dtype":"F16","shape":[7],"data_offsets":[0,14]},)"
-      R"("b":{"dtype":"BF16","shape":[2,2],"data_offsets":[14,22]},)"
-      R"("d":{"dtype":"F64","shape":[2],"data_offsets":[22,38]}})";
+  const std::string data =
+      bytes_of(f16) + bytes_of(bf16) + std::string(reinterpret_cast<const char*>(f64), 16);
+  const std::string header = R"({"h":{"dtype":"F16","shape":[7],"data_offsets":[0,14]},)"
+                             R"("b":{"dtype":"BF16","shape":[2,2],"data_offsets":[14,22]},)"
+                             R"("d":{"dtype":"F64","shape":[2],"data_offsets":[22,38]}})";
   const std::string path = write_raw("dtypes.safetensors", header, data);
   const SafetensorsFile f(path);
   const std::vector<float> h = f.read("h").to_vector<float>();
@@ -126,19 +127,25 @@ TEST_CASE("safetensors: corrupt files are one Error naming the file") {
       {"length huge", "{" + ok_entry + "}", eight, "header length", UINT64_MAX - 3},
       {"not json", "{\"x\": [1, 2", eight, "not valid JSON"},
       {"not an object", "[1, 2]", eight, "JSON object"},
-      {"unknown dtype", R"({"x":{"dtype":"F12","shape":[2],"data_offsets":[0,8]}})", eight, "unknown dtype"},
+      {"unknown dtype", R"({"x":{"dtype":"F12","shape":[2],"data_offsets":[0,8]}})", eight,
+       "unknown dtype"},
       {"missing field", R"({"x":{"dtype":"F32","shape":[2]}})", eight, "data_offsets"},
-      {"negative dim", R"({"x":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", eight, "non-negative"},
-      {"size mismatch", R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", eight, "needs 12"},
-      {"outside file", R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", eight, "outside"},
+      {"negative dim", R"({"x":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", eight,
+       "non-negative"},
+      {"size mismatch", R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", eight,
+       "needs 12"},
+      {"outside file", R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", eight,
+       "outside"},
       {"reversed", R"({"x":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", eight, "outside"},
       {"overlap",
        R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"y":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
        eight, "overlap"},
       {"hole", R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", eight, "hole"},
-      {"trailing bytes", R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", eight, "after the last"},
+      {"trailing bytes", R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", eight,
+       "after the last"},
       {"bad metadata", R"({"__metadata__":{"a":1},)" + ok_entry + "}", eight, "__metadata__"},
-      {"integer dtype read", R"({"x":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})", eight, "I64"},
+      {"integer dtype read", R"({"x":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})", eight,
+       "I64"},
   };
   for (const Case& c : cases) {
     INFO(c.name);

@@ -20,12 +20,14 @@ int main(int argc, char** argv) {
     for (int i = 2; i < argc; ++i) ids.push_back(std::atoll(argv[i]));
     const int64_t T = static_cast<int64_t>(ids.size()), V = lm.model->config().vocab_size;
     ember::NoGradGuard no_grad;
-    const ember::Tensor logits = lm.model->forward(ember::Tensor::from_vector(ids, {1, T})).logits.data().contiguous();
+    const ember::Tensor logits =
+        lm.model->forward(ember::Tensor::from_vector(ids, {1, T})).logits.data().contiguous();
     const float* p = logits.data<float>();
     std::printf("{\"logits\": [");
     for (int64_t t = 0; t < T; ++t) {
       std::printf("%s[", t ? ", " : "");
-      for (int64_t v = 0; v < V; ++v) std::printf("%s%.9g", v ? ", " : "", static_cast<double>(p[t * V + v]));
+      for (int64_t v = 0; v < V; ++v)
+        std::printf("%s%.9g", v ? ", " : "", static_cast<double>(p[t * V + v]));
       std::printf("]");
     }
     std::printf("]}\n");
