@@ -297,10 +297,13 @@ HfModelConfig hf_config_from_json(const std::string& text, const std::string& so
     e["d_model"] = d;
     e["n_layers"] = layers;
     e["n_heads"] = h;
-    e["n_kv_heads"] = r.integer("num_key_value_heads", h);
-    EMBER_CHECK(r.given("head_dim") || d % h == 0, source,
+    // Missing keys take the class's own defaults (configuration_{llama,qwen3,qwen3_moe}.py).
+    const bool llama = out.arch == HfArch::Llama, qwen3 = out.arch == HfArch::Qwen3;
+    const bool kv_null = j.contains("num_key_value_heads") && j["num_key_value_heads"].is_null();
+    e["n_kv_heads"] = r.integer("num_key_value_heads", llama || kv_null ? h : qwen3 ? 32 : 4);
+    EMBER_CHECK(r.given("head_dim") || qwen3 || d % h == 0, source,
                 ": hidden_size must be a multiple of num_attention_heads");
-    e["head_dim"] = r.integer("head_dim", d / h);
+    e["head_dim"] = r.integer("head_dim", qwen3 ? 128 : d / h);
     e["ffn_hidden"] = r.integer("intermediate_size");
     const std::string act = r.string("hidden_act", "silu");
     EMBER_CHECK(act == "silu" || act == "gelu", r.where("hidden_act"), ": \"", act,
@@ -310,7 +313,7 @@ HfModelConfig hf_config_from_json(const std::string& text, const std::string& so
     e["norm_eps"] = r.number("rms_norm_eps", 1e-6);
     e["pos"] = "rope";
     e["rope_theta"] = read_rope_theta(r);
-    e["max_seq_len"] = r.integer("max_position_embeddings", 2048);
+    e["max_seq_len"] = r.integer("max_position_embeddings", llama ? 2048 : 32768);
     e["tie_embeddings"] = r.boolean("tie_word_embeddings", false);
     const bool attn_bias = r.boolean("attention_bias", false);
     e["bias"] = attn_bias;

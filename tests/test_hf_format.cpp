@@ -288,6 +288,15 @@ TEST_CASE("hf import: config.json keys that change the math are errors naming th
   v5.erase("rope_theta");
   v5["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e6}};
   CHECK(hf_config_from_json(v5.dump(), "config.json").config.rope_theta == 1e6);
+  // Missing keys take the class's defaults: Qwen3's head_dim is 128, Qwen3-MoE's
+  // num_key_value_heads 4, Llama's num_key_value_heads = num_attention_heads.
+  json bare_qwen3 = qwen3, bare_moe = moe, bare_llama = llama;
+  bare_qwen3.erase("head_dim");
+  bare_moe.erase("num_key_value_heads");
+  bare_llama.erase("num_key_value_heads");
+  CHECK(hf_config_from_json(bare_qwen3.dump(), "c").config.head_dim == 128);
+  CHECK(hf_config_from_json(bare_moe.dump(), "c").config.n_kv_heads == 4);
+  CHECK(hf_config_from_json(bare_llama.dump(), "c").config.n_kv_heads == 4);
 
   auto with = [](json j, const std::string& key, const json& value) {
     j[key] = value;

@@ -161,8 +161,11 @@ def llama_family(cfg, w, ids, arch):
         raise NotImplementedError("use_sliding_window")
     d = cfg["hidden_size"]
     n_heads = cfg["num_attention_heads"]
-    n_kv = cfg.get("num_key_value_heads") or n_heads
-    head_dim = cfg.get("head_dim") or d // n_heads
+    # the classes' own defaults for missing keys (configuration_{llama,qwen3,qwen3_moe}.py)
+    qwen3 = arch == "Qwen3ForCausalLM"
+    n_kv = cfg.get("num_key_value_heads", n_heads if arch == "LlamaForCausalLM" else 32 if qwen3 else 4)
+    n_kv = n_kv or n_heads
+    head_dim = cfg.get("head_dim", 128 if qwen3 else None) or d // n_heads
     eps = cfg["rms_norm_eps"]
     theta = cfg.get("rope_theta", 10000.0)
     act = act_fn(cfg.get("hidden_act", "silu"))
