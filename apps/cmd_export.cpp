@@ -14,17 +14,25 @@
 
 namespace ember::apps {
 
-void export_hf(const std::string& checkpoint, const std::string& out_dir) {
+HfExport export_hf(const std::string& checkpoint, const std::string& out_dir) {
   const Checkpoint c = read_checkpoint(checkpoint, /*with_optim=*/false);
-  const HfArch arch = hf_arch_for(c.config);  // fails before anything is written
-  const Tokenizer tokenizer = c.tokenizer_json.empty() ? default_tokenizer(c.config)
-                                                       : Tokenizer::from_json(c.tokenizer_json);
-  EMBER_CHECK(static_cast<int64_t>(tokenizer.vocab_size()) <= c.config.vocab_size, checkpoint,
-              ": the tokenizer has more tokens than the model's vocab_size");
-  const std::optional<uint32_t> eos = tokenizer.find_special(kEndOfText);
+  HfExport done;
+  done.arch = hf_arch_for(c.config);  // fails before anything is written
+  // The checkpoint's tokenizer, else the byte tokenizer when the vocabulary holds it; a model
+  // of token shards with a smaller vocabulary may have none.
+  std::optional<Tokenizer> tokenizer;
+  if (!c.tokenizer_json.empty()) {
+    tokenizer = Tokenizer::from_json(c.tokenizer_json);
+  } else if (c.config.vocab_size >= 256) {
+    tokenizer = default_tokenizer(c.config);
+  }
+  EMBER_CHECK(!tokenizer || static_cast<int64_t>(tokenizer->vocab_size()) <= c.config.vocab_size,
+              checkpoint, ": the tokenizer has more tokens than the model's vocab_size");
+  const std::optional<uint32_t> eos =
+      tokenizer ? tokenizer->find_special(kEndOfText) : std::nullopt;
   const std::optional<int64_t> eos_id = eos ? std::optional<int64_t>(*eos) : std::nullopt;
 
-  const std::map<std::string, Tensor> tensors = hf_tensors_from_ember(c.config, arch, c.model);
+  const std::map<std::string, Tensor> tensors = hf_tensors_from_ember(c.config, done.arch, c.model);
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   EMBER_CHECK(std::filesystem::is_directory(out_dir), "--out ", out_dir,
@@ -32,12 +40,16 @@ void export_hf(const std::string& checkpoint, const std::string& out_dir) {
   const std::filesystem::path dir(out_dir);
   write_safetensors((dir / "model.safetensors").string(), tensors);
   write_file_atomically((dir / "config.json").string(),
-                        hf_config_json(c.config, arch, eos_id) + "\n");
-  write_file_atomically((dir / "tokenizer.json").string(), tokenizer.to_json());
+                        hf_config_json(c.config, done.arch, eos_id) + "\n");
+  if (tokenizer) {
+    write_file_atomically((dir / "tokenizer.json").string(), tokenizer->to_json());
+    done.tokenizer = true;
+  }
   if (eos_id) {
     const nlohmann::json g = {{"bos_token_id", *eos_id}, {"eos_token_id", *eos_id}};
     write_file_atomically((dir / "generation_config.json").string(), g.dump(2) + "\n");
   }
+  return done;
 }
 
 CommandRunner add_export_command(CLI::App& app) {
@@ -55,10 +67,10 @@ CommandRunner add_export_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--out", o->out, "output folder")->required();
   return [o]() {
-    export_hf(o->checkpoint, o->out);
-    const HfArch arch = hf_arch_for(read_checkpoint_config(o->checkpoint));
-    std::printf("wrote %s (%s): model.safetensors, config.json, tokenizer.json\n", o->out.c_str(),
-                hf_arch_name(arch));
+    const HfExport done = export_hf(o->checkpoint, o->out);
+    std::printf("wrote %s (%s): model.safetensors, config.json%s\n", o->out.c_str(),
+                hf_arch_name(done.arch),
+                done.tokenizer ? ", tokenizer.json" : " (no tokenizer: the checkpoint has none)");
     return 0;
   };
 }

@@ -45,8 +45,12 @@ std::map<std::string, Tensor> ember_tensors_from_hf(const nn::ModelConfig& cfg, 
                                                     const std::string& source);
 
 // --- directories (apps/cmd_export.cpp, apps/cmd_import.cpp) ----------------------------
+struct HfExport {
+  HfArch arch = HfArch::Llama;
+  bool tokenizer = false;  // tokenizer.json written (a checkpoint over token shards may have none)
+};
 // Writes out_dir/{model.safetensors, config.json, tokenizer.json, generation_config.json}.
-void export_hf(const std::string& checkpoint, const std::string& out_dir);
+HfExport export_hf(const std::string& checkpoint, const std::string& out_dir);
 
 struct HfImportOptions {
   std::string tokenizer;      // tokenizer.json to use instead of DIR/tokenizer.json

@@ -323,3 +323,19 @@ TEST_CASE("hf import: config.json keys that change the math are errors naming th
     CHECK(err.find('\n') == std::string::npos);
   }
 }
+
+TEST_CASE("hf export: a checkpoint without a tokenizer and a vocabulary below the bytes") {
+  TempDir dir;
+  Checkpoint c;
+  c.config = config({{"vocab_size", 64}});
+  c.model = nn::Transformer(c.config, 3).state_dict();
+  write_checkpoint(dir / "model.h5", c);
+  const HfExport done = export_hf(dir / "model.h5", dir / "hf");
+  CHECK(done.arch == HfArch::Llama);
+  CHECK_FALSE(done.tokenizer);
+  CHECK_FALSE(fs::exists(dir / "hf/tokenizer.json"));
+  CHECK_FALSE(fs::exists(dir / "hf/generation_config.json"));
+  CHECK_THROWS_WITH(import_hf(dir / "hf", dir / "back.h5", {}), Catch::Contains("--no-tokenizer"));
+  import_hf(dir / "hf", dir / "back.h5", {"", true});
+  check_round_trip(dir / "model.h5", dir / "back.h5");
+}
