@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   add(ember::apps::add_tokenize_command);
   add(ember::apps::add_generate_command);
   add(ember::apps::add_info_command);
+  add(ember::apps::add_plot_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
