@@ -92,9 +92,10 @@ std::vector<std::pair<double, double>> thin_to_columns(const std::vector<std::pa
 }
 
 // Dashed lines (validation: few points, the trend) are drawn heavier than solid ones (noisy train loss).
-std::string stroke_style(const std::string& color, bool dashed) {
+std::string stroke_style(const std::string& color, bool dashed, double opacity = 1) {
   std::string s = "fill=\"none\" stroke=\"" + xml_escape(color) + "\" stroke-linejoin=\"round\"";
   s += dashed ? " stroke-width=\"2.4\" stroke-dasharray=\"7,4\"" : " stroke-width=\"1.4\"";
+  if (opacity < 1) s += " stroke-opacity=\"" + printf_string("%.*f", opacity, 2) + "\"";
   return s;
 }
 
@@ -149,14 +150,18 @@ void draw_panel(std::ostringstream& svg, const Panel& panel, const Box& cell) {
   svg << "<rect x=\"" << num(plot.x0) << "\" y=\"" << num(plot.y0) << "\" width=\"" << num(plot.x1 - plot.x0)
       << "\" height=\"" << num(plot.y1 - plot.y0) << "\" fill=\"none\" stroke=\"#444444\"/>\n";
 
-  for (size_t i = 0; i < panel.series.size(); ++i) {
+  std::vector<size_t> order(panel.series.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto layer = [&](size_t i) { return panel.series[i].opacity < 1 ? 0 : panel.series[i].dashed ? 2 : 1; };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return layer(a) < layer(b); });
+  for (size_t i : order) {
     const Series& s = panel.series[i];
     std::vector<std::pair<double, double>> pixels;
     for (const auto& [x, y] : data[i]) pixels.emplace_back(ax.map(x, plot.x0, plot.x1), ay.map(y, plot.y1, plot.y0));
     if (pixels.empty()) continue;
     if (pixels.size() > 2 * static_cast<size_t>(plot.x1 - plot.x0)) pixels = thin_to_columns(pixels);
     if (pixels.size() > 1) {
-      svg << "<polyline " << stroke_style(s.color, s.dashed) << " points=\"";
+      svg << "<polyline " << stroke_style(s.color, s.dashed, s.opacity) << " points=\"";
       for (size_t j = 0; j < pixels.size(); ++j) svg << (j ? " " : "") << num(pixels[j].first) << "," << num(pixels[j].second);
       svg << "\"/>\n";
     }
@@ -272,7 +277,7 @@ std::string xml_escape(const std::string& text) {
 std::string render_svg(const Figure& f) {
   const int columns = std::max(1, f.columns);
   const size_t rows = (f.panels.size() + static_cast<size_t>(columns) - 1) / static_cast<size_t>(columns);
-  const double title_h = 46, pad = 10, legend_row_h = 22;
+  const double title_h = f.subtitle.empty() ? 46 : 62, pad = 10, legend_row_h = 22;
   // Legend columns as wide as the longest label (about 7 px a character);
   // an even count per row when possible, so entries that come in pairs stay together.
   size_t longest = 0;
@@ -293,6 +298,10 @@ std::string render_svg(const Figure& f) {
       << "<g font-family=\"" << kFont << "\" font-size=\"13\" fill=\"#222222\">\n"
       << "<text x=\"" << f.width / 2 << "\" y=\"30\" text-anchor=\"middle\" font-size=\"18\" font-weight=\"bold\">"
       << xml_escape(f.title) << "</text>\n";
+  if (!f.subtitle.empty()) {
+    svg << "<text x=\"" << f.width / 2 << "\" y=\"50\" text-anchor=\"middle\" font-size=\"12\" fill=\"#666666\">"
+        << xml_escape(f.subtitle) << "</text>\n";
+  }
   const double cell_w = (f.width - 2 * pad) / columns;
   double y = title_h;
   for (size_t r = 0; r < rows; ++r) {

@@ -28,6 +28,7 @@ struct Series {
   std::string color = "#1f77b4";
   bool dashed = false;
   bool markers = false;                         // a small circle on every point
+  double opacity = 1;                           // < 1: a faint background line, drawn first
   std::vector<std::pair<double, double>> points;  // (x, y), non-finite ones skipped
 };
 
@@ -45,6 +46,7 @@ struct LegendEntry {
 
 struct Figure {
   std::string title;
+  std::string subtitle;  // a note under the title (may be empty)
   int columns = 2;
   std::vector<Panel> panels;        // row by row
   std::vector<double> row_heights;  // pixels, one per row (missing rows: 300)
@@ -52,8 +54,9 @@ struct Figure {
   std::vector<LegendEntry> legend;
 };
 
-// The whole SVG document. Series of more points than the panel has pixel
-// columns are thinned to each column's first/min/max/last, which keeps spikes.
+// The whole SVG document. Faint series are drawn first, dashed ones last (on
+// top). Series of more points than twice the panel's pixel columns are
+// thinned to each column's first/min/max/last, which keeps spikes.
 std::string render_svg(const Figure& figure);
 // Text escaped for SVG content and attribute values.
 std::string xml_escape(const std::string& text);

@@ -1,6 +1,7 @@
 // Training curves from metrics.jsonl as an SVG figure (see training_plot.h).
 #include "apps/training_plot.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -18,6 +19,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 // Tableau 10: distinct colours that stay apart in print and for most colour-blind readers.
+constexpr size_t kSmoothAbove = 200;  // train records beyond which the loss is smoothed
+
 const char* const kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                                "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 
@@ -36,9 +39,24 @@ Series series_of(const std::vector<RunMetrics::Point>& points, bool by_tokens, c
   Series s;
   s.color = color;
   s.dashed = validation;
-  s.markers = validation;
+  s.markers = validation && points.size() <= 60;  // beyond that, markers would hide the line
   for (const RunMetrics::Point& p : points) s.points.emplace_back(by_tokens ? p.tokens : p.step, p.value);
   return s;
+}
+
+// The exponential moving average of the values, debiased as TensorBoard's
+// smoothing: s_k = w s_(k-1) + (1 - w) v_k from s_0 = 0, shown as s_k / (1 - w^k),
+// with w = 1 - 1 / span (span: about how many records it averages).
+std::vector<RunMetrics::Point> smoothed(const std::vector<RunMetrics::Point>& points, double span) {
+  const double w = 1 - 1 / span;
+  double ema = 0, weight = 1;
+  std::vector<RunMetrics::Point> out = points;
+  for (RunMetrics::Point& p : out) {
+    ema = w * ema + (1 - w) * p.value;
+    weight *= w;
+    p.value = ema / (1 - weight);
+  }
+  return out;
 }
 
 // The folder's own name ("runs/quick/" -> "quick").
@@ -114,17 +132,30 @@ Figure training_figure(const std::vector<RunMetrics>& runs, const TrainingPlotOp
   Panel loss_tokens{"Loss against tokens", "tokens", loss_title, options.log_loss, false, {}};
   Panel lr_steps{"Learning rate against steps", "step", "learning rate", false, true, {}};
   Panel lr_tokens{"Learning rate against tokens", "tokens", "learning rate", false, true, {}};
+  // Long runs' noisy train loss: the raw values faint, a moving average over them.
+  bool any_smoothed = false;
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunMetrics& r = runs[i];
     const char* color = kColors[i % std::size(kColors)];
+    const bool smooth = r.train_loss.size() > kSmoothAbove;
+    any_smoothed |= smooth;
+    const double span = static_cast<double>(r.train_loss.size()) / 50;  // 2% of the steps
     for (const bool by_tokens : {false, true}) {
       Panel& loss = by_tokens ? loss_tokens : loss_steps;
       loss.series.push_back(series_of(r.train_loss, by_tokens, color, false));
+      if (smooth) {
+        loss.series.back().opacity = 0.3;
+        loss.series.push_back(series_of(smoothed(r.train_loss, span), by_tokens, color, false));
+      }
       loss.series.push_back(series_of(r.val_loss, by_tokens, color, true));
       (by_tokens ? lr_tokens : lr_steps).series.push_back(series_of(r.lr, by_tokens, color, false));
     }
     f.legend.push_back({r.name + ": train loss, learning rate", color, false, false});
     f.legend.push_back({r.name + ": validation loss", color, true, true});
+  }
+  if (any_smoothed) {
+    f.subtitle = "Runs of more than " + std::to_string(kSmoothAbove) +
+                 " steps: train loss as a moving average over 2% of the steps (debiased EMA), raw values faint";
   }
   f.panels = {loss_steps, loss_tokens, lr_steps, lr_tokens};
   return f;

@@ -303,12 +303,17 @@ TEST_CASE("log loss axis and thinning of long runs", "[plot]") {
   std::string why;
   CHECK(well_formed(svg, why));
   CHECK(svg.find("log scale") != std::string::npos);
+  // Per loss panel: raw train loss (faint, drawn first), its moving average, validation; then learning rates.
   const auto lines = polylines(svg);
-  REQUIRE(lines.size() == 6);
+  REQUIRE(lines.size() == 8);
+  CHECK(count(svg, "stroke-opacity=\"0.30\"") == 2);
+  CHECK(svg.find("moving average") != std::string::npos);
   // 5000 train points on a 444-pixel axis: at most 4 kept per pixel column.
   CHECK(lines[0].size() < 4 * 446);
   CHECK(lines[0].size() > 400);
-  CHECK(lines[1].size() == 500);  // validation points are fewer than 2 per column: all kept
+  CHECK(lines[1].size() < 4 * 446);
+  CHECK(lines[2].size() == 500);  // validation points are fewer than 2 per column: all kept
+  CHECK(count(svg, "<circle") == 1);  // 500 markers would hide the line: only the legend's
   // Loss 0.002..10 on a log axis: 1-2-5 ticks from 0.002 to 10.
   for (const char* label : {">0.002</text>", ">0.005</text>", ">0.01</text>", ">0.02</text>", ">0.5</text>"}) {
     CHECK(svg.find(label) != std::string::npos);
@@ -327,6 +332,31 @@ TEST_CASE("log loss axis and thinning of long runs", "[plot]") {
   for (const auto& p : spike[0]) top = std::min(top, p.second);
   CHECK(top == 76.0);
   CHECK(spike[0].size() < 10000 / 2);
+}
+
+TEST_CASE("long runs: train loss smoothed by a debiased moving average over 2% of the steps", "[plot]") {
+  TempDir dir;
+  write_text(dir / "short/metrics.jsonl", metrics_lines(1, 200));
+  write_text(dir / "long/metrics.jsonl", metrics_lines(1, 250));
+  const Figure f = training_figure({read_run_metrics(dir / "short"), read_run_metrics(dir / "long")}, {});
+  // short (200 steps): train, validation; long: raw train (faint), smoothed, validation.
+  const std::vector<Series>& loss = f.panels[0].series;
+  REQUIRE(loss.size() == 5);
+  CHECK(loss[0].opacity == 1);
+  CHECK(loss[2].opacity < 1);
+  CHECK(loss[3].opacity == 1);
+  CHECK(loss[4].dashed);
+  // span 250 / 50 = 5, w = 0.8: m_k = 0.8 m_(k-1) + 0.2 v_k, shown as m_k / (1 - 0.8^k).
+  REQUIRE(loss[3].points.size() == 250);
+  double m = 0, power = 1;
+  for (int k = 1; k <= 250; ++k) {
+    m = 0.8 * m + 0.2 * std::stod(std::to_string(10.0 / k));  // the file holds 6 decimals
+    power *= 0.8;
+    CHECK(loss[3].points[k - 1].first == k);
+    CHECK(loss[3].points[k - 1].second == Approx(m / (1 - power)).epsilon(1e-6));
+  }
+  CHECK(loss[3].points[0].second == Approx(10.0).epsilon(1e-6));  // debiased: starts at the first value
+  CHECK_FALSE(f.subtitle.empty());
 }
 
 TEST_CASE("text is escaped; an empty panel says no data", "[plot]") {
