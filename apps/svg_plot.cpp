@@ -6,40 +6,13 @@
 #include <cstdio>
 #include <sstream>
 
-#include "core/error.h"
-
 namespace ember::apps {
 namespace {
-
-// A nice step: 1, 2, 5 or 10 x 10^k nearest to x (Heckbert, "Nice numbers for
-// graph labels", Graphics Gems 1990, applied to range / (target - 1) directly,
-// not to a nice range first, which can leave 40% of an axis empty).
-double nice_step(double x) {
-  const double e = std::floor(std::log10(x));
-  const double f = x / std::pow(10.0, e);
-  return (f < 1.5 ? 1 : f < 3 ? 2 : f < 7 ? 5 : 10) * std::pow(10.0, e);
-}
 
 std::string printf_string(const char* format, double value, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, format, digits, value);
   return buf;
-}
-
-std::string strip_zeros(std::string s) {
-  if (s.find('.') == std::string::npos) return s;
-  while (s.back() == '0') s.pop_back();
-  if (s.back() == '.') s.pop_back();
-  return s;
-}
-
-// The fewest significant digits that give the value back (to 1e-9 relative).
-std::string shortest(double v) {
-  for (int digits = 1; digits < 17; ++digits) {
-    const std::string s = printf_string("%.*g", v, digits);
-    if (std::fabs(std::stod(s) - v) <= 1e-9 * std::fabs(v)) return s;
-  }
-  return printf_string("%.*g", v, 17);
 }
 
 constexpr const char* kFont = "Helvetica, Arial, 'DejaVu Sans', sans-serif";
@@ -52,7 +25,8 @@ struct Axis {
   Ticks ticks;
   bool log = false;
   double map(double v, double p0, double p1) const {
-    const double a = log ? std::log10(ticks.lo) : ticks.lo, b = log ? std::log10(ticks.hi) : ticks.hi;
+    const double a = log ? std::log10(ticks.lo) : ticks.lo,
+                 b = log ? std::log10(ticks.hi) : ticks.hi;
     const double t = ((log ? std::log10(v) : v) - a) / (b - a);
     return p0 + t * (p1 - p0);
   }
@@ -70,7 +44,8 @@ std::vector<std::pair<double, double>> usable_points(const Series& s, bool log_y
 
 // Keeps, of each run of points in the same pixel column, the first, the lowest,
 // the highest and the last (in their order), so the line's envelope survives.
-std::vector<std::pair<double, double>> thin_to_columns(const std::vector<std::pair<double, double>>& pixels) {
+std::vector<std::pair<double, double>> thin_to_columns(
+    const std::vector<std::pair<double, double>>& pixels) {
   std::vector<std::pair<double, double>> out;
   size_t begin = 0;
   while (begin < pixels.size()) {
@@ -91,7 +66,8 @@ std::vector<std::pair<double, double>> thin_to_columns(const std::vector<std::pa
   return out;
 }
 
-// Dashed lines (validation: few points, the trend) are drawn heavier than solid ones (noisy train loss).
+// Dashed lines (validation: few points, the trend) are drawn heavier than solid ones (noisy train
+// loss).
 std::string stroke_style(const std::string& color, bool dashed, double opacity = 1) {
   std::string s = "fill=\"none\" stroke=\"" + xml_escape(color) + "\" stroke-linejoin=\"round\"";
   s += dashed ? " stroke-width=\"2.4\" stroke-dasharray=\"7,4\"" : " stroke-width=\"1.4\"";
@@ -99,17 +75,20 @@ std::string stroke_style(const std::string& color, bool dashed, double opacity =
   return s;
 }
 
-std::string num(double v) { return printf_string("%.*f", v, 1); }
+std::string num(double v) {
+  return printf_string("%.*f", v, 1);
+}
 
 void draw_panel(std::ostringstream& svg, const Panel& panel, const Box& cell) {
   const Box plot{cell.x0 + 74, cell.y0 + 30, cell.x1 - 22, cell.y1 - 50};
-  svg << "<text x=\"" << num(plot.x0) << "\" y=\"" << num(plot.y0 - 10) << "\" font-size=\"14\" font-weight=\"bold\">"
-      << xml_escape(panel.title) << "</text>\n";
+  svg << "<text x=\"" << num(plot.x0) << "\" y=\"" << num(plot.y0 - 10)
+      << "\" font-size=\"14\" font-weight=\"bold\">" << xml_escape(panel.title) << "</text>\n";
   svg << "<text x=\"" << num((plot.x0 + plot.x1) / 2) << "\" y=\"" << num(plot.y1 + 40)
       << "\" text-anchor=\"middle\">" << xml_escape(panel.x_title) << "</text>\n";
   const double mid_y = (plot.y0 + plot.y1) / 2;
-  svg << "<text x=\"" << num(cell.x0 + 16) << "\" y=\"" << num(mid_y) << "\" text-anchor=\"middle\" transform=\"rotate(-90 "
-      << num(cell.x0 + 16) << " " << num(mid_y) << ")\">" << xml_escape(panel.y_title) << "</text>\n";
+  svg << "<text x=\"" << num(cell.x0 + 16) << "\" y=\"" << num(mid_y)
+      << "\" text-anchor=\"middle\" transform=\"rotate(-90 " << num(cell.x0 + 16) << " "
+      << num(mid_y) << ")\">" << xml_escape(panel.y_title) << "</text>\n";
 
   std::vector<std::vector<std::pair<double, double>>> data;
   double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
@@ -120,8 +99,9 @@ void draw_panel(std::ostringstream& svg, const Panel& panel, const Box& cell) {
       y_lo = std::min(y_lo, y), y_hi = std::max(y_hi, y);
     }
   }
-  svg << "<rect x=\"" << num(plot.x0) << "\" y=\"" << num(plot.y0) << "\" width=\"" << num(plot.x1 - plot.x0)
-      << "\" height=\"" << num(plot.y1 - plot.y0) << "\" fill=\"#ffffff\" stroke=\"#444444\"/>\n";
+  svg << "<rect x=\"" << num(plot.x0) << "\" y=\"" << num(plot.y0) << "\" width=\""
+      << num(plot.x1 - plot.x0) << "\" height=\"" << num(plot.y1 - plot.y0)
+      << "\" fill=\"#ffffff\" stroke=\"#444444\"/>\n";
   if (!(x_lo <= x_hi)) {
     svg << "<text x=\"" << num((plot.x0 + plot.x1) / 2) << "\" y=\"" << num(mid_y)
         << "\" text-anchor=\"middle\" fill=\"#888888\">no data</text>\n";
@@ -131,43 +111,54 @@ void draw_panel(std::ostringstream& svg, const Panel& panel, const Box& cell) {
   const int x_target = std::max(3, static_cast<int>((plot.x1 - plot.x0) / 80));
   const int y_target = std::max(3, static_cast<int>((plot.y1 - plot.y0) / 40));
   const Axis ax{nice_ticks(x_lo, x_hi, x_target), false};
-  const Axis ay{panel.log_y ? log_ticks(y_lo, y_hi) : nice_ticks(y_lo, y_hi, y_target), panel.log_y};
+  const Axis ay{panel.log_y ? log_ticks(y_lo, y_hi) : nice_ticks(y_lo, y_hi, y_target),
+                panel.log_y};
 
   svg << "<g font-size=\"12\" fill=\"#333333\">\n";
   for (double v : ax.ticks.values) {
     const double px = ax.map(v, plot.x0, plot.x1);
-    svg << "<line x1=\"" << num(px) << "\" y1=\"" << num(plot.y0) << "\" x2=\"" << num(px) << "\" y2=\"" << num(plot.y1 + 5)
-        << "\" stroke=\"#e4e4e4\"/>\n<text x=\"" << num(px) << "\" y=\"" << num(plot.y1 + 19)
-        << "\" text-anchor=\"middle\">" << format_tick(v, ax.ticks.step, ax.max_abs()) << "</text>\n";
+    svg << "<line x1=\"" << num(px) << "\" y1=\"" << num(plot.y0) << "\" x2=\"" << num(px)
+        << "\" y2=\"" << num(plot.y1 + 5) << "\" stroke=\"#e4e4e4\"/>\n<text x=\"" << num(px)
+        << "\" y=\"" << num(plot.y1 + 19) << "\" text-anchor=\"middle\">"
+        << format_tick(v, ax.ticks.step, ax.max_abs()) << "</text>\n";
   }
   for (double v : ay.ticks.values) {
     const double py = ay.map(v, plot.y1, plot.y0);
-    svg << "<line x1=\"" << num(plot.x0 - 5) << "\" y1=\"" << num(py) << "\" x2=\"" << num(plot.x1) << "\" y2=\"" << num(py)
-        << "\" stroke=\"#e4e4e4\"/>\n<text x=\"" << num(plot.x0 - 8) << "\" y=\"" << num(py + 4)
-        << "\" text-anchor=\"end\">" << format_tick(v, ay.ticks.step, ay.max_abs()) << "</text>\n";
+    svg << "<line x1=\"" << num(plot.x0 - 5) << "\" y1=\"" << num(py) << "\" x2=\"" << num(plot.x1)
+        << "\" y2=\"" << num(py) << "\" stroke=\"#e4e4e4\"/>\n<text x=\"" << num(plot.x0 - 8)
+        << "\" y=\"" << num(py + 4) << "\" text-anchor=\"end\">"
+        << format_tick(v, ay.ticks.step, ay.max_abs()) << "</text>\n";
   }
   svg << "</g>\n";
-  svg << "<rect x=\"" << num(plot.x0) << "\" y=\"" << num(plot.y0) << "\" width=\"" << num(plot.x1 - plot.x0)
-      << "\" height=\"" << num(plot.y1 - plot.y0) << "\" fill=\"none\" stroke=\"#444444\"/>\n";
+  svg << "<rect x=\"" << num(plot.x0) << "\" y=\"" << num(plot.y0) << "\" width=\""
+      << num(plot.x1 - plot.x0) << "\" height=\"" << num(plot.y1 - plot.y0)
+      << "\" fill=\"none\" stroke=\"#444444\"/>\n";
 
   std::vector<size_t> order(panel.series.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  auto layer = [&](size_t i) { return panel.series[i].opacity < 1 ? 0 : panel.series[i].dashed ? 2 : 1; };
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return layer(a) < layer(b); });
+  auto layer = [&](size_t i) {
+    return panel.series[i].opacity < 1 ? 0 : panel.series[i].dashed ? 2 : 1;
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return layer(a) < layer(b); });
   for (size_t i : order) {
     const Series& s = panel.series[i];
     std::vector<std::pair<double, double>> pixels;
-    for (const auto& [x, y] : data[i]) pixels.emplace_back(ax.map(x, plot.x0, plot.x1), ay.map(y, plot.y1, plot.y0));
+    for (const auto& [x, y] : data[i])
+      pixels.emplace_back(ax.map(x, plot.x0, plot.x1), ay.map(y, plot.y1, plot.y0));
     if (pixels.empty()) continue;
-    if (pixels.size() > 2 * static_cast<size_t>(plot.x1 - plot.x0)) pixels = thin_to_columns(pixels);
+    if (pixels.size() > 2 * static_cast<size_t>(plot.x1 - plot.x0))
+      pixels = thin_to_columns(pixels);
     if (pixels.size() > 1) {
       svg << "<polyline " << stroke_style(s.color, s.dashed, s.opacity) << " points=\"";
-      for (size_t j = 0; j < pixels.size(); ++j) svg << (j ? " " : "") << num(pixels[j].first) << "," << num(pixels[j].second);
+      for (size_t j = 0; j < pixels.size(); ++j)
+        svg << (j ? " " : "") << num(pixels[j].first) << "," << num(pixels[j].second);
       svg << "\"/>\n";
     }
     if (s.markers || pixels.size() == 1) {
       svg << "<g fill=\"" << xml_escape(s.color) << "\">";
-      for (const auto& [px, py] : pixels) svg << "<circle cx=\"" << num(px) << "\" cy=\"" << num(py) << "\" r=\"3.6\"/>";
+      for (const auto& [px, py] : pixels)
+        svg << "<circle cx=\"" << num(px) << "\" cy=\"" << num(py) << "\" r=\"3.6\"/>";
       svg << "</g>\n";
     }
   }
@@ -175,97 +166,25 @@ void draw_panel(std::ostringstream& svg, const Panel& panel, const Box& cell) {
 
 }  // namespace
 
-Ticks nice_ticks(double lo, double hi, int target) {
-  EMBER_CHECK(std::isfinite(lo) && std::isfinite(hi), "axis range [", lo, ", ", hi, "] is not finite");
-  if (lo > hi) std::swap(lo, hi);
-  if (lo == hi) {
-    const double pad = lo == 0 ? 1 : std::fabs(lo) * 0.1;
-    lo -= pad, hi += pad;
-  }
-  target = std::max(target, 2);
-  Ticks t;
-  t.step = nice_step((hi - lo) / (target - 1));
-  const double first = std::floor(lo / t.step + 1e-9), last = std::ceil(hi / t.step - 1e-9);
-  for (double k = first; k <= last + 0.5; k += 1) {
-    const double v = k * t.step;
-    t.values.push_back(v == 0 ? 0.0 : v);  // no "-0"
-  }
-  t.lo = t.values.front(), t.hi = t.values.back();
-  return t;
-}
-
-Ticks log_ticks(double lo, double hi) {
-  EMBER_CHECK(std::isfinite(lo) && std::isfinite(hi) && lo > 0 && hi > 0, "log axis range [", lo, ", ", hi,
-              "] must be positive and finite");
-  if (lo > hi) std::swap(lo, hi);
-  if (hi / lo < 10) {
-    Ticks linear = nice_ticks(lo, hi, 5);
-    if (linear.lo > 0) return linear;
-  }
-  Ticks t;
-  t.step = 0;
-  for (const bool decades_only : {false, true}) {
-    const int e0 = static_cast<int>(std::floor(std::log10(lo) + 1e-9));
-    const int e1 = static_cast<int>(std::ceil(std::log10(hi) - 1e-9));
-    std::vector<double> candidates;
-    for (int e = e0; e <= e1; ++e) {
-      for (double m : {1.0, 2.0, 5.0}) {
-        if (!decades_only || m == 1.0) candidates.push_back(m * std::pow(10.0, e));
-      }
-    }
-    // The largest candidate <= lo through the smallest >= hi.
-    size_t first = 0, last = candidates.size() - 1;
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      if (candidates[i] <= lo * (1 + 1e-9)) first = i;
-    }
-    for (size_t i = candidates.size(); i-- > 0;) {
-      if (candidates[i] >= hi * (1 - 1e-9)) last = i;
-    }
-    t.values.assign(candidates.begin() + static_cast<long>(first), candidates.begin() + static_cast<long>(last) + 1);
-    if (t.values.size() <= 12) break;
-  }
-  t.lo = t.values.front(), t.hi = t.values.back();
-  return t;
-}
-
-std::string format_tick(double value, double step, double axis_max_abs) {
-  if (value == 0 || (step > 0 && std::fabs(value) < step * 1e-6)) return "0";
-  if (step <= 0) {  // log ticks: each value's own digits
-    const double a = std::fabs(value);
-    if (a >= 1e4) return format_tick(value, a / 1e3, a);
-    if (a >= 1e-3) return strip_zeros(printf_string("%.*f", value, 6));
-    std::string s = shortest(value);
-    const size_t e = s.find("e-0");
-    if (e != std::string::npos) s.erase(e + 2, 1);  // "2e-05" -> "2e-5"
-    return s;
-  }
-  if (axis_max_abs >= 1e4) {
-    static const char* kSuffix[] = {"k", "M", "G", "T"};
-    int k = 0;
-    double unit = 1e3;
-    while (k < 3 && axis_max_abs >= unit * 1e3) unit *= 1e3, ++k;
-    const int digits = std::max(0, static_cast<int>(std::ceil(-std::log10(step / unit) - 1e-9)));
-    return strip_zeros(printf_string("%.*f", value / unit, digits)) + kSuffix[k];
-  }
-  if (axis_max_abs < 1e-2) {
-    const int e = static_cast<int>(std::floor(std::log10(std::fabs(value)) + 1e-9));
-    const int step_e = static_cast<int>(std::floor(std::log10(step) + 1e-9));
-    const double mantissa = value / std::pow(10.0, e);
-    return strip_zeros(printf_string("%.*f", mantissa, std::max(0, e - step_e))) + "e" + std::to_string(e);
-  }
-  const int digits = std::max(0, static_cast<int>(std::ceil(-std::log10(step) - 1e-9)));
-  return printf_string("%.*f", value, digits);
-}
-
 std::string xml_escape(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
       default:
         // Control characters are not allowed in XML 1.0.
         if (static_cast<unsigned char>(c) >= 0x20 || c == '\t' || c == '\n') out += c;
@@ -276,14 +195,16 @@ std::string xml_escape(const std::string& text) {
 
 std::string render_svg(const Figure& f) {
   const int columns = std::max(1, f.columns);
-  const size_t rows = (f.panels.size() + static_cast<size_t>(columns) - 1) / static_cast<size_t>(columns);
+  const size_t rows =
+      (f.panels.size() + static_cast<size_t>(columns) - 1) / static_cast<size_t>(columns);
   const double title_h = f.subtitle.empty() ? 46 : 62, pad = 10, legend_row_h = 22;
   // Legend columns as wide as the longest label (about 7 px a character);
   // an even count per row when possible, so entries that come in pairs stay together.
   size_t longest = 0;
   for (const LegendEntry& e : f.legend) longest = std::max(longest, e.label.size());
   const double legend_column_w = 66 + 7.2 * static_cast<double>(longest);
-  size_t per_row = std::max<size_t>(1, static_cast<size_t>((f.width - 2 * pad - 74) / legend_column_w));
+  size_t per_row =
+      std::max<size_t>(1, static_cast<size_t>((f.width - 2 * pad - 74) / legend_column_w));
   if (per_row > 1 && per_row % 2) --per_row;
   const size_t legend_rows = (f.legend.size() + per_row - 1) / per_row;
   double height = title_h;
@@ -292,14 +213,18 @@ std::string render_svg(const Figure& f) {
 
   std::ostringstream svg;
   svg << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-      << "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"" << f.width << "\" height=\"" << num(height)
-      << "\" viewBox=\"0 0 " << f.width << " " << num(height) << "\">\n"
-      << "<rect x=\"0\" y=\"0\" width=\"" << f.width << "\" height=\"" << num(height) << "\" fill=\"#ffffff\"/>\n"
+      << "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"" << f.width
+      << "\" height=\"" << num(height) << "\" viewBox=\"0 0 " << f.width << " " << num(height)
+      << "\">\n"
+      << "<rect x=\"0\" y=\"0\" width=\"" << f.width << "\" height=\"" << num(height)
+      << "\" fill=\"#ffffff\"/>\n"
       << "<g font-family=\"" << kFont << "\" font-size=\"13\" fill=\"#222222\">\n"
-      << "<text x=\"" << f.width / 2 << "\" y=\"30\" text-anchor=\"middle\" font-size=\"18\" font-weight=\"bold\">"
+      << "<text x=\"" << f.width / 2
+      << "\" y=\"30\" text-anchor=\"middle\" font-size=\"18\" font-weight=\"bold\">"
       << xml_escape(f.title) << "</text>\n";
   if (!f.subtitle.empty()) {
-    svg << "<text x=\"" << f.width / 2 << "\" y=\"50\" text-anchor=\"middle\" font-size=\"12\" fill=\"#666666\">"
+    svg << "<text x=\"" << f.width / 2
+        << "\" y=\"50\" text-anchor=\"middle\" font-size=\"12\" fill=\"#666666\">"
         << xml_escape(f.subtitle) << "</text>\n";
   }
   const double cell_w = (f.width - 2 * pad) / columns;
@@ -319,10 +244,13 @@ std::string render_svg(const Figure& f) {
     const LegendEntry& e = f.legend[i];
     const double x = pad + 74 + static_cast<double>(i % per_row) * legend_column_w;
     const double ly = y + static_cast<double>(i / per_row) * legend_row_h + 8;
-    svg << "<line x1=\"" << num(x) << "\" y1=\"" << num(ly) << "\" x2=\"" << num(x + 34) << "\" y2=\"" << num(ly) << "\" "
-        << stroke_style(e.color, e.dashed) << "/>";
-    if (e.markers) svg << "<circle cx=\"" << num(x + 17) << "\" cy=\"" << num(ly) << "\" r=\"3.6\" fill=\"" << xml_escape(e.color) << "\"/>";
-    svg << "<text x=\"" << num(x + 42) << "\" y=\"" << num(ly + 4.5) << "\">" << xml_escape(e.label) << "</text>\n";
+    svg << "<line x1=\"" << num(x) << "\" y1=\"" << num(ly) << "\" x2=\"" << num(x + 34)
+        << "\" y2=\"" << num(ly) << "\" " << stroke_style(e.color, e.dashed) << "/>";
+    if (e.markers)
+      svg << "<circle cx=\"" << num(x + 17) << "\" cy=\"" << num(ly) << "\" r=\"3.6\" fill=\""
+          << xml_escape(e.color) << "\"/>";
+    svg << "<text x=\"" << num(x + 42) << "\" y=\"" << num(ly + 4.5) << "\">" << xml_escape(e.label)
+        << "</text>\n";
   }
   svg << "</g>\n</svg>\n";
   return svg.str();

@@ -35,12 +35,14 @@ void truncate_from(std::vector<RunMetrics::Point>& points, double step) {
   while (!points.empty() && points.back().step >= step) points.pop_back();
 }
 
-Series series_of(const std::vector<RunMetrics::Point>& points, bool by_tokens, const char* color, bool validation) {
+Series series_of(const std::vector<RunMetrics::Point>& points, bool by_tokens, const char* color,
+                 bool validation) {
   Series s;
   s.color = color;
   s.dashed = validation;
   s.markers = validation && points.size() <= 60;  // beyond that, markers would hide the line
-  for (const RunMetrics::Point& p : points) s.points.emplace_back(by_tokens ? p.tokens : p.step, p.value);
+  for (const RunMetrics::Point& p : points)
+    s.points.emplace_back(by_tokens ? p.tokens : p.step, p.value);
   return s;
 }
 
@@ -64,7 +66,8 @@ std::string folder_name(const std::string& dir) {
   fs::path p = fs::path(dir).lexically_normal();
   if (!p.has_filename()) p = p.parent_path();
   const std::string name = p.filename().string();
-  return name.empty() || name == "." ? fs::absolute(dir).lexically_normal().filename().string() : name;
+  return name.empty() || name == "." ? fs::absolute(dir).lexically_normal().filename().string()
+                                     : name;
 }
 
 }  // namespace
@@ -73,7 +76,8 @@ RunMetrics read_run_metrics(const std::string& run_dir) {
   const fs::path path = fs::path(run_dir) / "metrics.jsonl";
   const std::string file = path.string();
   EMBER_CHECK(fs::is_directory(run_dir), run_dir, ": no such run folder");
-  EMBER_CHECK(fs::exists(path), file, ": no such file (is ", run_dir, " the --out folder of an `ember train` run?)");
+  EMBER_CHECK(fs::exists(path), file, ": no such file (is ", run_dir,
+              " the --out folder of an `ember train` run?)");
   std::ifstream in(path, std::ios::binary);
   EMBER_CHECK(in, file, ": cannot open");
   std::stringstream buffer;
@@ -104,7 +108,8 @@ RunMetrics read_run_metrics(const std::string& run_dir) {
         truncate_from(run.val_loss, step);
       }
       run.train_loss.push_back({step, tokens, number_field(record, "loss", where)});
-      if (record.contains("lr")) run.lr.push_back({step, tokens, number_field(record, "lr", where)});
+      if (record.contains("lr"))
+        run.lr.push_back({step, tokens, number_field(record, "lr", where)});
     }
     if (record.contains("val_loss")) {
       truncate_from(run.val_loss, step);
@@ -115,8 +120,9 @@ RunMetrics read_run_metrics(const std::string& run_dir) {
       run.val_loss.push_back({step, tokens, number_field(record, "val_loss", where)});
     }
   }
-  EMBER_CHECK(!run.train_loss.empty() || !run.val_loss.empty(), file,
-              text.empty() ? ": empty (the run has not finished a step yet)" : ": holds no loss record");
+  EMBER_CHECK(
+      !run.train_loss.empty() || !run.val_loss.empty(), file,
+      text.empty() ? ": empty (the run has not finished a step yet)" : ": holds no loss record");
   return run;
 }
 
@@ -124,7 +130,8 @@ Figure training_figure(const std::vector<RunMetrics>& runs, const TrainingPlotOp
   Figure f;
   std::string names;
   for (const RunMetrics& r : runs) names += (names.empty() ? "" : ", ") + r.name;
-  f.title = "Training curves: " + (names.size() <= 90 ? names : std::to_string(runs.size()) + " runs");
+  f.title =
+      "Training curves: " + (names.size() <= 90 ? names : std::to_string(runs.size()) + " runs");
   f.columns = 2;
   f.row_heights = {380, 230};
   const char* loss_title = options.log_loss ? "loss (nats/token, log scale)" : "loss (nats/token)";
@@ -155,7 +162,8 @@ Figure training_figure(const std::vector<RunMetrics>& runs, const TrainingPlotOp
   }
   if (any_smoothed) {
     f.subtitle = "Runs of more than " + std::to_string(kSmoothAbove) +
-                 " steps: train loss as a moving average over 2% of the steps (debiased EMA), raw values faint";
+                 " steps: train loss as a moving average over 2% of the steps (debiased EMA), raw "
+                 "values faint";
   }
   f.panels = {loss_steps, loss_tokens, lr_steps, lr_tokens};
   return f;

@@ -27,7 +27,8 @@ struct TempDir {
   fs::path path;
   TempDir() {
     static int counter = 0;
-    path = fs::temp_directory_path() / ("ember_plot_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
+    path = fs::temp_directory_path() /
+           ("ember_plot_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
     fs::create_directories(path);
   }
   ~TempDir() { fs::remove_all(path); }
@@ -68,7 +69,8 @@ bool well_formed(const std::string& xml, std::string& why) {
   while (i < xml.size()) {
     if (xml[i] == '&') {
       static const std::regex entity("^&(amp|lt|gt|quot|apos);");
-      if (!std::regex_search(xml.substr(i, 8), entity)) return why = "bad entity at " + std::to_string(i), false;
+      if (!std::regex_search(xml.substr(i, 8), entity))
+        return why = "bad entity at " + std::to_string(i), false;
       ++i;
       continue;
     }
@@ -80,10 +82,12 @@ bool well_formed(const std::string& xml, std::string& why) {
     if (end == std::string::npos) return why = "unclosed tag", false;
     std::string tag = xml.substr(i + 1, end - i - 1);
     if (tag.find('<') != std::string::npos) return why = "'<' inside a tag: " + tag, false;
-    if (std::count(tag.begin(), tag.end(), '"') % 2) return why = "unbalanced quotes: " + tag, false;
+    if (std::count(tag.begin(), tag.end(), '"') % 2)
+      return why = "unbalanced quotes: " + tag, false;
     if (tag[0] == '/') {
       const std::string name = tag.substr(1);
-      if (open.empty() || open.back() != name) return why = "</" + name + "> closes nothing open", false;
+      if (open.empty() || open.back() != name)
+        return why = "</" + name + "> closes nothing open", false;
       open.pop_back();
     } else {
       const std::string name = tag.substr(0, tag.find_first_of(" \n/"));
@@ -105,9 +109,11 @@ int count(const std::string& text, const std::string& what) {
 
 // An attribute's value in every <tag ...> element (no std::regex: it
 // recurses per character and overflows the stack on long point lists).
-std::vector<std::string> attribute_values(const std::string& svg, const std::string& tag, const std::string& name) {
+std::vector<std::string> attribute_values(const std::string& svg, const std::string& tag,
+                                          const std::string& name) {
   std::vector<std::string> out;
-  for (size_t i = svg.find("<" + tag + " "); i != std::string::npos; i = svg.find("<" + tag + " ", i + 1)) {
+  for (size_t i = svg.find("<" + tag + " "); i != std::string::npos;
+       i = svg.find("<" + tag + " ", i + 1)) {
     const size_t end = svg.find('>', i);
     const size_t at = svg.find(" " + name + "=\"", i);
     if (at == std::string::npos || at > end) continue;
@@ -202,7 +208,8 @@ TEST_CASE("log_ticks: 1-2-5 per decade, decades only when many, linear within a 
   CHECK_THROWS_AS(log_ticks(0, 1), Error);
 }
 
-TEST_CASE("format_tick: the digits the step needs, k/M/G above 10^4, e-notation below 10^-2", "[plot]") {
+TEST_CASE("format_tick: the digits the step needs, k/M/G above 10^4, e-notation below 10^-2",
+          "[plot]") {
   CHECK(format_tick(2.5, 0.5, 6) == "2.5");
   CHECK(format_tick(3, 0.5, 6) == "3.0");
   CHECK(format_tick(-0.4, 0.2, 0.8) == "-0.4");
@@ -221,7 +228,9 @@ TEST_CASE("format_tick: the digits the step needs, k/M/G above 10^4, e-notation 
   CHECK(format_tick(20000, 0, 1e5) == "20k");
 }
 
-TEST_CASE("the plot of one run: well-formed SVG 1.1, legend, one polyline per curve, ticks over the data", "[plot]") {
+TEST_CASE(
+    "the plot of one run: well-formed SVG 1.1, legend, one polyline per curve, ticks over the data",
+    "[plot]") {
   TempDir dir;
   write_text(dir / "quick/metrics.jsonl", metrics_lines(1, 30));
   const std::string svg = svg_of(dir / "quick");
@@ -229,7 +238,8 @@ TEST_CASE("the plot of one run: well-formed SVG 1.1, legend, one polyline per cu
   CHECK(well_formed(svg, why));
   INFO(why);
   CHECK(svg.find("<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\"") != std::string::npos);
-  for (const char* banned : {"<script", "href", "@import", "<style", "url("}) CHECK(svg.find(banned) == std::string::npos);
+  for (const char* banned : {"<script", "href", "@import", "<style", "url("})
+    CHECK(svg.find(banned) == std::string::npos);
   CHECK(count(svg, ">quick: train loss, learning rate</text>") == 1);
   CHECK(count(svg, ">quick: validation loss</text>") == 1);
   // Loss (train, validation) and learning rate, against steps and against tokens.
@@ -243,7 +253,8 @@ TEST_CASE("the plot of one run: well-formed SVG 1.1, legend, one polyline per cu
   // Steps 1..30 on 0..30 by 10 (444 px wide: target 5, 29 / 4 -> 10); tokens
   // 256..7680 on 0..8000 by 2000; loss 0.33..10 by 1 (target 8, 9.67/7 -> 1);
   // learning rate 0..1e-3 by 5e-4 (target 3).
-  for (const char* label : {">30</text>", ">8000</text>", ">2000</text>", ">10</text>", ">0</text>", ">5e-4</text>", ">1e-3</text>"}) {
+  for (const char* label : {">30</text>", ">8000</text>", ">2000</text>", ">10</text>", ">0</text>",
+                            ">5e-4</text>", ">1e-3</text>"}) {
     CHECK(svg.find(label) != std::string::npos);
     INFO(label);
   }
@@ -258,7 +269,8 @@ TEST_CASE("the plot of one run: well-formed SVG 1.1, legend, one polyline per cu
   }
 }
 
-TEST_CASE("several runs: a colour and legend entries each; same folder names use the paths", "[plot]") {
+TEST_CASE("several runs: a colour and legend entries each; same folder names use the paths",
+          "[plot]") {
   TempDir dir;
   write_text(dir / "a/run/metrics.jsonl", metrics_lines(1, 20));
   write_text(dir / "b/run/metrics.jsonl", metrics_lines(1, 40));
@@ -275,20 +287,24 @@ TEST_CASE("several runs: a colour and legend entries each; same folder names use
   CHECK(std::set<std::string>(strokes.begin(), strokes.end()).size() == 3);
 }
 
-TEST_CASE("a resumed run's repeated steps replace the earlier ones; a cut last line is ignored", "[plot]") {
+TEST_CASE("a resumed run's repeated steps replace the earlier ones; a cut last line is ignored",
+          "[plot]") {
   TempDir dir;
   // Ran to 25 (validation at 10, 20), resumed from the step-12 checkpoint to 30, killed mid-line.
-  write_text(dir / "r/metrics.jsonl", metrics_lines(1, 25) + metrics_lines(13, 30) + "{\"step\":31,\"lo");
+  write_text(dir / "r/metrics.jsonl",
+             metrics_lines(1, 25) + metrics_lines(13, 30) + "{\"step\":31,\"lo");
   const RunMetrics run = read_run_metrics(dir / "r");
   REQUIRE(run.train_loss.size() == 30);
-  for (size_t i = 0; i < run.train_loss.size(); ++i) CHECK(run.train_loss[i].step == static_cast<double>(i + 1));
+  for (size_t i = 0; i < run.train_loss.size(); ++i)
+    CHECK(run.train_loss[i].step == static_cast<double>(i + 1));
   CHECK(run.lr.size() == 30);
   REQUIRE(run.val_loss.size() == 3);
   CHECK(run.val_loss[2].step == 30);
   CHECK(run.val_loss[2].tokens == 256 * 30);
   // Validation on lines of its own: tokens taken from the same step's train record.
-  write_text(dir / "v/metrics.jsonl", "{\"step\":1,\"tokens\":64,\"loss\":5,\"lr\":1}\n{\"step\":1,\"val_loss\":4.5}\n"
-                                      "{\"event\":\"note\"}\n\n{\"step\":2,\"tokens\":128,\"loss\":4,\"lr\":1}\n");
+  write_text(dir / "v/metrics.jsonl",
+             "{\"step\":1,\"tokens\":64,\"loss\":5,\"lr\":1}\n{\"step\":1,\"val_loss\":4.5}\n"
+             "{\"event\":\"note\"}\n\n{\"step\":2,\"tokens\":128,\"loss\":4,\"lr\":1}\n");
   const RunMetrics v = read_run_metrics(dir / "v");
   CHECK(v.train_loss.size() == 2);
   REQUIRE(v.val_loss.size() == 1);
@@ -303,7 +319,8 @@ TEST_CASE("log loss axis and thinning of long runs", "[plot]") {
   std::string why;
   CHECK(well_formed(svg, why));
   CHECK(svg.find("log scale") != std::string::npos);
-  // Per loss panel: raw train loss (faint, drawn first), its moving average, validation; then learning rates.
+  // Per loss panel: raw train loss (faint, drawn first), its moving average, validation; then
+  // learning rates.
   const auto lines = polylines(svg);
   REQUIRE(lines.size() == 8);
   CHECK(count(svg, "stroke-opacity=\"0.30\"") == 2);
@@ -312,10 +329,11 @@ TEST_CASE("log loss axis and thinning of long runs", "[plot]") {
   CHECK(lines[0].size() < 4 * 446);
   CHECK(lines[0].size() > 400);
   CHECK(lines[1].size() < 4 * 446);
-  CHECK(lines[2].size() == 500);  // validation points are fewer than 2 per column: all kept
+  CHECK(lines[2].size() == 500);      // validation points are fewer than 2 per column: all kept
   CHECK(count(svg, "<circle") == 1);  // 500 markers would hide the line: only the legend's
   // Loss 0.002..10 on a log axis: 1-2-5 ticks from 0.002 to 10.
-  for (const char* label : {">0.002</text>", ">0.005</text>", ">0.01</text>", ">0.02</text>", ">0.5</text>"}) {
+  for (const char* label :
+       {">0.002</text>", ">0.005</text>", ">0.01</text>", ">0.02</text>", ">0.5</text>"}) {
     CHECK(svg.find(label) != std::string::npos);
   }
 
@@ -334,11 +352,13 @@ TEST_CASE("log loss axis and thinning of long runs", "[plot]") {
   CHECK(spike[0].size() < 10000 / 2);
 }
 
-TEST_CASE("long runs: train loss smoothed by a debiased moving average over 2% of the steps", "[plot]") {
+TEST_CASE("long runs: train loss smoothed by a debiased moving average over 2% of the steps",
+          "[plot]") {
   TempDir dir;
   write_text(dir / "short/metrics.jsonl", metrics_lines(1, 200));
   write_text(dir / "long/metrics.jsonl", metrics_lines(1, 250));
-  const Figure f = training_figure({read_run_metrics(dir / "short"), read_run_metrics(dir / "long")}, {});
+  const Figure f =
+      training_figure({read_run_metrics(dir / "short"), read_run_metrics(dir / "long")}, {});
   // short (200 steps): train, validation; long: raw train (faint), smoothed, validation.
   const std::vector<Series>& loss = f.panels[0].series;
   REQUIRE(loss.size() == 5);
@@ -355,7 +375,8 @@ TEST_CASE("long runs: train loss smoothed by a debiased moving average over 2% o
     CHECK(loss[3].points[k - 1].first == k);
     CHECK(loss[3].points[k - 1].second == Approx(m / (1 - power)).epsilon(1e-6));
   }
-  CHECK(loss[3].points[0].second == Approx(10.0).epsilon(1e-6));  // debiased: starts at the first value
+  CHECK(loss[3].points[0].second ==
+        Approx(10.0).epsilon(1e-6));  // debiased: starts at the first value
   CHECK_FALSE(f.subtitle.empty());
 }
 
@@ -375,20 +396,24 @@ TEST_CASE("text is escaped; an empty panel says no data", "[plot]") {
 
 TEST_CASE("missing, empty or malformed metrics give one clear error", "[plot]") {
   TempDir dir;
-  CHECK_THROWS_WITH(read_run_metrics(dir / "nope"), Catch::Contains("nope") && Catch::Contains("no such run folder"));
+  CHECK_THROWS_WITH(read_run_metrics(dir / "nope"),
+                    Catch::Contains("nope") && Catch::Contains("no such run folder"));
   fs::create_directories(dir / "bare");
   CHECK_THROWS_WITH(read_run_metrics(dir / "bare"),
                     Catch::Contains("bare/metrics.jsonl") && Catch::Contains("no such file"));
   write_text(dir / "empty/metrics.jsonl", "");
   CHECK_THROWS_WITH(read_run_metrics(dir / "empty"), Catch::Contains("empty/metrics.jsonl: empty"));
   write_text(dir / "bad/metrics.jsonl", metrics_lines(1, 1) + "not json\n" + metrics_lines(2, 2));
-  CHECK_THROWS_WITH(read_run_metrics(dir / "bad"), Catch::Contains("bad/metrics.jsonl line 2: not a JSON object"));
+  CHECK_THROWS_WITH(read_run_metrics(dir / "bad"),
+                    Catch::Contains("bad/metrics.jsonl line 2: not a JSON object"));
   write_text(dir / "type/metrics.jsonl", "{\"step\":1,\"loss\":\"high\"}\n");
-  CHECK_THROWS_WITH(read_run_metrics(dir / "type"), Catch::Contains("line 1: \"loss\" is not a number"));
+  CHECK_THROWS_WITH(read_run_metrics(dir / "type"),
+                    Catch::Contains("line 1: \"loss\" is not a number"));
   write_text(dir / "noloss/metrics.jsonl", "{\"step\":1,\"lr\":0.1}\n");
   CHECK_THROWS_WITH(read_run_metrics(dir / "noloss"), Catch::Contains("holds no loss record"));
   write_text(dir / "ok/metrics.jsonl", metrics_lines(1, 3));
-  CHECK_THROWS_WITH(write_training_plot({dir / "ok"}, dir / "no/such/dir/x.svg"), Catch::Contains("cannot write"));
+  CHECK_THROWS_WITH(write_training_plot({dir / "ok"}, dir / "no/such/dir/x.svg"),
+                    Catch::Contains("cannot write"));
   // The trainer's variant warns and never throws.
   CHECK_NOTHROW(write_run_plot_or_warn(dir / "empty"));
   CHECK_FALSE(fs::exists(dir / "empty/loss.svg"));
@@ -413,19 +438,23 @@ TEST_CASE("ember plot: default --out for one run, required for several", "[plot]
   CHECK(fs::exists(dir / "both.svg"));
 }
 
-TEST_CASE("ember train writes OUT/loss.svg, and a plot that cannot be written does not fail the run", "[plot][train]") {
+TEST_CASE(
+    "ember train writes OUT/loss.svg, and a plot that cannot be written does not fail the run",
+    "[plot][train]") {
   TempDir dir;
   TrainOptions o;
   write_text(dir / "tiny.json", R"({"vocab_size": 64, "d_model": 16, "n_layers": 1, "n_heads": 2,
     "ffn_hidden": 32, "max_seq_len": 16})");
   o.config = dir / "tiny.json";
   std::vector<uint32_t> tokens(3000);
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint32_t>((i * 7 + i / 13) % 64);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<uint32_t>((i * 7 + i / 13) % 64);
   write_shard(dir / "train.bin", tokens, 64);
   o.data = dir / "train.bin";
   o.val_data = dir / "train.bin";
   o.out = dir / "run";
-  o.batch_size = 2, o.seq_len = 8, o.steps = 6, o.warmup = 2, o.eval_every = 3, o.eval_batches = 1, o.log_every = 100;
+  o.batch_size = 2, o.seq_len = 8, o.steps = 6, o.warmup = 2, o.eval_every = 3, o.eval_batches = 1,
+  o.log_every = 100;
   REQUIRE(run_train(o) == 0);
   const std::string svg = read_text(dir / "run/loss.svg");
   CHECK(svg.find(">run: validation loss</text>") != std::string::npos);
