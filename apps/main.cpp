@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   add(ember::apps::add_info_command);
   add(ember::apps::add_export_command);
   add(ember::apps::add_import_command);
+  add(ember::apps::add_plot_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

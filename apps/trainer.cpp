@@ -19,6 +19,7 @@
 #include "apps/presets.h"
 #include "apps/run_files.h"
 #include "apps/train_progress.h"
+#include "apps/training_plot.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/kernels/matmul.h"
@@ -380,6 +381,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
       if (root) {
         std::printf("stopped by signal %d at step %lld; checkpoint %s\n", sig, static_cast<long long>(step), name.c_str());
         std::fflush(stdout);
+        write_run_plot_or_warn(o.out);
       }
       std::signal(SIGINT, SIG_DFL);
       std::signal(SIGTERM, SIG_DFL);
@@ -397,6 +399,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     std::printf(", val loss %.4f (%.3f bits/%s)", last_eval.loss, last_eval.bits_per_byte, tokenizer ? "byte" : "token");
   }
   std::printf("; checkpoint %s\n", (fs::path(o.out) / checkpoint_name(step)).string().c_str());
+  write_run_plot_or_warn(o.out);  // OUT/loss.svg; a warning, never a failed run
   if (o.sample_tokens > 0 && tokenizer) print_sample(model, *tokenizer, o.sample_prompt, o.sample_tokens, o.seed);
   return 0;
 }
