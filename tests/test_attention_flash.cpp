@@ -170,7 +170,7 @@ TEST_CASE("flash attention reads strided k and v views in place", "[attention]")
 
 // T = 2048 trains with memory linear in T: a [T, T] score buffer of one head
 // would be 16 MiB in float32; the op's own tensors (out, lse, the packed
-// panels, dq/dk/dv and a per-thread dq copy) are a few times the 256 KiB of q.
+// panels, dq/dk/dv) are a few times the 256 KiB of q.
 // Tile scratch is per thread and bounded by the tile sizes (not tensors).
 // The result is checked against the reference for one small head pair.
 TEST_CASE("flash attention at T = 2048 keeps memory linear in T", "[attention]") {

@@ -1,14 +1,14 @@
-// Flash attention backward (FlashAttention-2): one task per (batch, kv head,
-// key tile of kBc keys) owns dK and dV of those keys; it visits every query
-// tile of the query heads sharing the kv head that sees any of its keys:
+// Flash attention backward (FlashAttention-2): one task per (batch, kv head)
+// owns dK and dV of that head and dQ of the query heads sharing it, so nothing
+// is shared between threads and every sum runs in a fixed order (the result
+// does not depend on the thread count). Per key tile of kBc keys, for every
+// query tile of those heads that sees one of its keys:
 //   S = (scale Q) K^T,  (c tanh(S / c) with softcap),  P = exp(S - lse) masked,
 //   dV += P^T dO,  dP = dO V^T,  dS = P * (dP - delta) (* (1 - tanh^2)),
 //   dQ += scale dS K,  dK += dS^T (scale Q)
 // with delta_t = dO_t . O_t. scale Q, dO, lse and delta are packed once per
 // query head into padded panels (linear in T) that every key tile reads in
-// place; K, K^T and V^T are packed per task. dQ rows are shared between key tiles, so each
-// thread adds into its own dQ copy (thread 0 into dq itself) and the copies are
-// summed at the end: memory stays linear in T.
+// place; K, K^T and V^T are packed per key tile.
 #include <omp.h>
 
 #include <cmath>
@@ -83,11 +83,13 @@ EMBER_TARGET_CLONES void pack_query_tile(const Geometry& g, const BackwardArgs<T
   pack_rows(q, kBr, a.q, b, t0, rows, h, g.D, g.Dp, static_cast<T>(g.scale));
   pack_rows(dout, kBr, a.dout, b, t0, rows, h, g.D, g.Dp, T(1));
   for (int64_t i = 0; i < kBr; ++i) {
+    // In the order (and with the multiply-adds) of the tile GEMM that makes
+    // dP: where softmax is exact (a row seeing one key: P = 1, O = v) dP - delta
+    // is then exactly 0, as is its true gradient, instead of rounding noise.
     T d = 0;
     if (i < rows) {
       const T* o = a.out.row(b, t0 + i, h);
       const T* dor = dout + i * g.Dp;
-#pragma omp simd reduction(+ : d)
       for (int64_t c = 0; c < g.D; ++c) d += dor[c] * o[c];
     }
     p.delta[hd * p.Tpad + t0 + i] = d;
@@ -95,6 +97,7 @@ EMBER_TARGET_CLONES void pack_query_tile(const Geometry& g, const BackwardArgs<T
   }
 }
 
+// Key tile kt of kv head (b, kvh): its dK, dV rows, and its terms of dQ.
 template <class T>
 EMBER_TARGET_CLONES void backward_key_tile(const Geometry& g, const BackwardArgs<T>& a, int64_t b,
                                            const QueryPanels<T>& qp, int64_t kvh, int64_t kt, T* dq,
@@ -142,27 +145,17 @@ EMBER_TARGET_CLONES void backward_key_tile(const Geometry& g, const BackwardArgs
 }
 
 template <class T>
-void backward(const BackwardArgs<T>& a, const Geometry& g, const QueryPanels<T>& qp, int threads,
-              T* dq, T* dq_copies) {
-  const int64_t nk = g.kv_tiles(), nq = g.q_tiles(), tasks = g.B * g.Hkv * nk;
-  const int64_t n = g.B * g.T * g.Hq * g.D;
-#pragma omp parallel num_threads(threads) if (threads > 1)
+void backward(const BackwardArgs<T>& a, const Geometry& g, const QueryPanels<T>& qp, T* dq) {
+  const int64_t nk = g.kv_tiles(), nq = g.q_tiles();
+#pragma omp parallel if (g.parallel() && !omp_in_parallel())
   {
     BackwardScratch<T> w(g.Dp);
-    const int tid = omp_get_thread_num();
-    T* my_dq = tid == 0 ? dq : dq_copies + (tid - 1) * n;
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < g.B * g.Hq * nq; ++i)
       pack_query_tile<T>(g, a, qp, i / (g.Hq * nq), i / nq % g.Hq, i % nq);
-    // Earliest key tiles (the most query tiles under the causal mask) first.
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t task = 0; task < tasks; ++task) {
-      const int64_t kt = task / (g.B * g.Hkv), bg = task % (g.B * g.Hkv);
-      backward_key_tile<T>(g, a, bg / g.Hkv, qp, bg % g.Hkv, kt, my_dq, w);
-    }
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; ++i)
-      for (int c = 0; c + 1 < threads; ++c) dq[i] += dq_copies[c * n + i];
+    for (int64_t bg = 0; bg < g.B * g.Hkv; ++bg)
+      for (int64_t kt = 0; kt < nk; ++kt) backward_key_tile<T>(g, a, bg / g.Hkv, qp, bg % g.Hkv, kt, dq, w);
   }
 }
 
@@ -178,8 +171,6 @@ AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor
   dispatch_float(q.dtype(), "attention backward", [&](auto tag) {
     using T = decltype(tag);
     const Geometry g(q, k, p, attn::kNR<T>);
-    const int threads = g.parallel() && !omp_in_parallel() ? omp_get_max_threads() : 1;
-    const Tensor dq_copies = threads > 1 ? Tensor::zeros({(threads - 1) * q.numel()}, q.dtype()) : Tensor();
     const BackwardArgs<T> a{{q.data<T>(), q},       {k.data<T>(), k},           {v.data<T>(), v},
                             {out.data<T>(), out},   {dout.data<T>(), dout},     lse.data<T>(),
                             {r.dk.data<T>(), r.dk}, {r.dv.data<T>(), r.dv}};
@@ -188,7 +179,7 @@ AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor
     T* pp = panels.data<T>();
     const QueryPanels<T> qp{pp, pp + rows * g.Dp, pp + 2 * rows * g.Dp, pp + rows * (2 * g.Dp + 1),
                             g.T_pad(), g.Dp};
-    backward<T>(a, g, qp, threads, r.dq.data<T>(), threads > 1 ? dq_copies.data<T>() : nullptr);
+    backward<T>(a, g, qp, r.dq.data<T>());
   });
   return r;
 }
