@@ -5,6 +5,8 @@
 // window, softcap, T not a multiple of the tile, T = 1, S > T (KV cache), head
 // dims 16..128, B > 1, strided k / v views; and a T = 2048 run whose extra
 // memory must stay linear in T.
+#include <omp.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
@@ -200,4 +202,27 @@ TEST_CASE("flash attention at T = 2048 keeps memory linear in T", "[attention]")
   require_close(q.grad(), r.dq, 5e-5, "dq");
   require_close(k.grad(), r.dk, 5e-5, "dk");
   require_close(v.grad(), r.dv, 5e-5, "dv");
+}
+
+// Data-parallel training compares runs with different batch splits and thread
+// counts: a batch row's output and gradients must not depend on either.
+TEST_CASE("flash attention bits depend on neither the thread count nor the batch", "[attention]") {
+  const Tensor q = Tensor::randn({4, 150, 4, 32}, 21), k = Tensor::randn({4, 150, 2, 32}, 22);
+  const Tensor v = Tensor::randn({4, 150, 2, 32}, 23), dout = Tensor::randn({4, 150, 4, 32}, 24);
+  auto run = [&](int64_t batch, int threads) {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    Variable qv(q.narrow(0, 0, batch).contiguous(), true), kv(k.narrow(0, 0, batch).contiguous(), true),
+        vv(v.narrow(0, 0, batch).contiguous(), true);
+    const Variable y = attention(qv, kv, vv, 0.3, 40, 0);
+    y.backward(dout.narrow(0, 0, batch).contiguous());
+    omp_set_num_threads(saved);
+    std::vector<std::vector<float>> r;
+    for (const Tensor& t : {y.data(), qv.grad(), kv.grad(), vv.grad()})
+      r.push_back(t.narrow(0, 0, 1).contiguous().to_vector<float>());
+    return r;
+  };
+  const auto one = run(4, 1);
+  CHECK(run(4, 2) == one);
+  CHECK(run(1, 2) == one);
 }
