@@ -132,30 +132,37 @@ int main(int argc, char** argv) {
               "GFLOP/s", "f+b ms", "GFLOP/s", "%peak", "old fwd", "old f+b", "speedup");
   for (const Shape4& s : shapes) {
     const float scale = 1.0f / std::sqrt(static_cast<float>(s.D));
-    const Tensor q = Tensor::randn({s.B, s.T, s.Hq, s.D}, 1), k = Tensor::randn({s.B, s.T, s.Hkv, s.D}, 2),
+    const Tensor q = Tensor::randn({s.B, s.T, s.Hq, s.D}, 1),
+                 k = Tensor::randn({s.B, s.T, s.Hkv, s.D}, 2),
                  v = Tensor::randn({s.B, s.T, s.Hkv, s.D}, 3), dout = Tensor::randn(q.shape(), 4);
     const kernels::AttentionParams p{scale, s.window, 0};
     double pairs = 0;
-    for (int64_t t = 0; t < s.T; ++t) pairs += static_cast<double>(s.window > 0 ? std::min(t + 1, s.window) : t + 1);
+    for (int64_t t = 0; t < s.T; ++t)
+      pairs += static_cast<double>(s.window > 0 ? std::min(t + 1, s.window) : t + 1);
     const double fwd_flops = 4.0 * s.D * pairs * s.B * s.Hq;
     const double t_fwd = best_seconds([&] { kernels::attention_forward(q, k, v, p); }, budget);
-    const double t_fb = best_seconds([&] {
-      const kernels::AttentionResult r = kernels::attention_forward(q, k, v, p);
-      kernels::attention_backward(q, k, v, r.out, r.lse, dout, p);
-    }, budget);
+    const double t_fb = best_seconds(
+        [&] {
+          const kernels::AttentionResult r = kernels::attention_forward(q, k, v, p);
+          kernels::attention_backward(q, k, v, r.out, r.lse, dout, p);
+        },
+        budget);
     Tensor out = Tensor::empty(q.shape()), lse = Tensor::empty({s.B, s.Hq, s.T});
-    Tensor dq = Tensor::empty(q.shape()), dk = Tensor::empty(k.shape()), dv = Tensor::empty(v.shape());
+    Tensor dq = Tensor::empty(q.shape()), dk = Tensor::empty(k.shape()),
+           dv = Tensor::empty(v.shape());
     auto old_fwd = [&] {
       rowwise_forward(q.data<float>(), k.data<float>(), v.data<float>(), out.data<float>(),
                       lse.data<float>(), s, scale);
     };
     const double o_fwd = best_seconds(old_fwd, budget / 2);
-    const double o_fb = best_seconds([&] {
-      old_fwd();
-      rowwise_backward(q.data<float>(), k.data<float>(), v.data<float>(), out.data<float>(),
-                       lse.data<float>(), dout.data<float>(), dq.data<float>(), dk.data<float>(),
-                       dv.data<float>(), s, scale);
-    }, budget / 2);
+    const double o_fb = best_seconds(
+        [&] {
+          old_fwd();
+          rowwise_backward(q.data<float>(), k.data<float>(), v.data<float>(), out.data<float>(),
+                           lse.data<float>(), dout.data<float>(), dq.data<float>(),
+                           dk.data<float>(), dv.data<float>(), s, scale);
+        },
+        budget / 2);
     char dims[64];
     std::snprintf(dims, sizeof dims, "%lld,%lld,%lld,%lld,%lld", static_cast<long long>(s.B),
                   static_cast<long long>(s.T), static_cast<long long>(s.Hq),

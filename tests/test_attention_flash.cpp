@@ -84,7 +84,8 @@ Reference reference_attention(const Tensor& q, const Tensor& k, const Tensor& v,
   return r;
 }
 
-void require_close(const Tensor& got, const std::vector<double>& want, double tol, const char* what) {
+void require_close(const Tensor& got, const std::vector<double>& want, double tol,
+                   const char* what) {
   const auto g = got.contiguous().to_vector<double>();
   REQUIRE(g.size() == want.size());
   double worst = 0;
@@ -119,7 +120,8 @@ void check_case(const Case& c, DType dt, double tol, uint64_t seed = 1) {
   const double scale = 1.5 / std::sqrt(static_cast<double>(c.D));
   const Variable y = attention(q, k, v, scale, c.window, c.cap);
   y.backward(dout);
-  const Reference r = reference_attention(q.data(), k.data(), v.data(), dout, scale, c.window, c.cap);
+  const Reference r =
+      reference_attention(q.data(), k.data(), v.data(), dout, scale, c.window, c.cap);
   require_close(y.data(), r.out, tol, "out");
   require_close(q.grad(), r.dq, tol, "dq");
   require_close(k.grad(), r.dk, tol, "dk");
@@ -195,7 +197,9 @@ TEST_CASE("flash attention at T = 2048 keeps memory linear in T", "[attention]")
     REQUIRE(extra < 16 * q_bytes);                    // 4 MiB
     REQUIRE(extra < static_cast<size_t>(T) * T * 4);  // well under one [T, T] float buffer
   } else {
-    WARN("allocator peak already high before the op: memory bound not checked (run this case alone)");
+    WARN(
+        "allocator peak already high before the op: memory bound not checked (run this case "
+        "alone)");
   }
   const Reference r = reference_attention(q.data(), k.data(), v.data(), dout, 0.25, 0, 0);
   require_close(y.data(), r.out, 5e-5, "out");
@@ -212,8 +216,8 @@ TEST_CASE("flash attention bits depend on neither the thread count nor the batch
   auto run = [&](int64_t batch, int threads) {
     const int saved = omp_get_max_threads();
     omp_set_num_threads(threads);
-    Variable qv(q.narrow(0, 0, batch).contiguous(), true), kv(k.narrow(0, 0, batch).contiguous(), true),
-        vv(v.narrow(0, 0, batch).contiguous(), true);
+    Variable qv(q.narrow(0, 0, batch).contiguous(), true),
+        kv(k.narrow(0, 0, batch).contiguous(), true), vv(v.narrow(0, 0, batch).contiguous(), true);
     const Variable y = attention(qv, kv, vv, 0.3, 40, 0);
     y.backward(dout.narrow(0, 0, batch).contiguous());
     omp_set_num_threads(saved);

@@ -12,7 +12,9 @@ namespace {
 
 // The kernels read any [B, N, H, D] view whose D axis is contiguous (e.g. a
 // slice of the KV cache) without copying it.
-Tensor with_contiguous_rows(const Tensor& t) { return t.stride(3) == 1 ? t : t.contiguous(); }
+Tensor with_contiguous_rows(const Tensor& t) {
+  return t.stride(3) == 1 ? t : t.contiguous();
+}
 
 }  // namespace
 
@@ -24,8 +26,7 @@ Variable attention(const Variable& q, const Variable& k, const Variable& v, doub
   EMBER_CHECK(k.shape() == v.shape(), "attention: k ", shape_str(k.shape()), " and v ",
               shape_str(v.shape()), " differ");
   EMBER_CHECK(k.size(0) == q.size(0) && k.size(3) == q.size(3) && k.size(2) > 0 &&
-                  q.size(2) % k.size(2) == 0 &&
-                  k.size(1) >= q.size(1),
+                  q.size(2) % k.size(2) == 0 && k.size(1) >= q.size(1),
               "attention: q ", shape_str(q.shape()), " does not fit k/v ", shape_str(k.shape()),
               " (same B and D, kv heads dividing query heads, at least as many keys as queries)");
   EMBER_CHECK(q.dtype() == k.dtype() && k.dtype() == v.dtype(), "attention: q, k, v dtypes differ");
@@ -37,9 +38,8 @@ Variable attention(const Variable& q, const Variable& k, const Variable& v, doub
   return record("attention", {q, k, v}, r.out,
                 [qs = SavedTensor(qc), ks = SavedTensor(kc), vs = SavedTensor(vc),
                  os = SavedTensor(r.out), ls = SavedTensor(r.lse), p](const Tensor& g) -> Grads {
-                  kernels::AttentionGrads d =
-                      kernels::attention_backward(qs.get(), ks.get(), vs.get(), os.get(), ls.get(),
-                                                  with_contiguous_rows(g), p);
+                  kernels::AttentionGrads d = kernels::attention_backward(
+                      qs.get(), ks.get(), vs.get(), os.get(), ls.get(), with_contiguous_rows(g), p);
                   return {d.dq, d.dk, d.dv};
                 });
 }

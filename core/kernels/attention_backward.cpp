@@ -25,8 +25,15 @@ template <class T>
 struct BackwardScratch {
   std::vector<T> k, kt, vt, s, cap, dp, dq, dk, dv;
   explicit BackwardScratch(int64_t Dp)
-      : k(kBc * Dp), kt(Dp * kBc), vt(Dp * kBc), s(kBr * kBc), cap(kBr * kBc), dp(kBr * kBc),
-        dq(kBr * Dp), dk(kBc * Dp), dv(kBc * Dp) {}
+      : k(kBc * Dp),
+        kt(Dp * kBc),
+        vt(Dp * kBc),
+        s(kBr * kBc),
+        cap(kBr * kBc),
+        dp(kBr * kBc),
+        dq(kBr * Dp),
+        dk(kBc * Dp),
+        dv(kBc * Dp) {}
 };
 
 // Scores -> P = exp(S - lse) in place (masked scores are -inf: P = 0).
@@ -76,7 +83,8 @@ struct QueryPanels {
 // Packs query tile (b, h, qt) into the panels (zeros on padding rows).
 template <class T>
 EMBER_TARGET_CLONES void pack_query_tile(const Geometry& g, const BackwardArgs<T>& a,
-                                         const QueryPanels<T>& p, int64_t b, int64_t h, int64_t qt) {
+                                         const QueryPanels<T>& p, int64_t b, int64_t h,
+                                         int64_t qt) {
   const int64_t t0 = qt * kBr, rows = std::min(kBr, g.T - t0), hd = p.head(b, h, g.Hq);
   T* q = p.q + (hd * p.Tpad + t0) * p.Dp;
   T* dout = p.dout + (hd * p.Tpad + t0) * p.Dp;
@@ -99,9 +107,9 @@ EMBER_TARGET_CLONES void pack_query_tile(const Geometry& g, const BackwardArgs<T
 
 // Key tile kt of kv head (b, kvh): its dK, dV rows, and its terms of dQ.
 template <class T>
-EMBER_TARGET_CLONES void backward_key_tile(const Geometry& g, const BackwardArgs<T>& a, int64_t b,
-                                           const QueryPanels<T>& qp, int64_t kvh, int64_t kt, T* dq,
-                                           BackwardScratch<T>& w) {
+EMBER_TARGET_CLONES void backward_key_tile(const Geometry& g, const BackwardArgs<T>& a,
+                                           const QueryPanels<T>& qp, int64_t b, int64_t kvh,
+                                           int64_t kt, T* dq, BackwardScratch<T>& w) {
   const int64_t Dp = g.Dp, s0 = kt * kBc, cols = std::min(kBc, g.S - s0);
   pack_rows(w.k.data(), kBc, a.k, b, s0, cols, kvh, g.D, Dp, T(1));
   pack_columns(w.kt.data(), kBc, a.k, b, s0, cols, kvh, g.D, Dp);
@@ -155,7 +163,8 @@ void backward(const BackwardArgs<T>& a, const Geometry& g, const QueryPanels<T>&
       pack_query_tile<T>(g, a, qp, i / (g.Hq * nq), i / nq % g.Hq, i % nq);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t bg = 0; bg < g.B * g.Hkv; ++bg)
-      for (int64_t kt = 0; kt < nk; ++kt) backward_key_tile<T>(g, a, bg / g.Hkv, qp, bg % g.Hkv, kt, dq, w);
+      for (int64_t kt = 0; kt < nk; ++kt)
+        backward_key_tile<T>(g, a, qp, bg / g.Hkv, bg % g.Hkv, kt, dq, w);
   }
 }
 
@@ -171,14 +180,14 @@ AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor
   dispatch_float(q.dtype(), "attention backward", [&](auto tag) {
     using T = decltype(tag);
     const Geometry g(q, k, p, attn::kNR<T>);
-    const BackwardArgs<T> a{{q.data<T>(), q},       {k.data<T>(), k},           {v.data<T>(), v},
-                            {out.data<T>(), out},   {dout.data<T>(), dout},     lse.data<T>(),
+    const BackwardArgs<T> a{{q.data<T>(), q},       {k.data<T>(), k},       {v.data<T>(), v},
+                            {out.data<T>(), out},   {dout.data<T>(), dout}, lse.data<T>(),
                             {r.dk.data<T>(), r.dk}, {r.dv.data<T>(), r.dv}};
     const int64_t rows = g.B * g.Hq * g.T_pad();
     Tensor panels = Tensor::empty({rows * (2 * g.Dp + 2)}, q.dtype());
     T* pp = panels.data<T>();
-    const QueryPanels<T> qp{pp, pp + rows * g.Dp, pp + 2 * rows * g.Dp, pp + rows * (2 * g.Dp + 1),
-                            g.T_pad(), g.Dp};
+    const QueryPanels<T> qp{
+        pp, pp + rows * g.Dp, pp + 2 * rows * g.Dp, pp + rows * (2 * g.Dp + 1), g.T_pad(), g.Dp};
     backward<T>(a, g, qp, r.dq.data<T>());
   });
   return r;

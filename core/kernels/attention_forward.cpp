@@ -80,7 +80,8 @@ EMBER_TARGET_CLONES void pack_key_tile(const Geometry& g, const HeadRows<const T
 template <class T>
 EMBER_TARGET_CLONES void forward_query_tile(const Geometry& g, const HeadRows<const T>& q,
                                             const KVPanels<T>& kv, const HeadRows<T>& out, T* lse,
-                                            int64_t b, int64_t h, int64_t qt, ForwardScratch<T>& w) {
+                                            int64_t b, int64_t h, int64_t qt,
+                                            ForwardScratch<T>& w) {
   const int64_t kvh = h / g.group(), Dp = g.Dp, t0 = qt * kBr;
   const T* ktp = kv.kt_of(b, kvh, g.Hkv);
   const T* vp = kv.v_of(b, kvh, g.Hkv);

@@ -40,8 +40,16 @@ struct Geometry {
   int64_t window;
   double softcap;
   Geometry(const Tensor& q, const Tensor& k, const AttentionParams& p, int64_t nr)
-      : B(q.size(0)), T(q.size(1)), S(k.size(1)), Hq(q.size(2)), Hkv(k.size(2)), D(q.size(3)),
-        Dp((q.size(3) + nr - 1) / nr * nr), scale(p.scale), window(p.window), softcap(p.softcap) {}
+      : B(q.size(0)),
+        T(q.size(1)),
+        S(k.size(1)),
+        Hq(q.size(2)),
+        Hkv(k.size(2)),
+        D(q.size(3)),
+        Dp((q.size(3) + nr - 1) / nr * nr),
+        scale(p.scale),
+        window(p.window),
+        softcap(p.softcap) {}
   int64_t group() const { return Hq / Hkv; }
   int64_t q_tiles() const { return (T + kBr - 1) / kBr; }
   int64_t kv_tiles() const { return (S + kBc - 1) / kBc; }
@@ -50,7 +58,9 @@ struct Geometry {
   // Position of query row t (rows past T, the padding of the last tile, continue the count).
   int64_t pos(int64_t t) const { return S - T + t; }
   // Keys visible to row t: [first_key, last_key] (last_key may be >= S on padding rows).
-  int64_t first_key(int64_t t) const { return window > 0 ? std::max<int64_t>(0, pos(t) - window + 1) : 0; }
+  int64_t first_key(int64_t t) const {
+    return window > 0 ? std::max<int64_t>(0, pos(t) - window + 1) : 0;
+  }
   int64_t last_key(int64_t t) const { return pos(t); }
   // Every (row, key) of tile (t0, s0) is visible and real: no mask needed.
   bool tile_unmasked(int64_t t0, int64_t s0) const {
@@ -100,11 +110,12 @@ EMBER_ATTN_INLINE void mask_tile(T* __restrict x, const Geometry& g, int64_t t0,
   const T ninf = -std::numeric_limits<T>::infinity();
   for (int64_t i = 0; i < kBr; ++i) {
     const int32_t lo = static_cast<int32_t>(std::clamp<int64_t>(g.first_key(t0 + i) - s0, -1, kBc));
-    const int32_t hi =
-        static_cast<int32_t>(std::clamp<int64_t>(std::min(g.last_key(t0 + i), g.S - 1) - s0, -1, kBc));
+    const int32_t hi = static_cast<int32_t>(
+        std::clamp<int64_t>(std::min(g.last_key(t0 + i), g.S - 1) - s0, -1, kBc));
     T* r = x + i * kBc;
 #pragma omp simd
-    for (int32_t j = 0; j < static_cast<int32_t>(kBc); ++j) r[j] = blend(j >= lo && j <= hi, r[j], ninf);
+    for (int32_t j = 0; j < static_cast<int32_t>(kBc); ++j)
+      r[j] = blend(j >= lo && j <= hi, r[j], ninf);
   }
 }
 
@@ -113,9 +124,9 @@ EMBER_ATTN_INLINE void mask_tile(T* __restrict x, const Geometry& g, int64_t t0,
 // block of C is held in 2 kMR vector registers while k runs: per k, two loads
 // of B and kMR broadcasts of A feed 2 kMR multiply-adds.
 template <class T>
-EMBER_ATTN_INLINE void tile_gemm(int64_t M, int64_t N, int64_t K, const T* __restrict a, int64_t sam,
-                                 int64_t sak, const T* __restrict b, int64_t ldb, T* __restrict c,
-                                 int64_t ldc, bool accumulate) {
+EMBER_ATTN_INLINE void tile_gemm(int64_t M, int64_t N, int64_t K, const T* __restrict a,
+                                 int64_t sam, int64_t sak, const T* __restrict b, int64_t ldb,
+                                 T* __restrict c, int64_t ldc, bool accumulate) {
   typedef T V __attribute__((vector_size(64)));
   constexpr int64_t W = 64 / sizeof(T);
   for (int64_t m = 0; m < M; m += kMR) {
@@ -126,7 +137,7 @@ EMBER_ATTN_INLINE void tile_gemm(int64_t M, int64_t N, int64_t K, const T* __res
           std::memcpy(&r[i][0], c + (m + i) * ldc + n, sizeof(V));
           std::memcpy(&r[i][1], c + (m + i) * ldc + n + W, sizeof(V));
         } else {
-          r[i][0] = V{} ;
+          r[i][0] = V{};
           r[i][1] = V{};
         }
       }
