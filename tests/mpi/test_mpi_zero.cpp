@@ -59,8 +59,10 @@ TEST_CASE("ZeRO-1 AdamW takes the steps of plain data-parallel AdamW", "[mpi][ze
     CHECK(comm().all_reduce(double(zero_opt.state_bytes())) == full);
 
     // float32: the two paths add the ranks' gradients in different orders (ring
-    // all-reduce vs reduce-scatter); Adam's normalised step magnifies the ulps.
-    const double tol = dt == DType::Float64 ? 1e-12 : 1e-5;
+    // all-reduce vs reduce-scatter); Adam's normalised step magnifies the ulps,
+    // by a factor that depends on the rounding of every op (after 4 steps at
+    // 3 ranks: 3.5e-6 to 2.6e-5 with equally accurate attention kernels).
+    const double tol = dt == DType::Float64 ? 1e-12 : 5e-5;
     const double norm_tol = dt == DType::Float64 ? 1e-9 : 1e-6;
     for (int step = 0; step < 4; ++step) {
       const double lr = 1e-2 * (step + 1);

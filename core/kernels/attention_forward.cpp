@@ -1,0 +1,152 @@
+// Flash attention forward (FlashAttention-2): one task per (batch, query head,
+// query tile of kBr rows). Per visible key tile of kBc keys:
+//   S = (scale Q) K^T,  S = c tanh(S / c) with softcap,  mask,
+//   m' = max(m, rowmax S),  P = exp(S - m'),  l = e^(m - m') l + rowsum P,
+//   O = e^(m - m') O + P V,  m = m'
+// and at the end out = O / l, lse = m + log l. Key tiles wholly outside the
+// causal / sliding window are never visited; only tiles crossing its edges are
+// masked. K^T and V are packed once per kv head into padded panels (linear in
+// S) that the query tiles of every head sharing it read in place.
+#include <omp.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/kernels/attention_tile.h"
+
+namespace ember::kernels {
+namespace {
+
+using namespace attn;
+
+template <class T>
+struct ForwardScratch {
+  std::vector<T> q, s, o, m, l;
+  explicit ForwardScratch(int64_t Dp) : q(kBr * Dp), s(kBr * kBc), o(kBr * Dp), m(kBr), l(kBr) {}
+};
+
+// Online-softmax update of a tile's rows: turns scores s into P (in place),
+// folds them into the running max m and sum l, and rescales the output rows o.
+template <class T>
+EMBER_ATTN_INLINE void online_softmax(T* __restrict s, T* __restrict o, T* __restrict m,
+                                      T* __restrict l, int64_t Dp) {
+  const T ninf = -std::numeric_limits<T>::infinity();
+  for (int64_t i = 0; i < kBr; ++i) {
+    T* x = s + i * kBc;
+    T mx = ninf;
+#pragma omp simd reduction(max : mx)
+    for (int64_t j = 0; j < kBc; ++j) mx = x[j] > mx ? x[j] : mx;
+    const T m_new = std::max(m[i], mx);
+    // A row with nothing visible yet keeps m = -inf; exp(x - 0) of its -inf scores is 0.
+    const T m_use = m_new == ninf ? T(0) : m_new;
+    const T alpha = blend(m[i] == ninf, T(0), fast::exp(m[i] - m_use));
+    T sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < kBc; ++j) {
+      const T p = blend(x[j] != ninf, fast::exp(x[j] - m_use), T(0));
+      x[j] = p;
+      sum += p;
+    }
+    l[i] = alpha * l[i] + sum;
+    m[i] = m_new;
+    T* orow = o + i * Dp;
+#pragma omp simd
+    for (int64_t d = 0; d < Dp; ++d) orow[d] *= alpha;
+  }
+}
+
+// Packed keys and values of every (batch, kv head): per key tile a [Dp, kBc]
+// block of K^T (blocks, not one [Dp, S_pad] panel: rows a power-of-two apart
+// would fall into the same L1 sets) and V rows [S_pad, Dp].
+template <class T>
+struct KVPanels {
+  T *kt, *v;
+  int64_t Spad, Dp;
+  T* kt_of(int64_t b, int64_t kvh, int64_t Hkv) const { return kt + (b * Hkv + kvh) * Dp * Spad; }
+  T* v_of(int64_t b, int64_t kvh, int64_t Hkv) const { return v + (b * Hkv + kvh) * Spad * Dp; }
+};
+
+template <class T>
+EMBER_TARGET_CLONES void pack_key_tile(const Geometry& g, const HeadRows<const T>& k,
+                                       const HeadRows<const T>& v, const KVPanels<T>& p, int64_t b,
+                                       int64_t kvh, int64_t kt) {
+  const int64_t s0 = kt * kBc, cols = std::min(kBc, g.S - s0);
+  T* ktp = p.kt_of(b, kvh, g.Hkv) + s0 * g.Dp;
+  T* vp = p.v_of(b, kvh, g.Hkv) + s0 * g.Dp;
+  pack_columns(ktp, kBc, k, b, s0, cols, kvh, g.D, g.Dp);
+  pack_rows(vp, kBc, v, b, s0, cols, kvh, g.D, g.Dp, T(1));
+}
+
+template <class T>
+EMBER_TARGET_CLONES void forward_query_tile(const Geometry& g, const HeadRows<const T>& q,
+                                            const KVPanels<T>& kv, const HeadRows<T>& out, T* lse,
+                                            int64_t b, int64_t h, int64_t qt,
+                                            ForwardScratch<T>& w) {
+  const int64_t kvh = h / g.group(), Dp = g.Dp, t0 = qt * kBr;
+  const T* ktp = kv.kt_of(b, kvh, g.Hkv);
+  const T* vp = kv.v_of(b, kvh, g.Hkv);
+  const int64_t rows = std::min(kBr, g.T - t0);
+  pack_rows(w.q.data(), kBr, q, b, t0, rows, h, g.D, Dp, static_cast<T>(g.scale));
+  std::fill(w.o.begin(), w.o.end(), T(0));
+  std::fill(w.m.begin(), w.m.end(), -std::numeric_limits<T>::infinity());
+  std::fill(w.l.begin(), w.l.end(), T(0));
+  const int64_t kt_first = g.first_key(t0) / kBc;
+  const int64_t kt_last = std::min(g.last_key(t0 + rows - 1), g.S - 1) / kBc;
+  for (int64_t kt = kt_first; kt <= kt_last; ++kt) {
+    const int64_t s0 = kt * kBc;
+    tile_gemm(kBr, kBc, Dp, w.q.data(), Dp, 1, ktp + s0 * Dp, kBc, w.s.data(), kBc, false);
+    if (g.softcap > 0) softcap_tile<T>(w.s.data(), nullptr, static_cast<T>(g.softcap));
+    if (!g.tile_unmasked(t0, s0)) mask_tile(w.s.data(), g, t0, s0);
+    online_softmax(w.s.data(), w.o.data(), w.m.data(), w.l.data(), Dp);
+    tile_gemm(kBr, Dp, kBc, w.s.data(), kBc, 1, vp + s0 * Dp, Dp, w.o.data(), Dp, true);
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    const T inv = T(1) / w.l[i];
+    const T* orow = w.o.data() + i * Dp;
+    T* dst = out.row(b, t0 + i, h);
+#pragma omp simd
+    for (int64_t d = 0; d < g.D; ++d) dst[d] = orow[d] * inv;
+    lse[(b * g.Hq + h) * g.T + t0 + i] = w.m[i] + std::log(w.l[i]);
+  }
+}
+
+template <class T>
+void forward(const Tensor& q, const Tensor& k, const Tensor& v, const Geometry& g, Tensor& out,
+             Tensor& lse) {
+  const HeadRows<const T> qr(q.data<T>(), q), kr(k.data<T>(), k), vr(v.data<T>(), v);
+  const HeadRows<T> outr(out.data<T>(), out);
+  T* lsep = lse.data<T>();
+  const int64_t nq = g.q_tiles(), nk = g.kv_tiles(), tasks = g.B * g.Hq * nq;
+  Tensor kt_panels = Tensor::empty({g.B * g.Hkv * g.Dp * g.S_pad()}, q.dtype());
+  Tensor v_panels = Tensor::empty({g.B * g.Hkv * g.S_pad() * g.Dp}, q.dtype());
+  const KVPanels<T> kv{kt_panels.data<T>(), v_panels.data<T>(), g.S_pad(), g.Dp};
+#pragma omp parallel if (g.parallel() && !omp_in_parallel())
+  {
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < g.B * g.Hkv * nk; ++i)
+      pack_key_tile<T>(g, kr, vr, kv, i / (g.Hkv * nk), i / nk % g.Hkv, i % nk);
+    ForwardScratch<T> w(g.Dp);
+    // Latest query tiles (the most key tiles under the causal mask) first.
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t task = 0; task < tasks; ++task) {
+      const int64_t qt = nq - 1 - task / (g.B * g.Hq), bh = task % (g.B * g.Hq);
+      forward_query_tile<T>(g, qr, kv, outr, lsep, bh / g.Hq, bh % g.Hq, qt, w);
+    }
+  }
+}
+
+}  // namespace
+
+AttentionResult attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const AttentionParams& p) {
+  AttentionResult r;
+  r.out = Tensor::empty(q.shape(), q.dtype());
+  r.lse = Tensor::empty({q.size(0), q.size(2), q.size(1)}, q.dtype());
+  dispatch_float(q.dtype(), "attention", [&](auto tag) {
+    using T = decltype(tag);
+    forward<T>(q, k, v, Geometry(q, k, p, attn::kNR<T>), r.out, r.lse);
+  });
+  return r;
+}
+
+}  // namespace ember::kernels

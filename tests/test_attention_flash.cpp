@@ -1,0 +1,232 @@
+// The flash attention op (autograd/ops/attention.cpp on core/kernels/attention*):
+// output and the gradients of q, k, v against a plain reference loop written
+// here (one query row at a time, every score materialised, float64), in float64
+// and float32, over the shapes the tiling can get wrong: GQA / MQA, sliding
+// window, softcap, T not a multiple of the tile, T = 1, S > T (KV cache), head
+// dims 16..128, B > 1, strided k / v views; and a T = 2048 run whose extra
+// memory must stay linear in T.
+#include <omp.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "core/allocator.h"
+
+using namespace ember;
+
+namespace {
+
+struct Reference {
+  std::vector<double> out, dq, dk, dv;
+};
+
+// out = softmax(mask(cap(scale q.k))) v per query row, and the gradients for
+// upstream gradient dout, by the chain rule row by row.
+Reference reference_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
+                              double scale, int64_t window, double cap) {
+  const int64_t B = q.size(0), T = q.size(1), Hq = q.size(2), D = q.size(3);
+  const int64_t S = k.size(1), Hkv = k.size(2);
+  const auto qv = q.contiguous().to_vector<double>(), kv = k.contiguous().to_vector<double>(),
+             vv = v.contiguous().to_vector<double>(), gv = dout.contiguous().to_vector<double>();
+  Reference r;
+  r.out.assign(qv.size(), 0);
+  r.dq.assign(qv.size(), 0);
+  r.dk.assign(kv.size(), 0);
+  r.dv.assign(kv.size(), 0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < Hq; ++h)
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t g = h / (Hq / Hkv), pos = S - T + t, qr = ((b * T + t) * Hq + h) * D;
+        auto kvrow = [&](int64_t j) { return ((b * S + j) * Hkv + g) * D; };
+        std::vector<double> p(S, 0), dcap(S, 1);
+        double m = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < S; ++j) {
+          if (j > pos || (window > 0 && pos - j >= window)) continue;
+          double s = 0;
+          for (int64_t d = 0; d < D; ++d) s += qv[qr + d] * kv[kvrow(j) + d];
+          s *= scale;
+          if (cap > 0) {
+            const double th = std::tanh(s / cap);
+            s = cap * th;
+            dcap[j] = 1 - th * th;
+          }
+          p[j] = s;
+          m = std::max(m, s);
+        }
+        double z = 0;
+        for (int64_t j = 0; j < S; ++j) {
+          const bool vis = j <= pos && (window == 0 || pos - j < window);
+          p[j] = vis ? std::exp(p[j] - m) : 0;
+          z += p[j];
+        }
+        std::vector<double> dp(S, 0);
+        double dp_mean = 0;  // sum_j P_j dP_j
+        for (int64_t j = 0; j < S; ++j) {
+          p[j] /= z;
+          for (int64_t d = 0; d < D; ++d) {
+            r.out[qr + d] += p[j] * vv[kvrow(j) + d];
+            dp[j] += gv[qr + d] * vv[kvrow(j) + d];
+          }
+          dp_mean += p[j] * dp[j];
+        }
+        for (int64_t j = 0; j < S; ++j) {
+          const double ds = p[j] * (dp[j] - dp_mean) * dcap[j] * scale;
+          for (int64_t d = 0; d < D; ++d) {
+            r.dq[qr + d] += ds * kv[kvrow(j) + d];
+            r.dk[kvrow(j) + d] += ds * qv[qr + d];
+            r.dv[kvrow(j) + d] += p[j] * gv[qr + d];
+          }
+        }
+      }
+  return r;
+}
+
+void require_close(const Tensor& got, const std::vector<double>& want, double tol,
+                   const char* what) {
+  const auto g = got.contiguous().to_vector<double>();
+  REQUIRE(g.size() == want.size());
+  double worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double e = std::abs(g[i] - want[i]) / (1 + std::abs(want[i]));
+    if (!(e <= worst)) {
+      worst = e;
+      at = i;
+    }
+  }
+  INFO(what << ": worst error " << worst << " at element " << at << " (got " << g[at] << ", want "
+            << want[at] << ")");
+  REQUIRE(worst <= tol);
+}
+
+struct Case {
+  int64_t B, T, S, Hq, Hkv, D, window;
+  double cap;
+};
+
+// Runs the op forward and backward (leaves q, k, v; upstream gradient dout)
+// and compares everything with the reference.
+void check_case(const Case& c, DType dt, double tol, uint64_t seed = 1) {
+  INFO("B " << c.B << " T " << c.T << " S " << c.S << " Hq " << c.Hq << " Hkv " << c.Hkv << " D "
+            << c.D << " window " << c.window << " cap " << c.cap << " dtype " << dtype_name(dt));
+  Variable q(Tensor::randn({c.B, c.T, c.Hq, c.D}, seed, 0, dt), true);
+  Variable k(Tensor::randn({c.B, c.S, c.Hkv, c.D}, seed + 1, 0, dt), true);
+  Variable v(Tensor::randn({c.B, c.S, c.Hkv, c.D}, seed + 2, 0, dt), true);
+  const Tensor dout = Tensor::randn({c.B, c.T, c.Hq, c.D}, seed + 3, 0, dt);
+  // Scale 1.5 / sqrt(D) sharpens the softmax a little beyond the usual.
+  const double scale = 1.5 / std::sqrt(static_cast<double>(c.D));
+  const Variable y = attention(q, k, v, scale, c.window, c.cap);
+  y.backward(dout);
+  const Reference r =
+      reference_attention(q.data(), k.data(), v.data(), dout, scale, c.window, c.cap);
+  require_close(y.data(), r.out, tol, "out");
+  require_close(q.grad(), r.dq, tol, "dq");
+  require_close(k.grad(), r.dk, tol, "dk");
+  require_close(v.grad(), r.dv, tol, "dv");
+}
+
+const std::vector<Case> kCases = {
+    {1, 1, 1, 1, 1, 16, 0, 0},       // T = 1
+    {2, 70, 70, 4, 4, 32, 0, 0},     // MHA, T past one tile
+    {2, 130, 130, 8, 2, 32, 0, 0},   // GQA, three tiles, the last partial
+    {1, 100, 100, 6, 1, 64, 0, 0},   // MQA
+    {2, 150, 150, 4, 2, 16, 37, 0},  // sliding window (not a tile multiple)
+    {1, 200, 200, 2, 1, 32, 64, 0},  // window of one tile: whole tiles skipped
+    {2, 90, 90, 4, 2, 32, 0, 2.5},   // softcap
+    {1, 77, 77, 2, 2, 128, 20, 5},   // softcap + window, head dim 128
+    {1, 65, 65, 2, 1, 20, 0, 0},     // head dim not a multiple of the vector width
+    {2, 3, 100, 4, 2, 32, 0, 0},     // KV cache: 3 new queries over 100 keys
+    {1, 1, 130, 4, 4, 64, 50, 0},    // one query, window over cached keys
+};
+
+}  // namespace
+
+TEST_CASE("flash attention matches the reference loop in float64", "[attention]") {
+  for (const Case& c : kCases) check_case(c, DType::Float64, 1e-10);
+}
+
+TEST_CASE("flash attention matches the reference loop in float32", "[attention]") {
+  for (const Case& c : kCases) check_case(c, DType::Float32, 5e-5);
+}
+
+TEST_CASE("flash attention reads strided k and v views in place", "[attention]") {
+  // k, v: every other position of a longer cache-like tensor (stride 2 on dim 1),
+  // and q with its heads permuted (stride order T, H swapped): D stays contiguous.
+  const Tensor kbig = Tensor::randn({2, 80, 2, 32}, 7, 0, DType::Float64);
+  const Tensor vbig = Tensor::randn({2, 80, 2, 32}, 8, 0, DType::Float64);
+  const Tensor qperm = Tensor::randn({2, 4, 40, 32}, 9, 0, DType::Float64).transpose(1, 2);
+  const Tensor k = kbig.slice(1, 0, 80, 2), v = vbig.slice(1, 1, 80, 2);
+  REQUIRE(!k.is_contiguous());
+  REQUIRE(!qperm.is_contiguous());
+  const Tensor dout = Tensor::randn({2, 40, 4, 32}, 10, 0, DType::Float64);
+  Variable qv(qperm, true), kv(k, true), vv(v, true);
+  const Variable y = attention(qv, kv, vv, 0.2, 0, 0);
+  y.backward(dout);
+  const Reference r = reference_attention(qperm, k, v, dout, 0.2, 0, 0);
+  require_close(y.data(), r.out, 1e-10, "out");
+  require_close(qv.grad(), r.dq, 1e-10, "dq");
+  require_close(kv.grad(), r.dk, 1e-10, "dk");
+  require_close(vv.grad(), r.dv, 1e-10, "dv");
+}
+
+// T = 2048 trains with memory linear in T: a [T, T] score buffer of one head
+// would be 16 MiB in float32; the op's own tensors (out, lse, the packed
+// panels, dq/dk/dv) are a few times the 256 KiB of q.
+// Tile scratch is per thread and bounded by the tile sizes (not tensors).
+// The result is checked against the reference for one small head pair.
+TEST_CASE("flash attention at T = 2048 keeps memory linear in T", "[attention]") {
+  const int64_t T = 2048, D = 16;
+  Variable q(Tensor::randn({1, T, 2, D}, 11), true);
+  Variable k(Tensor::randn({1, T, 1, D}, 12), true);
+  Variable v(Tensor::randn({1, T, 1, D}, 13), true);
+  const Tensor dout = Tensor::randn({1, T, 2, D}, 14);
+  const AllocatorStats before = allocator_stats();
+  const Variable y = attention(q, k, v, 0.25, 0, 0);
+  y.backward(dout);
+  const AllocatorStats after = allocator_stats();
+  // ctest runs each test case in its own process, where the peak so far is
+  // this test's inputs and the growth of the peak is the op's. (When earlier
+  // cases of the same process peaked higher, the peak says nothing.)
+  if (before.peak_bytes_in_use < before.bytes_in_use + (size_t{1} << 20)) {
+    const size_t extra = after.peak_bytes_in_use - before.bytes_in_use;
+    const size_t q_bytes = static_cast<size_t>(T) * 2 * D * 4;
+    INFO("extra peak bytes " << extra << ", q bytes " << q_bytes);
+    REQUIRE(extra < 16 * q_bytes);                    // 4 MiB
+    REQUIRE(extra < static_cast<size_t>(T) * T * 4);  // well under one [T, T] float buffer
+  } else {
+    WARN(
+        "allocator peak already high before the op: memory bound not checked (run this case "
+        "alone)");
+  }
+  const Reference r = reference_attention(q.data(), k.data(), v.data(), dout, 0.25, 0, 0);
+  require_close(y.data(), r.out, 5e-5, "out");
+  require_close(q.grad(), r.dq, 5e-5, "dq");
+  require_close(k.grad(), r.dk, 5e-5, "dk");
+  require_close(v.grad(), r.dv, 5e-5, "dv");
+}
+
+// Data-parallel training compares runs with different batch splits and thread
+// counts: a batch row's output and gradients must not depend on either.
+TEST_CASE("flash attention bits depend on neither the thread count nor the batch", "[attention]") {
+  const Tensor q = Tensor::randn({4, 150, 4, 32}, 21), k = Tensor::randn({4, 150, 2, 32}, 22);
+  const Tensor v = Tensor::randn({4, 150, 2, 32}, 23), dout = Tensor::randn({4, 150, 4, 32}, 24);
+  auto run = [&](int64_t batch, int threads) {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    Variable qv(q.narrow(0, 0, batch).contiguous(), true),
+        kv(k.narrow(0, 0, batch).contiguous(), true), vv(v.narrow(0, 0, batch).contiguous(), true);
+    const Variable y = attention(qv, kv, vv, 0.3, 40, 0);
+    y.backward(dout.narrow(0, 0, batch).contiguous());
+    omp_set_num_threads(saved);
+    std::vector<std::vector<float>> r;
+    for (const Tensor& t : {y.data(), qv.grad(), kv.grad(), vv.grad()})
+      r.push_back(t.narrow(0, 0, 1).contiguous().to_vector<float>());
+    return r;
+  };
+  const auto one = run(4, 1);
+  CHECK(run(4, 2) == one);
+  CHECK(run(1, 2) == one);
+}
