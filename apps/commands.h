@@ -19,5 +19,6 @@ CommandRunner add_eval_command(CLI::App& app);
 CommandRunner add_train_command(CLI::App& app);
 CommandRunner add_tokenize_command(CLI::App& app);
 CommandRunner add_generate_command(CLI::App& app);
+CommandRunner add_bench_command(CLI::App& app);
 
 }  // namespace ember::apps

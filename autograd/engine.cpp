@@ -36,6 +36,7 @@ Variable record(const char* name, const std::vector<Variable>& inputs, Tensor ou
   auto node = std::make_shared<Node>();
   node->name = name;
   node->sequence_nr = g_next_sequence_nr++;
+  node->family = prof::current_family();
   node->inputs.reserve(inputs.size());
   node->input_shapes.reserve(inputs.size());
   for (const Variable& v : inputs) {
@@ -61,6 +62,7 @@ Variable record(const char* name, const std::vector<Variable>& inputs, Tensor ou
 namespace {
 
 void accumulate_leaf(const std::shared_ptr<VariableImpl>& impl, const Tensor& g) {
+  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
   VariableImpl& leaf = *impl;
   if (!leaf.grad.defined()) {
     // Own the buffer: g may alias another gradient (e.g. add passes g through).
@@ -72,7 +74,10 @@ void accumulate_leaf(const std::shared_ptr<VariableImpl>& impl, const Tensor& g)
   for (auto& hook : leaf.post_accumulate_hooks) hook(handle);
 }
 
-void add_into(Tensor& slot, const Tensor& g) { slot = slot.defined() ? kernels::add(slot, g) : g; }
+void add_into(Tensor& slot, const Tensor& g) {
+  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  slot = slot.defined() ? kernels::add(slot, g) : g;
+}
 
 struct LaterFirst {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
@@ -135,6 +140,7 @@ void Variable::backward(const Tensor& grad_root, bool retain_graph) const {
                   " a second time: its saved tensors were freed; pass retain_graph = true to the "
                   "first backward");
       try {
+        EMBER_PROFILE_CLAIM(n->family);  // backward time goes to the op's family
         in_grads = n->backward(g);
       } catch (const Error& err) {
         throw Error(detail::concat("backward of ", n->name, ": ", err.what()));
@@ -147,6 +153,7 @@ void Variable::backward(const Tensor& grad_root, bool retain_graph) const {
       if (!e.needed()) continue;
       Tensor gi = std::move(in_grads[i]);
       if (gi.defined() && gi.shape() != n->input_shapes[i]) {
+        EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
         gi = kernels::sum_to_shape(gi, n->input_shapes[i]);
       }
       if (e.node) {

@@ -4,6 +4,7 @@
 #include "nn/ffn.h"
 
 #include "autograd/ops.h"
+#include "core/profiler.h"
 
 namespace ember::nn {
 
@@ -64,18 +65,23 @@ Variable MoE::forward(const Variable& x, MoEAux& aux) const {
   const int64_t C = x.size(-1), N = x.numel() / C, E = cfg_.n_experts, K = cfg_.top_k;
   const Variable xf = reshape(x, {N, C});
   const Variable logits = router_->forward(xf);  // [N, E]
-  const Variable probs = softmax(logits);
-  auto [top_p, top_idx] = topk(probs, K);  // [N, K], int64 [N, K]
-  Variable weights = cfg_.norm_topk_prob ? top_p / sum(top_p, {-1}, true) : top_p;
-  const Variable flat_weights = reshape(weights, {N * K});
-
-  // Bucket (token, slot) picks by expert, in token order.
+  // The profiler counts routing, the gather/scatter of tokens and the aux
+  // losses as MoE dispatch (claims); the router and experts stay matmul etc.
+  Variable probs, flat_weights;
   std::vector<std::vector<int64_t>> rows(E), picks(E);
-  const int64_t* idx = top_idx.data<int64_t>();
-  for (int64_t n = 0; n < N; ++n) {
-    for (int64_t s = 0; s < K; ++s) {
-      rows[idx[n * K + s]].push_back(n);
-      picks[idx[n * K + s]].push_back(n * K + s);
+  {
+    EMBER_PROFILE_CLAIM(prof::Family::MoeDispatch);
+    probs = softmax(logits);
+    auto [top_p, top_idx] = topk(probs, K);  // [N, K], int64 [N, K]
+    const Variable weights = cfg_.norm_topk_prob ? top_p / sum(top_p, {-1}, true) : top_p;
+    flat_weights = reshape(weights, {N * K});
+    // Bucket (token, slot) picks by expert, in token order.
+    const int64_t* idx = top_idx.data<int64_t>();
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t s = 0; s < K; ++s) {
+        rows[idx[n * K + s]].push_back(n);
+        picks[idx[n * K + s]].push_back(n * K + s);
+      }
     }
   }
   counts_.assign(E, 0);
@@ -84,16 +90,26 @@ Variable MoE::forward(const Variable& x, MoEAux& aux) const {
   for (int64_t e = 0; e < E; ++e) {
     counts_[e] = static_cast<int64_t>(rows[e].size());
     if (rows[e].empty()) continue;
-    const Tensor row_idx = Tensor::from_vector(rows[e]);
-    const Variable xe = index_select(xf, 0, row_idx);                             // [Ne, C]
-    const Variable we = index_select(flat_weights, 0, Tensor::from_vector(picks[e]));  // [Ne]
-    contributions.push_back(experts_[e]->forward(xe) * unsqueeze(we, 1));
+    Variable xe, we;
+    {
+      EMBER_PROFILE_CLAIM(prof::Family::MoeDispatch);
+      xe = index_select(xf, 0, Tensor::from_vector(rows[e]));                // [Ne, C]
+      we = unsqueeze(index_select(flat_weights, 0, Tensor::from_vector(picks[e])), 1);  // [Ne, 1]
+    }
+    const Variable ye = experts_[e]->forward(xe);
+    EMBER_PROFILE_CLAIM(prof::Family::MoeDispatch);
+    contributions.push_back(ye * we);
     all_rows.insert(all_rows.end(), rows[e].begin(), rows[e].end());
   }
-  Variable y = index_add(Variable(Tensor::zeros({N, C}, x.dtype())), 0,
-                         Tensor::from_vector(all_rows), cat(contributions, 0));
+  Variable y;
+  {
+    EMBER_PROFILE_CLAIM(prof::Family::MoeDispatch);
+    y = index_add(Variable(Tensor::zeros({N, C}, x.dtype())), 0, Tensor::from_vector(all_rows),
+                  cat(contributions, 0));
+  }
   for (const auto& s : shared_) y = y + s->forward(xf);
 
+  EMBER_PROFILE_CLAIM(prof::Family::MoeDispatch);
   std::vector<double> f(E);
   for (int64_t e = 0; e < E; ++e) f[e] = static_cast<double>(counts_[e]) / static_cast<double>(N * K);
   const Variable f_const(Tensor::from_vector(f).to(x.dtype()));

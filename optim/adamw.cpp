@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "autograd/grad_mode.h"
+#include "core/profiler.h"
 
 namespace ember::optim {
 
@@ -48,6 +49,7 @@ AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options)
 }
 
 void AdamW::step(double lr) {
+  EMBER_PROFILE_SCOPE(prof::Family::Optimizer);
   ++step_;
   NoGradGuard no_grad;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
