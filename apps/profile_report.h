@@ -2,7 +2,8 @@
 // op families: ms/step, %, calls/step and the forward / backward split) and
 // the same figures as JSON (profile.json of `ember train --profile`, the
 // "profile" object of `ember bench --json`). Percentages are of the time
-// inside phases, which the family split sums to.
+// inside phases, which the family split sums to. calls/step counts scope
+// entries: forward op calls plus recorded backward nodes run.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>

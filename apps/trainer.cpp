@@ -263,10 +263,6 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
   const optim::Schedule schedule{o.schedule, o.lr, o.min_lr, o.warmup, o.steps, o.steps / 5};
   const int64_t tokens_per_step = world * o.batch_size * o.seq_len * o.grad_accum;
   const nn::ModelStats stats = nn::model_stats(cfg, o.batch_size, o.seq_len);
-  // MFU divides by the best of 12 products at the start; on a busy machine that
-  // can be low, so the summary of a longer run re-measures and takes the better.
-  const MatmulPeak start_peak = measure_peak(3, 4);
-  const double peak = start_peak.flops * static_cast<double>(world);
 
   // Collective: ZeroAdamW gathers the moments on every rank; rank 0 writes
   // while the others wait, so no rank runs ahead of the file.
@@ -316,6 +312,10 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
   g_stop_signal = 0;
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
+  // MFU divides by the best of 6 products (3 rounds) at the start; on a busy machine that
+  // can be low, so the summary of a longer run re-measures and takes the better.
+  const MatmulPeak start_peak = measure_peak(3, 2);
+  const double peak = start_peak.flops * static_cast<double>(world);
   std::ofstream metrics;
   if (root) metrics.open(fs::path(o.out) / "metrics.jsonl", std::ios::app);
   const auto run_start = Clock::now();
@@ -455,7 +455,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
   std::printf("; checkpoint %s\n", (fs::path(o.out) / checkpoint_name(step)).string().c_str());
   if (step > first_step) {
     // A busy start lowers the peak: after a run of 20 s or more, the better of start and end.
-    const MatmulPeak end_peak = total >= 20 ? measure_peak(3, 4) : MatmulPeak{};
+    const MatmulPeak end_peak = total >= 20 ? measure_peak(3, 2) : MatmulPeak{};
     const double best = std::max(start_peak.flops, end_peak.flops) * static_cast<double>(world);
     std::printf("mean MFU %.1f%% of the float32 matmul peak %.1f GFLOP/s%s (best of %d 1024^3 products at start",
                 100 * mfu_sum / static_cast<double>(step - first_step) * peak / best, best / 1e9,
