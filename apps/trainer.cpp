@@ -324,7 +324,15 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
   const int64_t profile_warmup =
       std::max<int64_t>(0, std::min<int64_t>(o.steps - first_step > 10 ? 2 : 1, o.steps - first_step - 1));
   double profiled_seconds = 0;
-  if (o.profile) prof::enable();
+  struct ProfilerSwitch {  // off again however the run ends
+    bool on;
+    explicit ProfilerSwitch(bool profile) : on(profile) {
+      if (on) prof::enable();
+    }
+    ~ProfilerSwitch() {
+      if (on) prof::enable(false);
+    }
+  } profiler_switch(o.profile);
   auto report_profile = [&] {
     if (!o.profile || !root) return;
     const prof::Snapshot snap = prof::snapshot();
@@ -350,7 +358,8 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
         EMBER_PROFILE_PHASE(prof::Phase::Data);
         EMBER_PROFILE_SCOPE(prof::Family::Data);
         const Tensor b = loader.batch(step, u);
-        x = b.narrow(1, 0, o.seq_len).contiguous(), y = b.narrow(1, 1, o.seq_len).contiguous();
+        x = b.narrow(1, 0, o.seq_len).contiguous();
+        y = b.narrow(1, 1, o.seq_len).contiguous();
       }
       nn::LossTerms l;
       {
