@@ -43,6 +43,8 @@ CommandRunner add_train_command(CLI::App& app) {
   opt("--clip", o->clip, "clip gradients to this global L2 norm (0: off)");
   opt("--seed", o->seed, "seed of the initial weights, data order and dropout");
   sub->add_flag("--sequential", o->sequential, "read windows in order instead of a seeded shuffle");
+  sub->add_flag("--profile", o->profile, "time every step by phase and op family; print a table at the end and "
+                                         "write OUT/profile.json (the first step or two are warm-up)");
   opt("--out", o->out, "run folder: checkpoints, metrics.jsonl, data");
   opt("--save-every", o->save_every, "checkpoint every N steps (0: at the end only)");
   opt("--keep", o->keep, "keep the newest N checkpoints (0: all)");

@@ -1,4 +1,4 @@
-// ember: train · eval · generate · tokenize · info. The only place that turns
+// ember: train · eval · generate · tokenize · info · bench. The only place that turns
 // an ember::Error into one line on stderr and a non-zero exit. Under mpirun /
 // srun the Communicator (made before anything else, outside the try block so
 // an uncaught error aborts the whole job rather than hanging it) starts MPI;
@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   add(ember::apps::add_export_command);
   add(ember::apps::add_import_command);
   add(ember::apps::add_plot_command);
+  add(ember::apps::add_bench_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -15,14 +15,16 @@
 #include "apps/checkpoint.h"
 #include "apps/data_parallel.h"
 #include "apps/data_prep.h"
+#include "apps/matmul_peak.h"
 #include "apps/model_io.h"
 #include "apps/presets.h"
+#include "apps/profile_report.h"
 #include "apps/run_files.h"
 #include "apps/train_progress.h"
 #include "apps/training_plot.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
-#include "core/kernels/matmul.h"
+#include "core/profiler.h"
 #include "data/batch_loader.h"
 #include "data/bpe_trainer.h"
 #include "dist/communicator.h"
@@ -256,11 +258,11 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
   const optim::Schedule schedule{o.schedule, o.lr, o.min_lr, o.warmup, o.steps, o.steps / 5};
   const int64_t tokens_per_step = world * o.batch_size * o.seq_len * o.grad_accum;
   const nn::ModelStats stats = nn::model_stats(cfg, o.batch_size, o.seq_len);
-  const double peak = kernels::measure_matmul_peak(3) * static_cast<double>(world);
 
   // Collective: ZeroAdamW gathers the moments on every rank; rank 0 writes
   // while the others wait, so no rank runs ahead of the file.
   auto save = [&](int64_t at_step) {
+    EMBER_PROFILE_PHASE(prof::Phase::Checkpoint);
     const std::string name = checkpoint_name(at_step);
     Checkpoint c;
     if (o.zero) c.optim = opt.state_dict();
@@ -305,12 +307,39 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
   g_stop_signal = 0;
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
+  // MFU divides by the best of 6 products (3 rounds) at the start; on a busy machine that
+  // can be low, so the summary of a longer run re-measures and takes the better.
+  const MatmulPeak start_peak = measure_peak(3, 2);
+  const double peak = start_peak.flops * static_cast<double>(world);
   std::ofstream metrics;
   if (root) metrics.open(fs::path(o.out) / "metrics.jsonl", std::ios::app);
   // Plain lines, plus a bar redrawn in place when stdout is a terminal.
   TrainProgress progress(stdout, root && TrainProgress::stdout_is_terminal());
   const auto run_start = Clock::now();
   const int64_t first_step = step;
+  // --profile: the first step (two of a longer run) is warm-up, left out of the averages.
+  const int64_t profile_warmup =
+      std::max<int64_t>(0, std::min<int64_t>(o.steps - first_step > 10 ? 2 : 1, o.steps - first_step - 1));
+  double profiled_seconds = 0;
+  struct ProfilerSwitch {  // off again however the run ends
+    bool on;
+    explicit ProfilerSwitch(bool profile) : on(profile) {
+      if (on) prof::enable();
+    }
+    ~ProfilerSwitch() {
+      if (on) prof::enable(false);
+    }
+  } profiler_switch(o.profile);
+  auto report_profile = [&] {
+    if (!o.profile || !root) return;
+    const prof::Snapshot snap = prof::snapshot();
+    const double wall_ms = snap.steps > 0 ? profiled_seconds * 1e3 / static_cast<double>(snap.steps) : 0;
+    std::printf("%s", profile_table(snap, profile_warmup, wall_ms).c_str());
+    std::ofstream(fs::path(o.out) / "profile.json") << profile_json(snap, profile_warmup, wall_ms).dump(2) << "\n";
+    std::printf("profile written to %s\n", (fs::path(o.out) / "profile.json").string().c_str());
+    std::fflush(stdout);
+  };
+  double mfu_sum = 0;
   double last_loss = NAN;
   EvalResult last_eval;
   bool have_eval = false;
@@ -321,17 +350,38 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     double ce = 0, z = 0, aux = 0;
     for (int64_t u = 0; u < o.grad_accum; ++u) {
       if (reducer) reducer->set_sync(u == o.grad_accum - 1);
-      const Tensor b = loader.batch(step, u);
-      const Tensor x = b.narrow(1, 0, o.seq_len).contiguous(), y = b.narrow(1, 1, o.seq_len).contiguous();
-      nn::LossTerms l = model.loss(model.forward(x), y);
-      (o.grad_accum > 1 ? l.total / static_cast<double>(o.grad_accum) : l.total).backward();
+      Tensor x, y;
+      {
+        EMBER_PROFILE_PHASE(prof::Phase::Data);
+        EMBER_PROFILE_SCOPE(prof::Family::Data);
+        const Tensor b = loader.batch(step, u);
+        x = b.narrow(1, 0, o.seq_len).contiguous();
+        y = b.narrow(1, 1, o.seq_len).contiguous();
+      }
+      nn::LossTerms l;
+      {
+        EMBER_PROFILE_PHASE(prof::Phase::Forward);
+        l = model.loss(model.forward(x), y);
+      }
+      {
+        EMBER_PROFILE_PHASE(prof::Phase::Backward);
+        (o.grad_accum > 1 ? l.total / static_cast<double>(o.grad_accum) : l.total).backward();
+      }
       ce += l.ce / static_cast<double>(o.grad_accum);
       z += l.z / static_cast<double>(o.grad_accum);
       aux += l.aux / static_cast<double>(o.grad_accum);
     }
-    if (reducer) reducer->finish();
-    const double norm = reducer ? reducer->clip_grad_norm(o.clip) : optim::clip_grad_norm(params, o.clip);
+    if (reducer) {
+      EMBER_PROFILE_PHASE(prof::Phase::CommWait);
+      reducer->finish();
+    }
+    double norm = 0;
+    {
+      EMBER_PROFILE_PHASE(prof::Phase::Clip);
+      norm = reducer ? reducer->clip_grad_norm(o.clip) : optim::clip_grad_norm(params, o.clip);
+    }
     if (world > 1) {  // the mean over ranks: every rank logs and checks the same loss
+      EMBER_PROFILE_PHASE(prof::Phase::CommWait);
       const std::vector<double> mean = comm.all_reduce(std::vector<double>{ce, z, aux}, dist::ReduceOp::Average);
       ce = mean[0], z = mean[1], aux = mean[2];
     }
@@ -340,7 +390,10 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
                   std::isfinite(ce) ? "gradient norm" : "loss", " (loss ", ce, ", grad norm ", norm,
                   "); stopped before the update, no checkpoint written");
     });
-    opt.step(lr);
+    {
+      EMBER_PROFILE_PHASE(prof::Phase::Optimizer);
+      opt.step(lr);
+    }
     ++step;
     tokens_seen += tokens_per_step;
     last_loss = ce;
@@ -348,6 +401,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     const double elapsed = std::chrono::duration<double>(Clock::now() - run_start).count();
     const double tok_s = static_cast<double>(tokens_per_step) / dt;
     const double mfu = stats.flops_per_token * tok_s / peak;
+    mfu_sum += mfu;
     const double eta = elapsed / static_cast<double>(step - first_step) * static_cast<double>(o.steps - step);
     json m = {{"step", step}, {"loss", ce}, {"z", z}, {"aux", aux}, {"lr", lr}, {"grad_norm", norm},
               {"tokens", tokens_seen}, {"tokens_per_s", tok_s}, {"ms_per_step", dt * 1e3}, {"mfu", mfu},
@@ -369,6 +423,14 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
       progress.step(r, (o.log_every > 0 && step % o.log_every == 0) || step == o.steps || step == first_step + 1 || eval_now);
     }
     if ((o.save_every > 0 && step % o.save_every == 0) || step == o.steps) save(step);
+    if (o.profile) {
+      prof::end_step();
+      profiled_seconds += dt;
+      if (step - first_step == profile_warmup) {  // the averages start after the warm-up
+        prof::reset();
+        profiled_seconds = 0;
+      }
+    }
     // Every rank stops at the same step when any rank got the signal.
     if (comm.any(g_stop_signal != 0)) {
       const bool saved = (o.save_every > 0 && step % o.save_every == 0) || step == o.steps;
@@ -385,6 +447,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
       }
       std::signal(SIGINT, SIG_DFL);
       std::signal(SIGTERM, SIG_DFL);
+      report_profile();
       return 128 + sig;  // the shell's code for "ended by this signal": 130 for Ctrl-C
     }
   }
@@ -400,6 +463,20 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
   }
   std::printf("; checkpoint %s\n", (fs::path(o.out) / checkpoint_name(step)).string().c_str());
   write_run_plot_or_warn(o.out);  // OUT/loss.svg; a warning, never a failed run
+  if (step > first_step) {
+    // A busy start lowers the peak: after a run of 20 s or more, the better of start and end.
+    const MatmulPeak end_peak = total >= 20 ? measure_peak(3, 2) : MatmulPeak{};
+    const double best = std::max(start_peak.flops, end_peak.flops) * static_cast<double>(world);
+    std::printf("mean MFU %.1f%% of the float32 matmul peak %.1f GFLOP/s%s (best of %d 1024^3 products at start",
+                100 * mfu_sum / static_cast<double>(step - first_step) * peak / best, best / 1e9,
+                world > 1 ? " x ranks" : "", start_peak.products);
+    if (end_peak.products > 0) {
+      std::printf(" and %d at the end: %.1f and %.1f GFLOP/s; progress lines used the start's", end_peak.products,
+                  start_peak.flops / 1e9, end_peak.flops / 1e9);
+    }
+    std::printf(")\n");
+  }
+  report_profile();
   if (o.sample_tokens > 0 && tokenizer) print_sample(model, *tokenizer, o.sample_prompt, o.sample_tokens, o.seed);
   return 0;
 }

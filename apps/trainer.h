@@ -40,6 +40,8 @@ struct TrainOptions {
   int64_t zero = 0;
   int64_t bucket_mb = 25;
   int64_t check_every = 100;
+  // Print a profile (time by phase and op family, core/profiler.h) at the end and write OUT/profile.json.
+  bool profile = false;
   // Options given explicitly on the command line, by field name (batch_size); they override a resumed run's.
   std::set<std::string> given;
 };

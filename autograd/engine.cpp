@@ -36,6 +36,7 @@ Variable record(const char* name, const std::vector<Variable>& inputs, Tensor ou
   auto node = std::make_shared<Node>();
   node->name = name;
   node->sequence_nr = g_next_sequence_nr++;
+  node->family = prof::current_family();
   node->inputs.reserve(inputs.size());
   node->input_shapes.reserve(inputs.size());
   for (const Variable& v : inputs) {
@@ -68,6 +69,7 @@ bool sole_owner(const Tensor& t) {
 }
 
 void accumulate_leaf(const std::shared_ptr<VariableImpl>& impl, Tensor g) {
+  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
   VariableImpl& leaf = *impl;
   if (!leaf.grad.defined()) {
     // Adopt g's buffer when it is ours alone; otherwise copy (g may alias another
@@ -86,6 +88,7 @@ void accumulate_leaf(const std::shared_ptr<VariableImpl>& impl, Tensor g) {
 
 // Sums a new contribution into a pending gradient, in place when the slot is unshared.
 void add_into(Tensor& slot, const Tensor& g) {
+  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
   if (!slot.defined()) {
     slot = g;
   } else if (slot.shape() == g.shape() && slot.dtype() == g.dtype() && !slot.shares_storage(g) &&
@@ -157,6 +160,7 @@ void Variable::backward(const Tensor& grad_root, bool retain_graph) const {
                   " a second time: its saved tensors were freed; pass retain_graph = true to the "
                   "first backward");
       try {
+        EMBER_PROFILE_CLAIM(n->family);  // backward time goes to the op's family
         in_grads = n->backward(g);
       } catch (const Error& err) {
         throw Error(detail::concat("backward of ", n->name, ": ", err.what()));
@@ -169,6 +173,7 @@ void Variable::backward(const Tensor& grad_root, bool retain_graph) const {
       if (!e.needed()) continue;
       Tensor gi = std::move(in_grads[i]);
       if (gi.defined() && gi.shape() != n->input_shapes[i]) {
+        EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
         gi = kernels::sum_to_shape(gi, n->input_shapes[i]);
       }
       if (e.node) {

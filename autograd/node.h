@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "autograd/variable.h"
+#include "core/profiler.h"
 #include "core/tensor.h"
 
 namespace ember {
@@ -38,6 +39,7 @@ struct Node {
   std::vector<Edge> inputs;
   std::vector<Shape> input_shapes;
   BackwardFn backward;  // reset when the graph is freed
+  prof::Family family = prof::Family::Other;  // the profiler family its forward ran under
 };
 
 // A tensor kept for backward, with the storage version it had when saved:

@@ -11,6 +11,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/kernels/elementwise.h"
+#include "core/profiler.h"
 #include "optim/clip.h"
 
 namespace ember::dist {
@@ -125,6 +126,7 @@ struct Reducer::State {
   }
 
   void on_grad_ready(size_t i, const Variable& v) {
+    EMBER_PROFILE_SCOPE(prof::Family::Comm);
     if (!sync || !communicates()) return;
     EMBER_CHECK(!copied[i], "dist::Reducer: the gradient of parameter ", i, " (shape ",
                 shape_str(v.shape()),
@@ -156,6 +158,7 @@ struct Reducer::State {
   }
 
   void finish() {
+    EMBER_PROFILE_SCOPE(prof::Family::Comm);
     NoGradGuard no_grad;
     if (!communicates()) {
       finish_single();
@@ -292,6 +295,7 @@ void Reducer::finish() {
 }
 
 double Reducer::clip_grad_norm(double max_norm) {
+  EMBER_PROFILE_SCOPE(prof::Family::Optimizer);
   State& s = *state_;
   if (!s.options.zero) return optim::clip_grad_norm(s.params, max_norm);
   NoGradGuard no_grad;

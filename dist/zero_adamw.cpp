@@ -4,6 +4,7 @@
 #include "dist/zero_adamw.h"
 
 #include "autograd/grad_mode.h"
+#include "core/profiler.h"
 
 namespace ember::dist {
 
@@ -41,6 +42,7 @@ std::string ZeroAdamW::key(size_t group, size_t index) const {
 }
 
 void ZeroAdamW::step(double lr) {
+  EMBER_PROFILE_SCOPE(prof::Family::Optimizer);
   ++step_;
   NoGradGuard no_grad;
   const Tensor& grad = reducer_.shard_grad();

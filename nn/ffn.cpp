@@ -5,6 +5,7 @@
 #include "nn/ffn.h"
 
 #include "autograd/ops.h"
+#include "core/profiler.h"
 
 namespace ember::nn {
 
@@ -61,32 +62,38 @@ Variable MoE::forward(const Variable& x, MoEAux& aux) const {
   const int64_t C = x.size(-1), N = x.numel() / C, E = cfg_.n_experts, K = cfg_.top_k;
   const Variable xf = reshape(x, {N, C});
   const Variable logits = router_->forward(xf);  // [N, E]
-  const Variable probs = softmax(logits);
-  auto [top_p, top_idx] = topk(probs, K);  // [N, K], int64 [N, K]
-  Variable weights = cfg_.norm_topk_prob ? top_p / sum(top_p, {-1}, true) : top_p;
-  const Variable flat_weights = reshape(weights, {N * K});
-
-  // Sort the (token, slot) picks by expert (token order within an expert), so
-  // each expert's tokens form one block of rows: one gather, one matmul per
-  // expert and projection (grouped_linear), one weighted scatter-add back.
-  std::vector<std::vector<int64_t>> rows(E), picks(E);
-  const int64_t* idx = top_idx.data<int64_t>();
-  for (int64_t n = 0; n < N; ++n) {
-    for (int64_t s = 0; s < K; ++s) {
-      rows[idx[n * K + s]].push_back(n);
-      picks[idx[n * K + s]].push_back(n * K + s);
-    }
-  }
+  // The profiler counts routing, the gather/scatter of tokens and the aux
+  // losses as MoE dispatch (claims); the router and experts stay matmul etc.
+  // Picks are sorted by expert (token order within an expert), so each
+  // expert's tokens form one block of rows: one gather, one matmul per expert
+  // and projection (grouped_linear), one weighted scatter-add back.
+  Variable probs, xs, ws;
+  Tensor row_idx;
   counts_.assign(E, 0);
-  std::vector<int64_t> all_rows, all_picks;
-  for (int64_t e = 0; e < E; ++e) {
-    counts_[e] = static_cast<int64_t>(rows[e].size());
-    all_rows.insert(all_rows.end(), rows[e].begin(), rows[e].end());
-    all_picks.insert(all_picks.end(), picks[e].begin(), picks[e].end());
+  {
+    EMBER_PROFILE_CLAIM(prof::Family::MoeDispatch);
+    probs = softmax(logits);
+    auto [top_p, top_idx] = topk(probs, K);  // [N, K], int64 [N, K]
+    const Variable weights = cfg_.norm_topk_prob ? top_p / sum(top_p, {-1}, true) : top_p;
+    const Variable flat_weights = reshape(weights, {N * K});
+    std::vector<std::vector<int64_t>> rows(E), picks(E);
+    const int64_t* idx = top_idx.data<int64_t>();
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t s = 0; s < K; ++s) {
+        rows[idx[n * K + s]].push_back(n);
+        picks[idx[n * K + s]].push_back(n * K + s);
+      }
+    }
+    std::vector<int64_t> all_rows, all_picks;
+    for (int64_t e = 0; e < E; ++e) {
+      counts_[e] = static_cast<int64_t>(rows[e].size());
+      all_rows.insert(all_rows.end(), rows[e].begin(), rows[e].end());
+      all_picks.insert(all_picks.end(), picks[e].begin(), picks[e].end());
+    }
+    row_idx = Tensor::from_vector(all_rows);
+    xs = index_select(xf, 0, row_idx);                                     // [N K, C], grouped by expert
+    ws = index_select(flat_weights, 0, Tensor::from_vector(all_picks));   // [N K]
   }
-  const Tensor row_idx = Tensor::from_vector(all_rows);
-  const Variable xs = index_select(xf, 0, row_idx);  // [N K, C], grouped by expert
-  const Variable ws = index_select(flat_weights, 0, Tensor::from_vector(all_picks));  // [N K]
   const FFN& first = *experts_[0];
   auto grouped = [&](auto proj, const Variable& in) {
     std::vector<Variable> w, b;
@@ -102,10 +109,14 @@ Variable MoE::forward(const Variable& x, MoEAux& aux) const {
   const Variable up = grouped([](const FFN& f) -> const Linear& { return f.up_proj(); }, xs);
   const Variable out = grouped([](const FFN& f) -> const Linear& { return f.down_proj(); },
                                first.activate(gate, up));  // [N K, C]
-  Variable y = index_add(Variable(Tensor::zeros({N, C}, x.dtype())), 0, row_idx,
-                         out * unsqueeze(ws, 1));
+  Variable y;
+  {
+    EMBER_PROFILE_CLAIM(prof::Family::MoeDispatch);
+    y = index_add(Variable(Tensor::zeros({N, C}, x.dtype())), 0, row_idx, out * unsqueeze(ws, 1));
+  }
   for (const auto& s : shared_) y = y + s->forward(xf);
 
+  EMBER_PROFILE_CLAIM(prof::Family::MoeDispatch);
   std::vector<double> f(E);
   for (int64_t e = 0; e < E; ++e) f[e] = static_cast<double>(counts_[e]) / static_cast<double>(N * K);
   const Variable f_const(Tensor::from_vector(f).to(x.dtype()));

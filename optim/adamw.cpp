@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "autograd/grad_mode.h"
+#include "core/profiler.h"
 #include "core/simd.h"
 
 namespace ember::optim {
@@ -104,6 +105,7 @@ AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options)
 }
 
 void AdamW::step(double lr) {
+  EMBER_PROFILE_SCOPE(prof::Family::Optimizer);
   ++step_;
   NoGradGuard no_grad;
   std::vector<AdamWSpan<float>> f32;

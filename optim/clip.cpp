@@ -4,10 +4,12 @@
 #include <cmath>
 
 #include "core/kernels/elementwise.h"
+#include "core/profiler.h"
 
 namespace ember::optim {
 
 double grad_norm(const std::vector<Variable>& params) {
+  EMBER_PROFILE_SCOPE(prof::Family::Optimizer);
   double total = 0;
   for (const Variable& p : params) {
     if (!p.grad().defined()) continue;
@@ -26,6 +28,7 @@ double grad_norm(const std::vector<Variable>& params) {
 }
 
 double clip_grad_norm(const std::vector<Variable>& params, double max_norm) {
+  EMBER_PROFILE_SCOPE(prof::Family::Optimizer);
   const double norm = grad_norm(params);
   if (max_norm <= 0) return norm;
   const double coef = max_norm / (norm + 1e-6);

@@ -41,6 +41,7 @@ Tensor matmul_grad_b(const Tensor& g, const Tensor& a, bool ta, bool tb, const S
 
 // C = op(A) op(B):  dop(A) = G op(B)^T,  dop(B) = op(A)^T G
 Variable matmul(const Variable& a, const Variable& b, bool trans_a, bool trans_b) {
+  EMBER_PROFILE_SCOPE(prof::Family::Matmul);
   const bool need_a = needs_grad(a), need_b = needs_grad(b);
   return record("matmul", {a, b}, kernels::matmul(a.data(), b.data(), trans_a, trans_b),
                 [need_a, need_b, trans_a, trans_b, a_shape = a.shape(), b_shape = b.shape(),

@@ -1,0 +1,15 @@
+// The float32 matmul peak that MFU divides by, measured so that a busy moment
+// on a shared machine does not lower it much: the best of several rounds of
+// 1024^3 products (kernels::measure_matmul_peak) with short pauses between
+// rounds, so one burst of another process spoils one round, not the figure.
+#pragma once
+
+namespace ember::apps {
+
+struct MatmulPeak {
+  double flops = 0;  // FLOP/s of the fastest product
+  int products = 0;  // how many products it was the best of
+};
+MatmulPeak measure_peak(int rounds = 3, int products_per_round = 4);
+
+}  // namespace ember::apps
