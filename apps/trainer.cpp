@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "apps/checkpoint.h"
 #include "apps/data_parallel.h"
@@ -18,6 +19,7 @@
 #include "apps/model_io.h"
 #include "apps/presets.h"
 #include "apps/run_files.h"
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/kernels/matmul.h"
@@ -48,7 +50,7 @@ json options_to_json(const TrainOptions& o) {
           {"lr", o.lr},             {"min_lr", o.min_lr},         {"weight_decay", o.weight_decay},
           {"clip", o.clip},         {"beta1", o.beta1},           {"beta2", o.beta2},
           {"warmup", o.warmup},     {"schedule", o.schedule},     {"seed", o.seed},
-          {"sequential", o.sequential}, {"val_fraction", o.val_fraction}};
+          {"sequential", o.sequential}, {"val_fraction", o.val_fraction}, {"dtype", o.dtype}};
 }
 
 // A resumed run takes the checkpoint's options except those given on the command line.
@@ -73,6 +75,7 @@ void options_from_json(const json& j, TrainOptions& o) {
   take("seed", o.seed);
   take("sequential", o.sequential);
   take("val_fraction", o.val_fraction);
+  take("dtype", o.dtype);
 }
 
 std::string format_eta(double seconds) {
@@ -123,6 +126,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
   std::string start_path;
   int64_t saved_world = 1, saved_batch = 0;
   nn::ModelConfig cfg;
+  DType autocast = DType::Float32;  // matmul operands of forward and backward (autograd/autocast.h)
   agreed(comm, [&] {
     if (!o.resume.empty()) {
       start_path = find_resume_checkpoint(o.resume);
@@ -183,6 +187,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     EMBER_CHECK(o.batch_size > 0 && o.grad_accum > 0 && o.steps > 0, "--batch-size, --grad-accum and --steps must be positive");
     EMBER_CHECK(o.zero == 0 || o.zero == 1, "--zero must be 0 or 1, got ", o.zero);
     EMBER_CHECK(o.bucket_mb > 0, "--bucket-mb must be positive, got ", o.bucket_mb);
+    autocast = parse_autocast_dtype(o.dtype);
     if (root) ensure_writable_dir(o.out, "--out");
 
     // --- tokenizer and data -------------------------------------------------------------
@@ -261,7 +266,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
   const optim::Schedule schedule{o.schedule, o.lr, o.min_lr, o.warmup, o.steps, o.steps / 5};
   const int64_t tokens_per_step = world * o.batch_size * o.seq_len * o.grad_accum;
   const nn::ModelStats stats = nn::model_stats(cfg, o.batch_size, o.seq_len);
-  const double peak = kernels::measure_matmul_peak(3) * static_cast<double>(world);
+  const double peak = kernels::measure_matmul_peak(3, autocast) * static_cast<double>(world);
 
   // Collective: ZeroAdamW gathers the moments on every rank; rank 0 writes
   // while the others wait, so no rank runs ahead of the file.
@@ -302,6 +307,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
                 world > 1 ? ("W " + std::to_string(world) + " x ").c_str() : "",
                 static_cast<long long>(o.batch_size), static_cast<long long>(o.seq_len),
                 static_cast<long long>(o.grad_accum), static_cast<long long>(o.steps), o.out.c_str());
+    if (autocast == DType::BFloat16) std::printf("mixed precision: bf16 matmuls, float32 weights, gradients and AdamW\n");
     std::printf("data: %llu train tokens%s\n", static_cast<unsigned long long>(train_set->size()),
                 val_loader ? (", validation " + std::to_string(val_loader->num_windows()) + " windows").c_str() : ", no validation");
     std::fflush(stdout);
@@ -322,6 +328,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     const double lr = optim::lr_at(schedule, step);
     opt.zero_grad();
     double ce = 0, z = 0, aux = 0;
+    std::optional<AutocastGuard> mixed(std::in_place, autocast);  // forward and backward only
     for (int64_t u = 0; u < o.grad_accum; ++u) {
       if (reducer) reducer->set_sync(u == o.grad_accum - 1);
       const Tensor b = loader.batch(step, u);
@@ -333,6 +340,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
       aux += l.aux / static_cast<double>(o.grad_accum);
     }
     if (reducer) reducer->finish();
+    mixed.reset();
     const double norm = reducer ? reducer->clip_grad_norm(o.clip) : optim::clip_grad_norm(params, o.clip);
     if (world > 1) {  // the mean over ranks: every rank logs and checks the same loss
       const std::vector<double> mean = comm.all_reduce(std::vector<double>{ce, z, aux}, dist::ReduceOp::Average);
@@ -357,6 +365,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
               {"eta_s", eta}};
     const bool eval_now = val_loader && ((o.eval_every > 0 && step % o.eval_every == 0) || step == o.steps);
     if (eval_now && root) {
+      AutocastGuard eval_mixed(autocast);  // validated as trained
       last_eval = evaluate(model, *val_loader, eval_batches, token_bytes);
       have_eval = true;
       m["val_loss"] = last_eval.loss;

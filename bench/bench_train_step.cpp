@@ -1,7 +1,8 @@
 // A full training step (forward, backward, clipping, AdamW) of model presets:
 // ms per step split by phase, tokens/s, model GFLOP/s and the fraction of
-// the float32 matmul peak measured here.
-// Usage: bench_train_step [--steps N] [--batch B] [--seq T] CONFIG.json...
+// the matmul peak measured here for the matmul precision (--dtype bf16:
+// bfloat16 matmuls under autocast for forward and backward, autograd/autocast.h).
+// Usage: bench_train_step [--steps N] [--batch B] [--seq T] [--dtype float32|bf16] CONFIG.json...
 #include <omp.h>
 
 #include <algorithm>
@@ -9,9 +10,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "bench/bench_args.h"
 #include "core/kernels/matmul.h"
 #include "nn/model_stats.h"
@@ -30,9 +33,10 @@ int main(int argc, char** argv) {
   const int steps = args->steps;
   const int64_t B = args->batch, T = args->seq_len;
   const std::vector<std::string>& configs = args->configs;
-  const double peak = kernels::measure_matmul_peak() / 1e9;
-  std::printf("threads %d, B %lld, T %lld, matmul peak %.1f GFLOP/s\n", omp_get_max_threads(),
-              static_cast<long long>(B), static_cast<long long>(T), peak);
+  const DType dtype = parse_autocast_dtype(args->dtype);
+  const double peak = kernels::measure_matmul_peak(6, dtype) / 1e9;
+  std::printf("threads %d, B %lld, T %lld, dtype %s, matmul peak %.1f GFLOP/s\n", omp_get_max_threads(),
+              static_cast<long long>(B), static_cast<long long>(T), args->dtype.c_str(), peak);
   std::printf("%-24s %9s %9s %9s %9s %9s %10s %9s %7s\n", "config", "ms/step", "fwd ms", "bwd ms",
               "clip ms", "adamw ms", "tokens/s", "GFLOP/s", "%peak");
   for (const std::string& path : configs) {
@@ -45,12 +49,14 @@ int main(int argc, char** argv) {
     std::vector<std::array<double, 4>> phases;
     for (int s = 0; s < steps + 2; ++s) {
       opt.zero_grad();
+      std::optional<AutocastGuard> mixed(std::in_place, dtype);  // forward and backward only
       auto t0 = Clock::now();
       nn::LossTerms loss = model.loss(model.forward(x), y);
       const double fwd = since(t0);
       t0 = Clock::now();
       loss.total.backward();
       const double bwd = since(t0);
+      mixed.reset();
       t0 = Clock::now();
       optim::clip_grad_norm(params, 1.0);
       const double clip = since(t0);
