@@ -307,7 +307,10 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
                 world > 1 ? ("W " + std::to_string(world) + " x ").c_str() : "",
                 static_cast<long long>(o.batch_size), static_cast<long long>(o.seq_len),
                 static_cast<long long>(o.grad_accum), static_cast<long long>(o.steps), o.out.c_str());
-    if (autocast == DType::BFloat16) std::printf("mixed precision: bf16 matmuls, float32 weights, gradients and AdamW\n");
+    if (autocast == DType::BFloat16) {
+      std::printf("mixed precision: bf16 matmuls, float32 weights, gradients and AdamW%s\n",
+                  kernels::bf16_matmul_native() ? "" : " (warning: this CPU has no bf16 instructions; slower than float32)");
+    }
     std::printf("data: %llu train tokens%s\n", static_cast<unsigned long long>(train_set->size()),
                 val_loader ? (", validation " + std::to_string(val_loader->num_windows()) + " windows").c_str() : ", no validation");
     std::fflush(stdout);

@@ -8,7 +8,9 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <fstream>
 #include <limits>
+#include <string>
 
 #include "core/kernels/bf16.h"
 #include "core/kernels/matmul.h"
@@ -232,4 +234,14 @@ TEST_CASE("bf16 and float32 primitives are cached apart; mixed operands are erro
   CHECK_THROWS_WITH(kernels::matmul_into(out16, a16.bf16, b16.bf16), Catch::Contains("c is bfloat16"));
   const Tensor stepped = to_bfloat16(uniform({13, 58}, 32)).slice(1, 0, 58, 2);
   CHECK_THROWS_WITH(matmul(stepped, b16.bf16), Catch::Contains("row- or column-major"));
+}
+
+TEST_CASE("bf16_matmul_native agrees with the CPU flags the kernel reports", "[bf16][matmul]") {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line) && line.rfind("flags", 0) != 0) {
+  }
+  if (line.empty()) return;  // no /proc/cpuinfo: nothing independent to compare with
+  const bool flags = line.find(" avx512_bf16") != std::string::npos || line.find(" amx_bf16") != std::string::npos;
+  CHECK(kernels::bf16_matmul_native() == flags);
 }

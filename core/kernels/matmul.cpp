@@ -428,4 +428,10 @@ double measure_matmul_peak(int reps, DType operands) {
   return 2.0 * static_cast<double>(n * n * n) / best;
 }
 
+bool bf16_matmul_native() {
+  const int isa = static_cast<int>(dnnl::get_effective_cpu_isa());
+  const int bf16 = static_cast<int>(dnnl::cpu_isa::avx512_core_bf16);  // ISA values are nested bit masks
+  return (isa & bf16) == bf16;
+}
+
 }  // namespace ember::kernels

@@ -22,5 +22,8 @@ int64_t matmul_primitive_cache_size();
 // `reps` 1024^3 products with float32 (or bfloat16) operands (what MFU and the
 // benchmarks divide by).
 double measure_matmul_peak(int reps = 6, DType operands = DType::Float32);
+// True when oneDNN runs bfloat16 matmuls on native instructions (AVX512-BF16 or
+// AMX); elsewhere they are emulated or fall back to the reference kernel, slower than float32.
+bool bf16_matmul_native();
 
 }  // namespace ember::kernels
