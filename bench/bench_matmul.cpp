@@ -147,6 +147,11 @@ int main(int argc, char** argv) {
   }
   if (bf16) {
     std::printf("bf16 / f32 speed: mean %.2fx, min %.2fx\n", sum_ratio / problems.size(), min_ratio);
+    // The conversion (once per weight per step, once per activation per matmul): bytes read + written.
+    const Tensor w = Tensor::rand({3072, 768}, 5, 0, DType::Float32, -1, 1);
+    const double t = best_seconds({[&] { kernels::to_bfloat16(w); }})[0];
+    std::printf("to_bfloat16 of a 3072x768 weight: %.3f ms, %.1f GB/s\n", t * 1e3,
+                static_cast<double>(w.numel()) * 6 / t * 1e-9);
   } else {
     std::printf("ember / sgemm: mean %.0f%%, min %.0f%%\n", 100 * sum_ratio / problems.size(),
                 100 * min_ratio);
