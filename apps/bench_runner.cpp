@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "apps/profile_report.h"
+#include "autograd/autocast.h"
 #include "core/profiler.h"
 #include "nn/model_stats.h"
 #include "nn/transformer.h"
@@ -49,12 +50,15 @@ nlohmann::json run_bench_case(const BenchCase& c, const BenchRunOptions& o, doub
     opt.zero_grad();
     nn::LossTerms loss;
     {
-      EMBER_PROFILE_PHASE(prof::Phase::Forward);
-      loss = model.loss(model.forward(x), y);
-    }
-    {
-      EMBER_PROFILE_PHASE(prof::Phase::Backward);
-      loss.total.backward();
+      AutocastGuard mixed(o.autocast);  // forward and backward only, as ember train
+      {
+        EMBER_PROFILE_PHASE(prof::Phase::Forward);
+        loss = model.loss(model.forward(x), y);
+      }
+      {
+        EMBER_PROFILE_PHASE(prof::Phase::Backward);
+        loss.total.backward();
+      }
     }
     {
       EMBER_PROFILE_PHASE(prof::Phase::Clip);

@@ -4,6 +4,7 @@
 // ms/step (median, best, every step), tokens/s, model GFLOP/s (nn::model_stats
 // FLOPs per token times tokens), % of the given matmul peak, and the profile.
 #pragma once
+#include "core/dtype.h"
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -22,6 +23,7 @@ struct BenchRunOptions {
   int64_t steps = 10;        // timed steps
   int64_t warmup_steps = 2;  // run first, left out of every figure
   uint64_t seed = 1337;
+  DType autocast = DType::Float32;  // matmul operands of forward and backward (--dtype)
 };
 
 // Runs in the calling process (`ember bench` calls it in a forked child).

@@ -23,6 +23,7 @@
 #include "apps/commands.h"
 #include "apps/matmul_peak.h"
 #include "apps/presets.h"
+#include "autograd/autocast.h"
 #include "core/error.h"
 #include "dist/communicator.h"
 
@@ -133,23 +134,22 @@ std::string split_line(const json& group) {
 int run_bench(const BenchOptions& o) {
   EMBER_CHECK(!dist::Communicator::launched_by_mpirun(), "ember bench runs in one process; run it without mpirun");
   EMBER_CHECK(o.steps > 0 && o.warmup >= 0, "--steps must be positive and --warmup non-negative");
-  // --dtype: float32 today. Hook for the global compute-dtype switch (bf16): set it here, in the parent, before fork.
-  EMBER_CHECK(o.dtype == "float32", "--dtype: unsupported dtype \"", o.dtype, "\" (float32)");
+  const DType autocast = parse_autocast_dtype(o.dtype);  // bf16: matmuls as in ember train --dtype bf16
   const std::vector<BenchCase> cases = bench_cases(o);
   auto set_threads = [&] {
     if (o.threads > 0) omp_set_num_threads(o.threads);
   };
   const ChildResult peak = run_in_child("matmul peak", [&] {
     set_threads();
-    const MatmulPeak p = measure_peak(3, 4);
+    const MatmulPeak p = measure_peak(3, 4, autocast);
     return json{{"flops", p.flops}, {"products", p.products}, {"threads", omp_get_max_threads()}};
   });
   const double peak_flops = peak.result.at("flops").get<double>();
   const int threads = peak.result.at("threads").get<int>();
-  std::printf("ember bench: %d threads, %s, %lld timed steps after %lld warm-up; float32 matmul peak %.1f GFLOP/s "
+  std::printf("ember bench: %d threads, %s, %lld timed steps after %lld warm-up; %s matmul peak %.1f GFLOP/s "
               "(best of %d 1024^3 products)\n",
               threads, o.dtype.c_str(), static_cast<long long>(o.steps), static_cast<long long>(o.warmup),
-              peak_flops / 1e9, peak.result.at("products").get<int>());
+              autocast == DType::BFloat16 ? "bf16" : "float32", peak_flops / 1e9, peak.result.at("products").get<int>());
   std::printf("%-16s %4s %5s %10s %10s %10s %9s %7s %10s\n", "config", "B", "T", "ms median", "ms best", "tokens/s",
               "GFLOP/s", "%peak", "peak RSS");
   std::fflush(stdout);
@@ -158,7 +158,7 @@ int run_bench(const BenchOptions& o) {
                  {"matmul_peak_gflops", peak_flops / 1e9},
                  {"matmul_peak_products", peak.result.at("products")},
                  {"configs", json::array()}};
-  const BenchRunOptions run{o.steps, o.warmup, o.seed};
+  const BenchRunOptions run{o.steps, o.warmup, o.seed, autocast};
   for (const BenchCase& c : cases) {
     ChildResult r = run_in_child(c.name, [&] {
       set_threads();
@@ -201,7 +201,7 @@ CommandRunner add_bench_command(CLI::App& app) {
   sub->add_option("--warmup", o->warmup, "untimed steps first")->capture_default_str();
   sub->add_option("--threads", o->threads, "OpenMP threads (default: OMP_NUM_THREADS or all cores)");
   sub->add_option("--json", o->json_path, "write every figure to this JSON file");
-  sub->add_option("--dtype", o->dtype, "compute dtype")->capture_default_str()->check(CLI::IsMember({"float32"}));
+  sub->add_option("--dtype", o->dtype, "matmul precision of forward and backward: float32 or bf16 (float32 weights, grads, AdamW)")->capture_default_str()->check(CLI::IsMember({"float32", "bf16"}));
   sub->add_option("--seed", o->seed, "seed of the weights and tokens")->capture_default_str();
   sub->add_flag("--profile", o->profile, "print the profiler's full tables per config");
   return [o] { return run_bench(*o); };

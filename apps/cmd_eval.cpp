@@ -6,6 +6,7 @@
 
 #include "apps/commands.h"
 #include "apps/model_io.h"
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/hdf5_file.h"
@@ -15,7 +16,7 @@ namespace ember::apps {
 namespace {
 
 struct EvalOptions {
-  std::string checkpoint, data, grads_out;
+  std::string checkpoint, data, grads_out, dtype = "float32";
   int64_t batch_size = 8, seq_len = 0, batches = 0;
 };
 
@@ -30,7 +31,10 @@ CommandRunner add_eval_command(CLI::App& app) {
   sub->add_option("--seq-len", o->seq_len, "tokens per row (0: the model's max_seq_len)");
   sub->add_option("--batches", o->batches, "batches to average (0: all whole batches)");
   sub->add_option("--grads-out", o->grads_out, "write loss terms and parameter gradients to this HDF5 file");
+  sub->add_option("--dtype", o->dtype, "matmul precision: float32, or bf16 (bfloat16 operands, float32 results)")
+      ->capture_default_str();
   return [o]() {
+    AutocastGuard mixed(parse_autocast_dtype(o->dtype));  // forward and backward
     LoadedModel lm = load_model(o->checkpoint);
     nn::Transformer& model = *lm.model;
     const nn::ModelConfig& cfg = model.config();

@@ -56,6 +56,7 @@ CommandRunner add_train_command(CLI::App& app) {
   opt("--vocab-size", o->vocab_size, "train a BPE tokenizer of this many tokens on the text --data (model vocab follows)");
   opt("--sample-tokens", o->sample_tokens, "print a sample of N tokens at the end");
   opt("--sample-prompt", o->sample_prompt, "prompt of the end-of-run sample");
+  opt("--dtype", o->dtype, "matmul precision: float32, or bf16 (bfloat16 operands; float32 weights, grads, AdamW)");
   opt("--zero", o->zero, "under mpirun: 1 shards the AdamW moments across ranks (ZeRO-1)")->check(CLI::Range(0, 1));
   opt("--bucket-mb", o->bucket_mb, "under mpirun: gradient all-reduce bucket size in MiB (the first is 1 MiB)")
       ->check(CLI::PositiveNumber);

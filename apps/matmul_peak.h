@@ -1,8 +1,9 @@
-// The float32 matmul peak that MFU divides by, measured so that a busy moment
+// The matmul peak (float32, or bf16 under --dtype bf16) that MFU divides by, measured so that a busy moment
 // on a shared machine does not lower it much: the best of several rounds of
 // 1024^3 products (kernels::measure_matmul_peak) with short pauses between
 // rounds, so one burst of another process spoils one round, not the figure.
 #pragma once
+#include "core/dtype.h"
 
 namespace ember::apps {
 
@@ -10,6 +11,7 @@ struct MatmulPeak {
   double flops = 0;  // FLOP/s of the fastest product
   int products = 0;  // how many products it was the best of
 };
-MatmulPeak measure_peak(int rounds = 3, int products_per_round = 4);
+// operands: Float32, or BFloat16 for the bf16 matmul peak (--dtype bf16).
+MatmulPeak measure_peak(int rounds = 3, int products_per_round = 4, DType operands = DType::Float32);
 
 }  // namespace ember::apps

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "apps/checkpoint.h"
 #include "apps/data_parallel.h"
@@ -22,6 +23,7 @@
 #include "apps/run_files.h"
 #include "apps/train_progress.h"
 #include "apps/training_plot.h"
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/profiler.h"
@@ -52,7 +54,7 @@ json options_to_json(const TrainOptions& o) {
           {"lr", o.lr},             {"min_lr", o.min_lr},         {"weight_decay", o.weight_decay},
           {"clip", o.clip},         {"beta1", o.beta1},           {"beta2", o.beta2},
           {"warmup", o.warmup},     {"schedule", o.schedule},     {"seed", o.seed},
-          {"sequential", o.sequential}, {"val_fraction", o.val_fraction}};
+          {"sequential", o.sequential}, {"val_fraction", o.val_fraction}, {"dtype", o.dtype}};
 }
 
 // A resumed run takes the checkpoint's options except those given on the command line.
@@ -77,6 +79,7 @@ void options_from_json(const json& j, TrainOptions& o) {
   take("seed", o.seed);
   take("sequential", o.sequential);
   take("val_fraction", o.val_fraction);
+  take("dtype", o.dtype);
 }
 
 struct EvalResult {
@@ -120,6 +123,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
   std::string start_path;
   int64_t saved_world = 1, saved_batch = 0;
   nn::ModelConfig cfg;
+  DType autocast = DType::Float32;  // matmul operands of forward and backward (autograd/autocast.h)
   agreed(comm, [&] {
     if (!o.resume.empty()) {
       start_path = find_resume_checkpoint(o.resume);
@@ -180,6 +184,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     EMBER_CHECK(o.batch_size > 0 && o.grad_accum > 0 && o.steps > 0, "--batch-size, --grad-accum and --steps must be positive");
     EMBER_CHECK(o.zero == 0 || o.zero == 1, "--zero must be 0 or 1, got ", o.zero);
     EMBER_CHECK(o.bucket_mb > 0, "--bucket-mb must be positive, got ", o.bucket_mb);
+    autocast = parse_autocast_dtype(o.dtype);
     if (root) ensure_writable_dir(o.out, "--out");
 
     // --- tokenizer and data -------------------------------------------------------------
@@ -299,6 +304,10 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
                 world > 1 ? ("W " + std::to_string(world) + " x ").c_str() : "",
                 static_cast<long long>(o.batch_size), static_cast<long long>(o.seq_len),
                 static_cast<long long>(o.grad_accum), static_cast<long long>(o.steps), o.out.c_str());
+    if (autocast == DType::BFloat16) {
+      std::printf("mixed precision: bf16 matmuls, float32 weights, gradients and AdamW%s\n",
+                  kernels::bf16_matmul_native() ? "" : " (warning: this CPU has no bf16 instructions; slower than float32)");
+    }
     std::printf("data: %llu train tokens%s\n", static_cast<unsigned long long>(train_set->size()),
                 val_loader ? (", validation " + std::to_string(val_loader->num_windows()) + " windows").c_str() : ", no validation");
     std::fflush(stdout);
@@ -309,7 +318,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
   std::signal(SIGTERM, on_stop_signal);
   // MFU divides by the best of 6 products (3 rounds) at the start; on a busy machine that
   // can be low, so the summary of a longer run re-measures and takes the better.
-  const MatmulPeak start_peak = measure_peak(3, 2);
+  const MatmulPeak start_peak = measure_peak(3, 2, autocast);
   const double peak = start_peak.flops * static_cast<double>(world);
   std::ofstream metrics;
   if (root) metrics.open(fs::path(o.out) / "metrics.jsonl", std::ios::app);
@@ -348,6 +357,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     const double lr = optim::lr_at(schedule, step);
     opt.zero_grad();
     double ce = 0, z = 0, aux = 0;
+    std::optional<AutocastGuard> mixed(std::in_place, autocast);  // forward and backward only
     for (int64_t u = 0; u < o.grad_accum; ++u) {
       if (reducer) reducer->set_sync(u == o.grad_accum - 1);
       Tensor x, y;
@@ -375,6 +385,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
       EMBER_PROFILE_PHASE(prof::Phase::CommWait);
       reducer->finish();
     }
+    mixed.reset();
     double norm = 0;
     {
       EMBER_PROFILE_PHASE(prof::Phase::Clip);
@@ -408,6 +419,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
               {"eta_s", eta}};
     const bool eval_now = val_loader && ((o.eval_every > 0 && step % o.eval_every == 0) || step == o.steps);
     if (eval_now && root) {
+      AutocastGuard eval_mixed(autocast);  // validated as trained
       last_eval = evaluate(model, *val_loader, eval_batches, token_bytes);
       have_eval = true;
       m["val_loss"] = last_eval.loss;
@@ -465,10 +477,11 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
   write_run_plot_or_warn(o.out);  // OUT/loss.svg; a warning, never a failed run
   if (step > first_step) {
     // A busy start lowers the peak: after a run of 20 s or more, the better of start and end.
-    const MatmulPeak end_peak = total >= 20 ? measure_peak(3, 2) : MatmulPeak{};
+    const MatmulPeak end_peak = total >= 20 ? measure_peak(3, 2, autocast) : MatmulPeak{};
     const double best = std::max(start_peak.flops, end_peak.flops) * static_cast<double>(world);
-    std::printf("mean MFU %.1f%% of the float32 matmul peak %.1f GFLOP/s%s (best of %d 1024^3 products at start",
-                100 * mfu_sum / static_cast<double>(step - first_step) * peak / best, best / 1e9,
+    std::printf("mean MFU %.1f%% of the %s matmul peak %.1f GFLOP/s%s (best of %d 1024^3 products at start",
+                100 * mfu_sum / static_cast<double>(step - first_step) * peak / best,
+                autocast == DType::BFloat16 ? "bf16" : "float32", best / 1e9,
                 world > 1 ? " x ranks" : "", start_peak.products);
     if (end_peak.products > 0) {
       std::printf(" and %d at the end: %.1f and %.1f GFLOP/s; progress lines used the start's", end_peak.products,

@@ -42,6 +42,9 @@ struct TrainOptions {
   int64_t check_every = 100;
   // Print a profile (time by phase and op family, core/profiler.h) at the end and write OUT/profile.json.
   bool profile = false;
+  // Matmul precision of forward and backward: "float32" or "bf16" (float32
+  // weights, gradients and AdamW either way; autograd/autocast.h).
+  std::string dtype = "float32";
   // Options given explicitly on the command line, by field name (batch_size); they override a resumed run's.
   std::set<std::string> given;
 };

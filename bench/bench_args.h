@@ -1,5 +1,5 @@
 // Command line shared by the model benchmarks:
-//   NAME [--steps N] [--batch B] [--seq T] CONFIG.json...
+//   NAME [--steps N] [--batch B] [--seq T] [--dtype float32|bf16] CONFIG.json...
 #pragma once
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +13,7 @@ namespace ember::bench {
 struct ModelBenchArgs {
   int steps = 0;
   int64_t batch = 8, seq_len = 256;
+  std::string dtype = "float32";  // matmul precision (autograd/autocast.h), where the bench uses it
   std::vector<std::string> configs;
 };
 
@@ -28,12 +29,14 @@ inline std::optional<ModelBenchArgs> parse_model_bench_args(int argc, char** arg
       a.batch = std::atoll(argv[++i]);
     } else if (!std::strcmp(argv[i], "--seq") && i + 1 < argc) {
       a.seq_len = std::atoll(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc) {
+      a.dtype = argv[++i];
     } else {
       a.configs.push_back(argv[i]);
     }
   }
   if (a.configs.empty()) {
-    std::fprintf(stderr, "usage: %s [--steps N] [--batch B] [--seq T] CONFIG.json...\n", name);
+    std::fprintf(stderr, "usage: %s [--steps N] [--batch B] [--seq T] [--dtype float32|bf16] CONFIG.json...\n", name);
     return std::nullopt;
   }
   return a;

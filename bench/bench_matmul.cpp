@@ -1,7 +1,10 @@
 // Prints GFLOP/s of ember::kernels::matmul (and matmul_into with beta = 1)
 // next to oneDNN's own dnnl_sgemm on the same row-major problems: the shapes
 // of a small transformer's forward and backward. Best of N after a warm-up.
-// Run with OMP_NUM_THREADS=1 for single-thread figures.
+// Run with OMP_NUM_THREADS=1 for single-thread figures. With --bf16: float32
+// against bfloat16 operands (float32 output) on the same problems, the latter
+// with operands already converted and with A converted per call (as an
+// activation is under autocast; weights are converted once per step).
 //   GFLOP/s = 2 M N K / seconds / 1e9
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
@@ -12,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/kernels/bf16.h"
 #include "core/kernels/matmul.h"
 
 using namespace ember;
@@ -48,7 +52,16 @@ std::vector<double> best_seconds(const std::vector<std::function<void()>>& fs,
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  bool bf16 = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--bf16") {
+      bf16 = true;
+    } else {
+      std::fprintf(stderr, "usage: bench_matmul [--bf16]\n");
+      return 2;
+    }
+  }
   const std::vector<Problem> problems = {
       {"fwd x W", 2048, 768, 256, false, false},
       {"fwd x W^T", 2048, 768, 256, false, true},
@@ -63,12 +76,21 @@ int main() {
       {"att q k^T [32]", 256, 256, 64, false, true, 32, true},  // one 3-D primitive
       {"att P v [32]", 256, 64, 256, false, false, 32, true},
   };
-  std::printf(
+  if (bf16) {
+    std::printf(
+        "threads: %d   ([batch*]MxNxK; ta tb = transpose flags; GFLOP/s, best of N;\n"
+        " f32 = kernels::matmul on float32, bf16 = on bfloat16 operands, +cvt A = bf16 with A converted per call)\n",
+        omp_get_max_threads());
+    std::printf("%-20s %-16s %3s %3s %10s %10s %10s %8s\n", "problem", "MxNxK", "ta", "tb", "f32", "bf16",
+                "+cvt A", "bf16/f32");
+  } else {
+    std::printf(
       "threads: %d   ([batch*]MxNxK; ta tb = transpose flags; GFLOP/s, best of N;\n"
       " ember = kernels::matmul, ember+= matmul_into with beta = 1, sgemm = dnnl_sgemm)\n",
       omp_get_max_threads());
-  std::printf("%-20s %-16s %3s %3s %10s %10s %10s %8s\n", "problem", "MxNxK", "ta", "tb", "ember",
-              "ember+=", "sgemm", "ratio");
+    std::printf("%-20s %-16s %3s %3s %10s %10s %10s %8s\n", "problem", "MxNxK", "ta", "tb", "ember",
+                "ember+=", "sgemm", "ratio");
+  }
   double sum_ratio = 0, min_ratio = 1e9;
   for (const Problem& p : problems) {
     const Shape sa = p.ta ? Shape{p.K, p.M} : Shape{p.M, p.K};
@@ -81,6 +103,22 @@ int main() {
     const Tensor b = Tensor::rand(batched(sb, p.b_batched), 2, 0, DType::Float32, -1, 1);
     Tensor c = Tensor::zeros(batched({p.M, p.N}, true));
     const double flops = 2.0 * static_cast<double>(p.batch) * p.M * p.N * p.K;
+    std::string dims = std::to_string(p.M) + "x" + std::to_string(p.N) + "x" + std::to_string(p.K);
+    if (p.batch > 1) dims = std::to_string(p.batch) + "*" + dims;
+    if (bf16) {
+      const Tensor a16 = kernels::to_bfloat16(a), b16 = kernels::to_bfloat16(b);
+      const std::vector<double> t = best_seconds({
+          [&] { kernels::matmul(a, b, p.ta, p.tb); },
+          [&] { kernels::matmul(a16, b16, p.ta, p.tb); },
+          [&] { kernels::matmul(kernels::to_bfloat16(a), b16, p.ta, p.tb); },
+      });
+      const double ratio = t[0] / t[1];
+      sum_ratio += ratio;
+      min_ratio = std::min(min_ratio, ratio);
+      std::printf("%-20s %-16s %3d %3d %10.1f %10.1f %10.1f %7.2fx\n", p.what, dims.c_str(), p.ta, p.tb,
+                  flops / t[0] * 1e-9, flops / t[1] * 1e-9, flops / t[2] * 1e-9, ratio);
+      continue;
+    }
     const float* pa = a.data<float>();
     const float* pb = b.data<float>();
     float* pc = c.data<float>();
@@ -103,13 +141,20 @@ int main() {
     const double ratio = t_sgemm / t_ember;
     sum_ratio += ratio;
     min_ratio = std::min(min_ratio, ratio);
-    std::string dims = std::to_string(p.M) + "x" + std::to_string(p.N) + "x" + std::to_string(p.K);
-    if (p.batch > 1) dims = std::to_string(p.batch) + "*" + dims;
     std::printf("%-20s %-16s %3d %3d %10.1f %10.1f %10.1f %7.0f%%\n", p.what, dims.c_str(), p.ta,
                 p.tb, flops / t_ember * 1e-9, flops / t_into * 1e-9, flops / t_sgemm * 1e-9,
                 100 * ratio);
   }
-  std::printf("ember / sgemm: mean %.0f%%, min %.0f%%\n", 100 * sum_ratio / problems.size(),
-              100 * min_ratio);
+  if (bf16) {
+    std::printf("bf16 / f32 speed: mean %.2fx, min %.2fx\n", sum_ratio / problems.size(), min_ratio);
+    // The conversion (once per weight per step, once per activation per matmul): bytes read + written.
+    const Tensor w = Tensor::rand({3072, 768}, 5, 0, DType::Float32, -1, 1);
+    const double t = best_seconds({[&] { kernels::to_bfloat16(w); }})[0];
+    std::printf("to_bfloat16 of a 3072x768 weight: %.3f ms, %.1f GB/s\n", t * 1e3,
+                static_cast<double>(w.numel()) * 6 / t * 1e-9);
+  } else {
+    std::printf("ember / sgemm: mean %.0f%%, min %.0f%%\n", 100 * sum_ratio / problems.size(),
+                100 * min_ratio);
+  }
   return 0;
 }

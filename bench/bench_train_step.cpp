@@ -1,7 +1,11 @@
 // A full training step (forward, backward, clipping, AdamW) of model presets:
 // ms per step split by phase, tokens/s, model GFLOP/s and the fraction of
-// the float32 matmul peak measured here.
-// Usage: bench_train_step [--steps N] [--batch B] [--seq T] CONFIG.json...
+// the matmul peak measured here for the matmul precision (--dtype bf16:
+// bfloat16 matmuls under autocast for forward and backward, autograd/autocast.h).
+// "cpu ms" is the process CPU time of the step (all threads): on a shared,
+// noisy machine, with OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE, the figure
+// least disturbed by other processes.
+// Usage: bench_train_step [--steps N] [--batch B] [--seq T] [--dtype float32|bf16] CONFIG.json...
 #include <omp.h>
 
 #include <algorithm>
@@ -9,9 +13,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "bench/bench_args.h"
 #include "core/kernels/matmul.h"
 #include "nn/model_stats.h"
@@ -30,11 +37,12 @@ int main(int argc, char** argv) {
   const int steps = args->steps;
   const int64_t B = args->batch, T = args->seq_len;
   const std::vector<std::string>& configs = args->configs;
-  const double peak = kernels::measure_matmul_peak() / 1e9;
-  std::printf("threads %d, B %lld, T %lld, matmul peak %.1f GFLOP/s\n", omp_get_max_threads(),
-              static_cast<long long>(B), static_cast<long long>(T), peak);
-  std::printf("%-24s %9s %9s %9s %9s %9s %10s %9s %7s\n", "config", "ms/step", "fwd ms", "bwd ms",
-              "clip ms", "adamw ms", "tokens/s", "GFLOP/s", "%peak");
+  const DType dtype = parse_autocast_dtype(args->dtype);
+  const double peak = kernels::measure_matmul_peak(6, dtype) / 1e9;
+  std::printf("threads %d, B %lld, T %lld, dtype %s, matmul peak %.1f GFLOP/s\n", omp_get_max_threads(),
+              static_cast<long long>(B), static_cast<long long>(T), args->dtype.c_str(), peak);
+  std::printf("%-24s %9s %9s %9s %9s %9s %10s %9s %7s %9s\n", "config", "ms/step", "fwd ms", "bwd ms",
+              "clip ms", "adamw ms", "tokens/s", "GFLOP/s", "%peak", "cpu ms");
   for (const std::string& path : configs) {
     const nn::ModelConfig cfg = nn::ModelConfig::from_file(path);
     nn::Transformer model(cfg, 1);
@@ -42,22 +50,26 @@ int main(int argc, char** argv) {
     const auto params = model.parameters();
     const Tensor ids = Tensor::rand({B, T + 1}, 3, 0, DType::Float64, 0, static_cast<double>(cfg.vocab_size)).to(DType::Int64);
     const Tensor x = ids.narrow(1, 0, T).contiguous(), y = ids.narrow(1, 1, T).contiguous();
-    std::vector<std::array<double, 4>> phases;
+    std::vector<std::array<double, 5>> phases;  // fwd, bwd, clip, adamw, cpu
     for (int s = 0; s < steps + 2; ++s) {
       opt.zero_grad();
+      const std::clock_t cpu0 = std::clock();
+      std::optional<AutocastGuard> mixed(std::in_place, dtype);  // forward and backward only
       auto t0 = Clock::now();
       nn::LossTerms loss = model.loss(model.forward(x), y);
       const double fwd = since(t0);
       t0 = Clock::now();
       loss.total.backward();
       const double bwd = since(t0);
+      mixed.reset();
       t0 = Clock::now();
       optim::clip_grad_norm(params, 1.0);
       const double clip = since(t0);
       t0 = Clock::now();
       opt.step(1e-4);
       const double adam = since(t0);
-      if (s >= 2) phases.push_back({fwd, bwd, clip, adam});  // two warm-up steps
+      const double cpu = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
+      if (s >= 2) phases.push_back({fwd, bwd, clip, adam, cpu});  // two warm-up steps
     }
     std::sort(phases.begin(), phases.end(), [](const auto& p, const auto& q) {
       return p[0] + p[1] + p[2] + p[3] < q[0] + q[1] + q[2] + q[3];
@@ -67,8 +79,11 @@ int main(int argc, char** argv) {
     const nn::ModelStats st = nn::model_stats(cfg, B, T);
     const double gflops = st.flops_per_token * B * T / t / 1e9;
     const std::string name = path.substr(path.find_last_of('/') + 1);
-    std::printf("%-24s %9.1f %9.1f %9.1f %9.1f %9.1f %10.0f %9.1f %6.1f%%\n", name.c_str(), t * 1e3,
-                m[0] * 1e3, m[1] * 1e3, m[2] * 1e3, m[3] * 1e3, B * T / t, gflops, 100 * gflops / peak);
+    double cpu = 1e30;
+    for (const auto& p : phases) cpu = std::min(cpu, p[4]);
+    std::printf("%-24s %9.1f %9.1f %9.1f %9.1f %9.1f %10.0f %9.1f %6.1f%% %9.1f\n", name.c_str(), t * 1e3,
+                m[0] * 1e3, m[1] * 1e3, m[2] * 1e3, m[3] * 1e3, B * T / t, gflops, 100 * gflops / peak,
+                cpu * 1e3);
   }
   return 0;
 }

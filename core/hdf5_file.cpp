@@ -15,8 +15,9 @@ hid_t h5_type(DType dt) {
     case DType::Float64: return H5T_NATIVE_DOUBLE;
     case DType::Int32: return H5T_NATIVE_INT32;
     case DType::Int64: return H5T_NATIVE_INT64;
+    case DType::BFloat16: break;  // matmul operands only, never stored
   }
-  return H5T_NATIVE_FLOAT;
+  throw Error(detail::concat("HDF5: no file type for ", dtype_name(dt), " tensors"));
 }
 
 // Closes an HDF5 handle on scope exit.

@@ -62,8 +62,10 @@ MPI_Datatype mpi_type(DType dt) {
       return MPI_INT32_T;
     case DType::Int64:
       return MPI_INT64_T;
+    case DType::BFloat16:  // matmul operands only, never communicated
+      break;
   }
-  return MPI_DATATYPE_NULL;
+  throw Error(detail::concat("MPI: no datatype for ", dtype_name(dt), " tensors"));
 }
 
 MPI_Op mpi_op(ReduceOp op) {

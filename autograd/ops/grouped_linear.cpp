@@ -6,12 +6,16 @@
 // One node for all experts: one matmul per expert in each direction, written
 // straight into row blocks of one output, with no per-expert gather/scatter
 // buffers of the whole input in backward. A group with no rows gives its
-// weight no gradient (as when the expert is never called).
+// weight no gradient (as when the expert is never called). Group sizes change
+// every step, so the products use run-time M and K (kernels::matmul_into_varying).
+// Under bf16 autocast the operands are rounded to bfloat16 as in matmul.
 // Shapes: x [R, C], W_e [O, C], b_e [O], y and g [R, O]; sizes[e] rows each.
 #include <numeric>
 
+#include "autograd/autocast.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "core/kernels/bf16.h"
 #include "core/kernels/elementwise.h"
 #include "core/kernels/matmul.h"
 #include "core/kernels/reduce.h"
@@ -38,13 +42,16 @@ Variable grouped_linear(const Variable& x, const std::vector<Variable>& weights,
     EMBER_CHECK(biases.empty() || biases[e].shape() == Shape({O}), "grouped_linear: bias ", e,
                 " is ", shape_str(biases[e].shape()), ", expected [", O, "]");
   }
-  const Tensor xd = x.data().contiguous();
-  Tensor y = Tensor::empty({R, O}, xd.dtype());
+  const bool bf16 = autocast_dtype() == DType::BFloat16 && x.dtype() == DType::Float32;
+  const Tensor xd = bf16 ? kernels::to_bfloat16(x.data().contiguous()) : x.data().contiguous();
+  std::vector<Tensor> w_data;
+  for (const auto& w : weights) w_data.push_back(bf16 ? autocast_to_bfloat16(w) : w.data());
+  Tensor y = Tensor::empty({R, O}, x.dtype());
   int64_t r0 = 0;
   for (size_t e = 0; e < E; ++e) {
     if (sizes[e] > 0) {
       Tensor ye = y.narrow(0, r0, sizes[e]);
-      kernels::matmul_into(ye, xd.narrow(0, r0, sizes[e]), weights[e].data(), false, true);
+      kernels::matmul_into_varying(ye, xd.narrow(0, r0, sizes[e]), w_data[e], false, true);
       if (!biases.empty()) kernels::add_(ye, biases[e].data());
     }
     r0 += sizes[e];
@@ -55,17 +62,18 @@ Variable grouped_linear(const Variable& x, const std::vector<Variable>& weights,
   inputs.insert(inputs.end(), biases.begin(), biases.end());
   std::vector<bool> need(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) need[i] = needs_grad(inputs[i]);
-  std::vector<Tensor> w_data;
-  for (const auto& w : weights) w_data.push_back(w.data());
   return record(
       "grouped_linear", inputs, y,
       [need, sizes, has_bias = !biases.empty(), sx = SavedTensor(xd),
        sw = std::vector<SavedTensor>(w_data.begin(), w_data.end())](const Tensor& grad) -> Grads {
         const size_t E = sizes.size();
         const Tensor& xs = sx.get();
-        const Tensor g = grad.contiguous();
+        const Tensor g = xs.dtype() == DType::BFloat16 ? kernels::to_bfloat16(grad.contiguous())
+                                                       : grad.contiguous();
+        const Tensor g32 = xs.dtype() == DType::BFloat16 ? grad.contiguous() : g;  // for the bias
         Grads out(1 + E * (has_bias ? 2 : 1));
-        if (need[0]) out[0] = Tensor::empty(xs.shape(), xs.dtype());
+        const DType result = xs.dtype() == DType::BFloat16 ? DType::Float32 : xs.dtype();
+        if (need[0]) out[0] = Tensor::empty(xs.shape(), result);
         int64_t r0 = 0;
         for (size_t e = 0; e < E; ++e) {
           const int64_t n = sizes[e];
@@ -73,10 +81,14 @@ Variable grouped_linear(const Variable& x, const std::vector<Variable>& weights,
             const Tensor ge = g.narrow(0, r0, n);
             if (need[0]) {
               Tensor dxe = out[0].narrow(0, r0, n);
-              kernels::matmul_into(dxe, ge, sw[e].get());
+              kernels::matmul_into_varying(dxe, ge, sw[e].get());
             }
-            if (need[1 + e]) out[1 + e] = kernels::matmul(ge, xs.narrow(0, r0, n), true, false);
-            if (has_bias && need[1 + E + e]) out[1 + E + e] = kernels::sum(ge, {0});
+            if (need[1 + e]) {
+              const Tensor& w = sw[e].get();
+              out[1 + e] = Tensor::empty(w.shape(), result);
+              kernels::matmul_into_varying(out[1 + e], ge, xs.narrow(0, r0, n), true, false);
+            }
+            if (has_bias && need[1 + E + e]) out[1 + E + e] = kernels::sum(g32.narrow(0, r0, n), {0});
           }
           r0 += n;
         }

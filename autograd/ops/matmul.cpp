@@ -2,10 +2,14 @@
 // whose flags absorb every transpose (no transposed copies). A 2-D operand
 // broadcast over a batch gets its gradient summed over that batch: by one
 // 2-D matmul over the folded batch when the layout allows, else by a sum.
+// Under autocast (autograd/autocast.h) float32 operands are multiplied as
+// bfloat16: this op is where the switch is read.
 #include "core/kernels/matmul.h"
 
+#include "autograd/autocast.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "core/kernels/bf16.h"
 #include "core/kernels/reduce.h"
 
 // Shapes: op(A) [..., M, K], op(B) [..., K, N], C and G = dL/dC [..., M, N];
@@ -37,11 +41,31 @@ Tensor matmul_grad_b(const Tensor& g, const Tensor& a, bool ta, bool tb, const S
   return reduce_to(std::move(db), b_shape);
 }
 
+// The same products on bfloat16 copies of A, B (kept for backward instead of
+// the float32 tensors) and G; float32 results, float32 accumulation.
+Variable matmul_bf16(const Variable& a, const Variable& b, bool trans_a, bool trans_b) {
+  const bool need_a = needs_grad(a), need_b = needs_grad(b);
+  const Tensor a16 = autocast_to_bfloat16(a), b16 = autocast_to_bfloat16(b);
+  return record("matmul_bf16", {a, b}, kernels::matmul(a16, b16, trans_a, trans_b),
+                [need_a, need_b, trans_a, trans_b, a_shape = a.shape(), b_shape = b.shape(),
+                 sa = need_b ? SavedTensor(a16) : SavedTensor(),
+                 sb = need_a ? SavedTensor(b16) : SavedTensor()](const Tensor& g) -> Grads {
+                  const Tensor g16 = kernels::to_bfloat16(g);
+                  Grads out(2);
+                  if (need_a) out[0] = matmul_grad_a(g16, sb.get(), trans_a, trans_b, a_shape);
+                  if (need_b) out[1] = matmul_grad_b(g16, sa.get(), trans_a, trans_b, b_shape);
+                  return out;
+                });
+}
+
 }  // namespace
 
 // C = op(A) op(B):  dop(A) = G op(B)^T,  dop(B) = op(A)^T G
 Variable matmul(const Variable& a, const Variable& b, bool trans_a, bool trans_b) {
   EMBER_PROFILE_SCOPE(prof::Family::Matmul);
+  if (autocast_dtype() == DType::BFloat16 && a.dtype() == DType::Float32 && b.dtype() == DType::Float32) {
+    return matmul_bf16(a, b, trans_a, trans_b);
+  }
   const bool need_a = needs_grad(a), need_b = needs_grad(b);
   return record("matmul", {a, b}, kernels::matmul(a.data(), b.data(), trans_a, trans_b),
                 [need_a, need_b, trans_a, trans_b, a_shape = a.shape(), b_shape = b.shape(),

@@ -1,13 +1,15 @@
-// Batched matmul (see matmul.h). float32 runs on oneDNN matmul primitives,
-// created once per (M, N, K, batch, strides, alpha, beta) and cached; float64
-// (and any shape oneDNN declines) on a cache-blocked reference kernel; float32
-// with M = 1 and contiguous rows of op(B)^T on gemv_rows (kernels/gemv.h). This is
-// the only file in ember that includes oneDNN.
+// Batched matmul (see matmul.h). float32 and bfloat16 operands run on oneDNN
+// matmul primitives (bfloat16 with a float32 C, accumulating in float32),
+// created once per (operand type, M, N, K, batch, strides, alpha, beta) and
+// cached; float64 (and any shape oneDNN declines) on a cache-blocked reference
+// kernel; float32 with M = 1 and contiguous rows of op(B)^T on gemv_rows
+// (kernels/gemv.h). This is the only file in ember that includes oneDNN.
 //   C[b] = alpha * op(A)[b] @ op(B)[b] + beta * C[b],   op(A)[b]: [M, K], op(B)[b]: [K, N]
 #include "core/kernels/matmul.h"
 
 #include <omp.h>
 
+#include "core/kernels/bf16.h"
 #include "core/kernels/gemv.h"
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <type_traits>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
 
@@ -37,7 +40,13 @@ struct Gemm {
   char* pb = nullptr;
   char* pc = nullptr;
   double alpha = 1, beta = 0;
+  DType in = DType::Float32;  // of A and B; C is float64 for float64, else float32
+  bool varying = false;       // M and K change call to call: give them to oneDNN at run time
 };
+
+// Bytes per element of A and B, and of C.
+int64_t operand_size(DType in) { return static_cast<int64_t>(dtype_size(in)); }
+int64_t result_size(DType in) { return in == DType::Float64 ? 8 : 4; }
 
 // A batch dim left over after collapsing, run as an outer loop.
 struct BatchDim {
@@ -64,7 +73,18 @@ void normalize(Mat& m, int64_t rows, int64_t cols) {
 
 // --- float64 / fallback: cache-blocked reference kernel ----------------------------
 
-template <class T>
+// An operand element as the compute type T; In = uint16_t holds bfloat16 bits.
+template <class T, class In>
+T load(In x) {
+  if constexpr (std::is_same_v<In, uint16_t>) {
+    return std::bit_cast<float>(static_cast<uint32_t>(x) << 16);
+  } else {
+    return x;
+  }
+}
+
+// T: the type of C and of the accumulation; In: the stored type of A and B.
+template <class T, class In = T>
 void reference_gemm(const Gemm& g) {
   constexpr int64_t MB = 64, NB = 256, KB = 256;
   const int64_t mblocks = (g.M + MB - 1) / MB, nblocks = (g.N + NB - 1) / NB;
@@ -79,20 +99,20 @@ void reference_gemm(const Gemm& g) {
       const int64_t bi = job / (mblocks * nblocks), rest = job % (mblocks * nblocks);
       const int64_t i0 = (rest / nblocks) * MB, i1 = std::min(g.M, i0 + MB);
       const int64_t j0 = (rest % nblocks) * NB, j1 = std::min(g.N, j0 + NB), nb = j1 - j0;
-      const T* A = reinterpret_cast<const T*>(g.pa) + bi * g.sa;
-      const T* B = reinterpret_cast<const T*>(g.pb) + bi * g.sb;
+      const In* A = reinterpret_cast<const In*>(g.pa) + bi * g.sa;
+      const In* B = reinterpret_cast<const In*>(g.pb) + bi * g.sb;
       T* C = reinterpret_cast<T*>(g.pc) + bi * g.sc;
       std::fill(tile.begin(), tile.end(), T(0));
       for (int64_t k0 = 0; k0 < g.K; k0 += KB) {
         const int64_t k1 = std::min(g.K, k0 + KB);
         for (int64_t k = k0; k < k1; ++k) {  // B block -> contiguous [kb, nb]
           T* dst = pack.data() + (k - k0) * nb;
-          for (int64_t j = j0; j < j1; ++j) dst[j - j0] = B[k * g.b.rs + j * g.b.cs];
+          for (int64_t j = j0; j < j1; ++j) dst[j - j0] = load<T>(B[k * g.b.rs + j * g.b.cs]);
         }
         for (int64_t i = i0; i < i1; ++i) {
           T* t = tile.data() + (i - i0) * nb;
           for (int64_t k = k0; k < k1; ++k) {
-            const T aik = A[i * g.a.rs + k * g.a.cs];
+            const T aik = load<T>(A[i * g.a.rs + k * g.a.cs]);
             const T* bp = pack.data() + (k - k0) * nb;
             for (int64_t j = 0; j < nb; ++j) t[j] += aik * bp[j];
           }
@@ -110,7 +130,15 @@ void reference_gemm(const Gemm& g) {
   }
 }
 
-// --- float32: cached oneDNN primitives --------------------------------------------
+void reference_gemm(const Gemm& g) {
+  switch (g.in) {
+    case DType::Float64: return reference_gemm<double>(g);
+    case DType::BFloat16: return reference_gemm<float, uint16_t>(g);
+    default: return reference_gemm<float>(g);
+  }
+}
+
+// --- float32 / bfloat16: cached oneDNN primitives ---------------------------------
 
 // A primitive and its memory objects, whose data handles are set per call; the
 // mutex keeps one execution at a time (shared handles, library scratchpad).
@@ -120,7 +148,7 @@ struct Cached {
   std::mutex mutex;
 };
 
-using Key = std::array<int64_t, 15>;
+using Key = std::array<int64_t, 16>;
 
 struct Runtime {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
@@ -142,19 +170,23 @@ int64_t span(int64_t rows, int64_t cols, const Mat& m) {
 
 // A 2-D or 3-D descriptor; a shared (stride 0) operand gets batch dim 1 (oneDNN broadcast).
 dnnl::memory::desc make_md(int64_t batch, int64_t stride, int64_t rows, int64_t cols,
-                           const Mat& m) {
-  using dt = dnnl::memory::data_type;
-  if (batch == 1) return dnnl::memory::desc({rows, cols}, dt::f32, {m.rs, m.cs});
+                           const Mat& m, dnnl::memory::data_type type) {
+  if (batch == 1) return dnnl::memory::desc({rows, cols}, type, {m.rs, m.cs});
   const bool shared = stride == 0;
-  return dnnl::memory::desc({shared ? 1 : batch, rows, cols}, dt::f32,
+  return dnnl::memory::desc({shared ? 1 : batch, rows, cols}, type,
                             {shared ? span(rows, cols, m) : stride, m.rs, m.cs});
 }
 
 std::unique_ptr<Cached> create_primitive(const Gemm& g) {
   Runtime& rt = runtime();
-  const auto a_md = make_md(g.batch, g.sa, g.M, g.K, g.a);
-  const auto b_md = make_md(g.batch, g.sb, g.K, g.N, g.b);
-  const auto c_md = make_md(g.batch, g.sc, g.M, g.N, g.c);
+  using dt = dnnl::memory::data_type;
+  const dt in = g.in == DType::BFloat16 ? dt::bf16 : dt::f32;
+  // Run-time M and K: one primitive serves every group size (oneDNN then picks
+  // its gemm:jit kernels, within a few % of the shape-specialised ones).
+  const int64_t M = g.varying ? DNNL_RUNTIME_DIM_VAL : g.M, K = g.varying ? DNNL_RUNTIME_DIM_VAL : g.K;
+  const auto a_md = make_md(g.batch, g.sa, M, K, g.a, in);
+  const auto b_md = make_md(g.batch, g.sb, K, g.N, g.b, in);
+  const auto c_md = make_md(g.batch, g.sc, M, g.N, g.c, dt::f32);
   dnnl::primitive_attr attr;
   if (g.alpha != 1) attr.set_output_scales(0, {static_cast<float>(g.alpha)});
   if (g.beta != 0) {
@@ -170,17 +202,19 @@ std::unique_ptr<Cached> create_primitive(const Gemm& g) {
   } catch (const dnnl::error&) {
     return nullptr;
   }
-  entry->a = dnnl::memory(a_md, rt.engine, nullptr);
-  entry->b = dnnl::memory(b_md, rt.engine, nullptr);
-  entry->c = dnnl::memory(c_md, rt.engine, nullptr);
+  if (!g.varying) {  // with run-time dims the memory objects are made per call
+    entry->a = dnnl::memory(a_md, rt.engine, nullptr);
+    entry->b = dnnl::memory(b_md, rt.engine, nullptr);
+    entry->c = dnnl::memory(c_md, rt.engine, nullptr);
+  }
   return entry;
 }
 
 Cached* lookup(const Gemm& g) {
   const auto bits = [](double x) { return int64_t{std::bit_cast<int32_t>(static_cast<float>(x))}; };
   // clang-format off
-  const Key key{g.batch, g.M, g.N, g.K, g.a.rs, g.a.cs, g.sa, g.b.rs, g.b.cs, g.sb,
-                g.c.rs, g.c.cs, g.sc, bits(g.alpha), bits(g.beta)};
+  const Key key{g.batch, g.varying ? -1 : g.M, g.N, g.varying ? -1 : g.K, g.a.rs, g.a.cs, g.sa, g.b.rs, g.b.cs, g.sb,
+                g.c.rs, g.c.cs, g.sc, bits(g.alpha), bits(g.beta), static_cast<int64_t>(g.in)};
   // clang-format on
   Runtime& rt = runtime();
   std::lock_guard<std::mutex> lock(rt.mutex);
@@ -199,14 +233,16 @@ void onednn_gemm(Gemm g) {
     g.batch = 1;
   }
   if (g.batch == 1) g.sa = g.sb = g.sc = 0;
+  g.varying = g.varying && g.batch == 1;
   Cached* entry = lookup(g);
   if (!entry) {
-    if (g.batch == 1) return reference_gemm<float>(g);
+    if (g.batch == 1) return reference_gemm(g);
     Gemm one = g;  // oneDNN declined the batched form: loop over 2-D gemms
     one.batch = 1;
+    const int64_t es = operand_size(g.in);
     for (int64_t i = 0; i < g.batch; ++i) {
-      one.pa = g.pa + i * g.sa * 4;
-      one.pb = g.pb + i * g.sb * 4;
+      one.pa = g.pa + i * g.sa * es;
+      one.pb = g.pb + i * g.sb * es;
       one.pc = g.pc + i * g.sc * 4;
       onednn_gemm(one);
     }
@@ -214,6 +250,16 @@ void onednn_gemm(Gemm g) {
   }
   Runtime& rt = runtime();
   std::lock_guard<std::mutex> lock(entry->mutex);
+  if (g.varying) {
+    using dt = dnnl::memory::data_type;
+    const dt in = g.in == DType::BFloat16 ? dt::bf16 : dt::f32;
+    const dnnl::memory a(make_md(1, 0, g.M, g.K, g.a, in), rt.engine, g.pa);
+    const dnnl::memory b(make_md(1, 0, g.K, g.N, g.b, in), rt.engine, g.pb);
+    const dnnl::memory c(make_md(1, 0, g.M, g.N, g.c, dt::f32), rt.engine, g.pc);
+    entry->prim.execute(rt.stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+    rt.stream.wait();
+    return;
+  }
   entry->a.set_data_handle(g.pa);
   entry->b.set_data_handle(g.pb);
   entry->c.set_data_handle(g.pc);
@@ -223,10 +269,10 @@ void onednn_gemm(Gemm g) {
   rt.stream.wait();
 }
 
-void run_gemm(const Gemm& g, DType dtype) {
-  if (dtype == DType::Float64) return reference_gemm<double>(g);
-  if (g.K == 0) return reference_gemm<float>(g);  // C = beta * C
-  if (g.batch == 1 && g.M == 1 && g.a.cs == 1 && g.b.rs == 1) {  // x [1, K] W[N, K]^T: decoding
+void run_gemm(const Gemm& g) {
+  if (g.in == DType::Float64 || g.K == 0) return reference_gemm(g);  // K = 0: C = beta * C
+  if (g.in == DType::Float32 && g.batch == 1 && g.M == 1 && g.a.cs == 1 && g.b.rs == 1) {
+    // x [1, K] W[N, K]^T: decoding
     return gemv_rows(g.N, g.K, reinterpret_cast<const float*>(g.pa),
                      reinterpret_cast<const float*>(g.pb), g.b.cs, reinterpret_cast<float*>(g.pc),
                      g.c.cs, static_cast<float>(g.alpha), static_cast<float>(g.beta));
@@ -235,15 +281,15 @@ void run_gemm(const Gemm& g, DType dtype) {
 }
 
 // Runs the outer batch dims as loops around the innermost batched gemm.
-void run_batches(const Gemm& g, const std::vector<BatchDim>& outer, size_t d, DType dtype) {
-  if (d == outer.size()) return run_gemm(g, dtype);
-  const int64_t es = static_cast<int64_t>(dtype_size(dtype));
+void run_batches(const Gemm& g, const std::vector<BatchDim>& outer, size_t d) {
+  if (d == outer.size()) return run_gemm(g);
+  const int64_t es = operand_size(g.in), ec = result_size(g.in);
   Gemm sub = g;
   for (int64_t i = 0; i < outer[d].size; ++i) {
     sub.pa = g.pa + i * outer[d].sa * es;
     sub.pb = g.pb + i * outer[d].sb * es;
-    sub.pc = g.pc + i * outer[d].sc * es;
-    run_batches(sub, outer, d + 1, dtype);
+    sub.pc = g.pc + i * outer[d].sc * ec;
+    run_batches(sub, outer, d + 1);
   }
 }
 
@@ -256,7 +302,8 @@ Shape check_and_shape(const Tensor& a, const Tensor& b, bool trans_a, bool trans
   EMBER_CHECK(a.defined() && b.defined(), "matmul: undefined operand");
   EMBER_CHECK(a.dim() >= 2 && b.dim() >= 2, "matmul: operands need at least 2 dims, got ",
               describe(a, b, trans_a, trans_b));
-  EMBER_CHECK(is_floating(a.dtype()), "matmul: expected float32 or float64 operands, got ",
+  EMBER_CHECK(is_floating(a.dtype()) || a.dtype() == DType::BFloat16,
+              "matmul: expected float32, float64 or bfloat16 operands, got ",
               dtype_name(a.dtype()), " for ", describe(a, b, trans_a, trans_b));
   EMBER_CHECK(a.dtype() == b.dtype(), "matmul: dtypes differ: a is ", dtype_name(a.dtype()),
               ", b is ", dtype_name(b.dtype()), " for ", describe(a, b, trans_a, trans_b));
@@ -286,6 +333,11 @@ int64_t batch_stride(const Tensor& t, size_t d, size_t nb, int64_t size) {
   return t.shape()[td] == size ? t.strides()[td] : 0;
 }
 
+// float64 for float64 operands, else float32.
+DType result_dtype(DType operands) {
+  return operands == DType::Float64 ? DType::Float64 : DType::Float32;
+}
+
 }  // namespace
 
 int64_t matmul_primitive_cache_size() {
@@ -295,19 +347,25 @@ int64_t matmul_primitive_cache_size() {
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
-  Tensor c = Tensor::empty(check_and_shape(a, b, trans_a, trans_b), a.dtype());
+  Tensor c = Tensor::empty(check_and_shape(a, b, trans_a, trans_b), result_dtype(a.dtype()));
   matmul_into(c, a, b, trans_a, trans_b, 1, 0);
   return c;
 }
 
-void matmul_into(Tensor& c, const Tensor& a_in, const Tensor& b_in, bool trans_a, bool trans_b,
-                 double alpha, double beta) {
+namespace {
+
+void matmul_into_impl(Tensor& c, const Tensor& a_in, const Tensor& b_in, bool trans_a, bool trans_b,
+                      double alpha, double beta, bool varying) {
   const Shape c_shape = check_and_shape(a_in, b_in, trans_a, trans_b);
   EMBER_CHECK(c.defined() && c.shape() == c_shape, "matmul_into: c has shape ",
               c.defined() ? shape_str(c.shape()) : "(undefined)", " but ",
               describe(a_in, b_in, trans_a, trans_b), " give ", shape_str(c_shape));
-  EMBER_CHECK(c.dtype() == a_in.dtype(), "matmul_into: c is ", dtype_name(c.dtype()),
+  EMBER_CHECK(c.dtype() == result_dtype(a_in.dtype()), "matmul_into: c is ", dtype_name(c.dtype()),
               " but the operands are ", dtype_name(a_in.dtype()));
+  // (contiguous() below would need arithmetic on bfloat16; kernels::to_bfloat16 gives plain layouts)
+  EMBER_CHECK(a_in.dtype() != DType::BFloat16 || (plain_last2(a_in) && plain_last2(b_in)),
+              "matmul: bfloat16 operands need a row- or column-major layout, got ",
+              describe(a_in, b_in, trans_a, trans_b));
   c.bump_version();
   if (c.numel() == 0) return;
   const Tensor a = plain_last2(a_in) ? a_in : a_in.contiguous();
@@ -327,6 +385,8 @@ void matmul_into(Tensor& c, const Tensor& a_in, const Tensor& b_in, bool trans_a
   g.pc = static_cast<char*>(cw.raw_data());
   g.alpha = alpha;
   g.beta = beta;
+  g.in = a.dtype();
+  g.varying = varying;
 
   // Collapse the batch dims: drop size 1, merge dims that are nested in all three.
   const size_t nb = c_shape.size() - 2;
@@ -368,13 +428,31 @@ void matmul_into(Tensor& c, const Tensor& a_in, const Tensor& b_in, bool trans_a
     normalize(g.b, g.K, g.N);
     normalize(g.c, g.M, g.N);
   }
-  run_batches(g, dims, 0, a.dtype());
+  run_batches(g, dims, 0);
   if (!c_plain) c.copy_(cw);
 }
 
-double measure_matmul_peak(int reps) {
+}  // namespace
+
+void matmul_into(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
+                 double alpha, double beta) {
+  matmul_into_impl(c, a, b, trans_a, trans_b, alpha, beta, false);
+}
+
+void matmul_into_varying(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
+                         double alpha, double beta) {
+  EMBER_CHECK(a.dim() == 2 && b.dim() == 2, "matmul_into_varying: 2-D operands only, got ",
+              describe(a, b, trans_a, trans_b));
+  matmul_into_impl(c, a, b, trans_a, trans_b, alpha, beta, true);
+}
+
+double measure_matmul_peak(int reps, DType operands) {
   const int64_t n = 1024;
-  const Tensor a = Tensor::randn({n, n}, 1), b = Tensor::randn({n, n}, 2);
+  Tensor a = Tensor::randn({n, n}, 1), b = Tensor::randn({n, n}, 2);
+  if (operands == DType::BFloat16) {
+    a = to_bfloat16(a);
+    b = to_bfloat16(b);
+  }
   double best = 1e30;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -382,6 +460,12 @@ double measure_matmul_peak(int reps) {
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return 2.0 * static_cast<double>(n * n * n) / best;
+}
+
+bool bf16_matmul_native() {
+  const int isa = static_cast<int>(dnnl::get_effective_cpu_isa());
+  const int bf16 = static_cast<int>(dnnl::cpu_isa::avx512_core_bf16);  // ISA values are nested bit masks
+  return (isa & bf16) == bf16;
 }
 
 }  // namespace ember::kernels

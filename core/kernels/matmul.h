@@ -3,7 +3,9 @@
 // copy). A is [..., M, K] ([..., K, M] with trans_a), B is [..., K, N]
 // ([..., N, K] with trans_b). Batch dims broadcast; a 2-D operand is shared by
 // every batch. float32 runs on cached oneDNN matmul primitives (one per shape,
-// strides and beta); float64 on a blocked reference kernel.
+// strides and beta); float64 on a blocked reference kernel. bfloat16 operands
+// (kernels/bf16.h: mixed precision) give a float32 C, accumulated in float32,
+// on oneDNN's bf16 primitives (AVX512-BF16 / AMX where the CPU has them).
 #pragma once
 #include "core/tensor.h"
 
@@ -14,10 +16,19 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans
 // second-to-last is contiguous); with beta = 1 it accumulates.
 void matmul_into(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a = false,
                  bool trans_b = false, double alpha = 1, double beta = 0);
+// matmul_into for 2-D products whose M and K change from call to call (the
+// row groups of MoE experts): one cached primitive per (N, layout, alpha,
+// beta, dtype) with M and K given at run time, instead of one per shape.
+void matmul_into_varying(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a = false,
+                         bool trans_b = false, double alpha = 1, double beta = 0);
 // Number of oneDNN primitives created so far (for tests of the cache).
 int64_t matmul_primitive_cache_size();
-// The machine's float32 matmul peak as this kernel reaches it: FLOP/s of the
-// best of `reps` 1024^3 products (what MFU and the benchmarks divide by).
-double measure_matmul_peak(int reps = 6);
+// The machine's matmul peak as this kernel reaches it: FLOP/s of the best of
+// `reps` 1024^3 products with float32 (or bfloat16) operands (what MFU and the
+// benchmarks divide by).
+double measure_matmul_peak(int reps = 6, DType operands = DType::Float32);
+// True when oneDNN runs bfloat16 matmuls on native instructions (AVX512-BF16 or
+// AMX); elsewhere they are emulated or fall back to the reference kernel, slower than float32.
+bool bf16_matmul_native();
 
 }  // namespace ember::kernels
