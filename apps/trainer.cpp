@@ -26,6 +26,7 @@
 #include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
+#include "core/kernels/matmul.h"
 #include "core/profiler.h"
 #include "data/batch_loader.h"
 #include "data/bpe_trainer.h"
