@@ -60,13 +60,14 @@ nlohmann::json run_bench_case(const BenchCase& c, const BenchRunOptions& o, doub
         loss.total.backward();
       }
     }
+    double grad_scale = 1;
     {
       EMBER_PROFILE_PHASE(prof::Phase::Clip);
-      optim::clip_grad_norm(params, clip);
+      grad_scale = optim::clip_coefficient(optim::grad_norm(params), clip);  // applied inside AdamW, as ember train
     }
     {
       EMBER_PROFILE_PHASE(prof::Phase::Optimizer);
-      opt.step(lr);
+      opt.step(lr, grad_scale);
     }
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     EMBER_CHECK(std::isfinite(loss.ce), c.name, ": non-finite loss at step ", s);

@@ -387,10 +387,18 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
       reducer->finish();
     }
     mixed.reset();
-    double norm = 0;
+    // Clipping: the norm here, the scaling fused into the optimizer's pass
+    // (grad_scale) instead of a pass of its own over every gradient; ZeRO-1
+    // clips its shard of the gradient in place.
+    double norm = 0, grad_scale = 1;
     {
       EMBER_PROFILE_PHASE(prof::Phase::Clip);
-      norm = reducer ? reducer->clip_grad_norm(o.clip) : optim::clip_grad_norm(params, o.clip);
+      if (o.zero) {
+        norm = reducer->clip_grad_norm(o.clip);
+      } else {
+        norm = optim::grad_norm(params);
+        grad_scale = optim::clip_coefficient(norm, o.clip);
+      }
     }
     if (world > 1) {  // the mean over ranks: every rank logs and checks the same loss
       EMBER_PROFILE_PHASE(prof::Phase::CommWait);
@@ -404,7 +412,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     });
     {
       EMBER_PROFILE_PHASE(prof::Phase::Optimizer);
-      opt.step(lr);
+      opt.step(lr, grad_scale);
     }
     ++step;
     tokens_seen += tokens_per_step;

@@ -41,7 +41,7 @@ std::string ZeroAdamW::key(size_t group, size_t index) const {
   return name.empty() ? "group" + std::to_string(group) + "." + std::to_string(index) : name;
 }
 
-void ZeroAdamW::step(double lr) {
+void ZeroAdamW::step(double lr, double grad_scale) {
   EMBER_PROFILE_SCOPE(prof::Family::Optimizer);
   ++step_;
   NoGradGuard no_grad;
@@ -57,7 +57,7 @@ void ZeroAdamW::step(double lr) {
       optim::adamw_update_span<T>(data.data<T>() + in_param, grad.data<T>() + at,
                                   exp_avg_.data<T>() + at, exp_avg_sq_.data<T>() + at,
                                   s.end - s.begin, lr * group.lr_scale, group.weight_decay,
-                                  options_, step_);
+                                  options_, step_, grad_scale);
     });
     data.bump_version();
   }

@@ -19,7 +19,7 @@ class ZeroAdamW : public optim::Optimizer {
 
   // After reducer.finish() (and reducer.clip_grad_norm): updates this rank's
   // shard, then all-gathers the parameters. Collective.
-  void step(double lr) override;
+  void step(double lr, double grad_scale = 1.0) override;
   // Full moments under optim::AdamW's keys ("<name>/exp_avg", ...), the same
   // for every world size. Collective: every rank calls it and gets them all.
   std::map<std::string, Tensor> state_dict() const override;

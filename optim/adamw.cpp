@@ -19,16 +19,16 @@ namespace {
 // Per-step constants of the update, in the parameter's type.
 template <class T>
 struct AdamWScalars {
-  T decay, step, sqrt_bc2, b1, b2, one_minus_b1, one_minus_b2, eps;
+  T decay, step, sqrt_bc2, b1, b2, one_minus_b1, one_minus_b2, eps, grad_scale;
 };
 
 template <class T>
-AdamWScalars<T> adamw_scalars(double lr, double wd, const AdamWOptions& o, int64_t t) {
+AdamWScalars<T> adamw_scalars(double lr, double wd, const AdamWOptions& o, int64_t t, double grad_scale) {
   const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(t));
   const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(t));
   return {static_cast<T>(1.0 - lr * wd), static_cast<T>(lr / bc1), static_cast<T>(std::sqrt(bc2)),
           static_cast<T>(o.beta1),       static_cast<T>(o.beta2),  static_cast<T>(1.0 - o.beta1),
-          static_cast<T>(1.0 - o.beta2), static_cast<T>(o.eps)};
+          static_cast<T>(1.0 - o.beta2), static_cast<T>(o.eps),  static_cast<T>(grad_scale)};
 }
 
 // The update of n elements, one thread; vectorised (no branches, sqrt without errno).
@@ -37,7 +37,7 @@ EMBER_TARGET_CLONES void adamw_kernel(T* __restrict p, const T* __restrict g, T*
                                       T* __restrict v, int64_t n, const AdamWScalars<T> s) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
-    const T gi = g[i];
+    const T gi = g[i] * s.grad_scale;  // exact when grad_scale is 1
     const T mi = s.b1 * m[i] + s.one_minus_b1 * gi;
     const T vi = s.b2 * v[i] + s.one_minus_b2 * gi * gi;
     m[i] = mi;
@@ -82,14 +82,14 @@ void adamw_run(const std::vector<AdamWSpan<T>>& spans) {
 
 template <class T>
 void adamw_update_span(T* p, const T* g, T* m, T* v, int64_t n, double lr, double wd,
-                       const AdamWOptions& options, int64_t t) {
-  adamw_run<T>({{p, m, v, g, n, adamw_scalars<T>(lr, wd, options, t)}});
+                       const AdamWOptions& options, int64_t t, double grad_scale) {
+  adamw_run<T>({{p, m, v, g, n, adamw_scalars<T>(lr, wd, options, t, grad_scale)}});
 }
 
 template void adamw_update_span<float>(float*, const float*, float*, float*, int64_t, double,
-                                       double, const AdamWOptions&, int64_t);
+                                       double, const AdamWOptions&, int64_t, double);
 template void adamw_update_span<double>(double*, const double*, double*, double*, int64_t, double,
-                                        double, const AdamWOptions&, int64_t);
+                                        double, const AdamWOptions&, int64_t, double);
 
 AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options)
     : Optimizer(std::move(groups)), options_(options) {
@@ -104,7 +104,7 @@ AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options)
   }
 }
 
-void AdamW::step(double lr) {
+void AdamW::step(double lr, double grad_scale) {
   EMBER_PROFILE_SCOPE(prof::Family::Optimizer);
   ++step_;
   NoGradGuard no_grad;
@@ -123,7 +123,7 @@ void AdamW::step(double lr) {
       dispatch_float(data.dtype(), "AdamW", [&](auto tag) {
         using T = decltype(tag);
         AdamWSpan<T> span{data.data<T>(),  m_[gi][i].data<T>(), v_[gi][i].data<T>(), grad.data<T>(),
-                          data.numel(), adamw_scalars<T>(glr, group.weight_decay, options_, step_)};
+                          data.numel(), adamw_scalars<T>(glr, group.weight_decay, options_, step_, grad_scale)};
         if constexpr (std::is_same_v<T, float>) {
           f32.push_back(span);
         } else {

@@ -16,17 +16,17 @@ struct AdamWOptions {
 
 // The fused update of one contiguous span of n elements (parameter p, gradient
 // g, moments m and v) at step t (from 1), with learning rate lr and weight
-// decay wd: what AdamW::step does for each tensor, exposed so a sharded
+// decay wd, gradients read as g * grad_scale: what AdamW::step does for each tensor, exposed so a sharded
 // optimizer (dist::ZeroAdamW) updates its slice with the very same arithmetic.
 // Defined for float and double.
 template <class T>
 void adamw_update_span(T* p, const T* g, T* m, T* v, int64_t n, double lr, double wd,
-                       const AdamWOptions& options, int64_t t);
+                       const AdamWOptions& options, int64_t t, double grad_scale = 1.0);
 
 class AdamW : public Optimizer {
  public:
   AdamW(std::vector<ParamGroup> groups, AdamWOptions options = {});
-  void step(double lr) override;
+  void step(double lr, double grad_scale = 1.0) override;
   std::map<std::string, Tensor> state_dict() const override;
   void load_state_dict(const std::map<std::string, Tensor>& state, int64_t step) override;
   const AdamWOptions& options() const { return options_; }

@@ -1,37 +1,82 @@
-// Global gradient norm (accumulated in double) and in-place scaling.
+// Global gradient norm (accumulated in double, one pass) and in-place scaling.
 #include "optim/clip.h"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "core/kernels/elementwise.h"
 #include "core/profiler.h"
+#include "core/simd.h"
 
 namespace ember::optim {
 
+namespace {
+
+// sum of x^2 over n elements, in double; vectorised and compiled per ISA.
+template <class T>
+EMBER_TARGET_CLONES double sum_squares(const T* __restrict x, int64_t n) {
+  double s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  return s;
+}
+
+// One gradient's elements, as float or double.
+struct GradSpan {
+  const void* data;
+  int64_t n;
+  bool is_double;
+};
+
+}  // namespace
+
+// All gradients in one OpenMP region, the concatenated elements split evenly
+// between threads (one pass over the gradients, small tensors not alone).
 double grad_norm(const std::vector<Variable>& params) {
   EMBER_PROFILE_SCOPE(prof::Family::Optimizer);
-  double total = 0;
+  std::vector<Tensor> keep;
+  std::vector<GradSpan> spans;
+  int64_t total_n = 0;
   for (const Variable& p : params) {
     if (!p.grad().defined()) continue;
-    const Tensor g = p.grad().contiguous();
+    keep.push_back(p.grad().contiguous());
+    const Tensor& g = keep.back();
     dispatch_float(g.dtype(), "grad_norm", [&](auto tag) {
       using T = decltype(tag);
-      const T* d = g.data<T>();
-      const int64_t n = g.numel();
-      double s = 0;
-#pragma omp parallel for reduction(+ : s) if (n > 32768)
-      for (int64_t i = 0; i < n; ++i) s += static_cast<double>(d[i]) * d[i];
-      total += s;
+      spans.push_back({g.data<T>(), g.numel(), std::is_same_v<T, double>});
     });
+    total_n += g.numel();
+  }
+  double total = 0;
+#pragma omp parallel reduction(+ : total) if (total_n > 32768)
+  {
+    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t chunk = (total_n + nt - 1) / nt;
+    const int64_t lo = std::min(total_n, t * chunk), hi = std::min(total_n, lo + chunk);
+    int64_t base = 0;
+    for (const GradSpan& sp : spans) {
+      const int64_t b = std::max(lo, base), e = std::min(hi, base + sp.n);
+      if (b < e) {
+        total += sp.is_double ? sum_squares(static_cast<const double*>(sp.data) + (b - base), e - b)
+                              : sum_squares(static_cast<const float*>(sp.data) + (b - base), e - b);
+      }
+      base += sp.n;
+    }
   }
   return std::sqrt(total);
+}
+
+double clip_coefficient(double norm, double max_norm) {
+  return max_norm > 0 ? std::min(1.0, max_norm / (norm + 1e-6)) : 1.0;
 }
 
 double clip_grad_norm(const std::vector<Variable>& params, double max_norm) {
   EMBER_PROFILE_SCOPE(prof::Family::Optimizer);
   const double norm = grad_norm(params);
-  if (max_norm <= 0) return norm;
-  const double coef = max_norm / (norm + 1e-6);
+  const double coef = clip_coefficient(norm, max_norm);
   if (coef < 1.0) {
     for (const Variable& p : params) {
       if (!p.grad().defined()) continue;

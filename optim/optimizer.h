@@ -22,8 +22,10 @@ class Optimizer {
   explicit Optimizer(std::vector<ParamGroup> groups) : groups_(std::move(groups)) {}
   virtual ~Optimizer() = default;
 
-  // One update with learning rate lr (times each group's lr_scale).
-  virtual void step(double lr) = 0;
+  // One update with learning rate lr (times each group's lr_scale), reading
+  // every gradient as grad * grad_scale: gradient clipping fused into the
+  // update (optim::clip_coefficient), so the gradients are not rewritten.
+  virtual void step(double lr, double grad_scale = 1.0) = 0;
   // Drops every parameter's gradient.
   void zero_grad();
 

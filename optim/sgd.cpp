@@ -8,11 +8,12 @@ namespace {
 
 template <class T>
 void sgd_update(T* p, const T* g, T* b, int64_t n, double lr, double wd, double mu, bool nesterov,
-                bool first) {
+                bool first, double grad_scale) {
   const T tlr = static_cast<T>(lr), twd = static_cast<T>(wd), tmu = static_cast<T>(mu);
+  const T tgs = static_cast<T>(grad_scale);
 #pragma omp parallel for simd if (n > 32768)
   for (int64_t i = 0; i < n; ++i) {
-    T gi = g[i] + twd * p[i];
+    T gi = g[i] * tgs + twd * p[i];
     if (b) {
       b[i] = first ? gi : tmu * b[i] + gi;
       gi = nesterov ? gi + tmu * b[i] : b[i];
@@ -29,7 +30,7 @@ SGD::SGD(std::vector<ParamGroup> groups, SGDOptions options)
   for (const auto& g : groups_) buf_.emplace_back(g.params.size());
 }
 
-void SGD::step(double lr) {
+void SGD::step(double lr, double grad_scale) {
   ++step_;
   NoGradGuard no_grad;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
@@ -46,7 +47,7 @@ void SGD::step(double lr) {
         sgd_update<T>(data.data<T>(), grad.data<T>(),
                       options_.momentum > 0 ? buf_[gi][i].data<T>() : nullptr, data.numel(),
                       lr * group.lr_scale, group.weight_decay, options_.momentum, options_.nesterov,
-                      first);
+                      first, grad_scale);
       });
       data.bump_version();
     }

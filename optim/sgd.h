@@ -14,7 +14,7 @@ struct SGDOptions {
 class SGD : public Optimizer {
  public:
   SGD(std::vector<ParamGroup> groups, SGDOptions options = {});
-  void step(double lr) override;
+  void step(double lr, double grad_scale = 1.0) override;
   std::map<std::string, Tensor> state_dict() const override;
   void load_state_dict(const std::map<std::string, Tensor>& state, int64_t step) override;
 

@@ -112,3 +112,44 @@ TEST_CASE("schedules are pure functions of the step", "[optim]") {
   CHECK(lr_at({"wsd", 1.0, 0.0, 2, 10, 4}, 10) == Approx(0.0));
   CHECK_THROWS_WITH(lr_at({"step", 1.0, 0.0, 0, 10, 0}, 3), Catch::Contains("step"));
 }
+
+TEST_CASE("clipping fused into the update (grad_scale) equals clipping the gradients first", "[optim]") {
+  // Two copies of the same parameters and gradients: one clipped in place by
+  // clip_grad_norm then stepped, one stepped with grad_scale = clip_coefficient.
+  // float64: the same products in the same order, so the results are equal;
+  // tensors of different sizes exercise the split of the one OpenMP region.
+  auto make = [](uint64_t seed, int64_t n) {
+    Variable v(Tensor::randn({n}, seed, 0, DType::Float64), true);
+    v.set_grad(Tensor::randn({n}, seed + 100, 0, DType::Float64, 0.0, 3.0));
+    return v;
+  };
+  for (auto kind : {"adamw", "sgd"}) {
+    std::vector<Variable> a, b;
+    for (int64_t i = 0; i < 4; ++i) {
+      const int64_t n = i == 2 ? 70001 : 5 + 3 * i;
+      a.push_back(make(10 + i, n));
+      b.push_back(make(10 + i, n));
+    }
+    const double max_norm = 2.0;
+    const double norm = grad_norm(b);
+    const double coef = clip_coefficient(norm, max_norm);
+    CHECK(clip_grad_norm(a, max_norm) == Approx(norm).epsilon(1e-12));
+    REQUIRE(coef < 1.0);
+    CHECK(clip_coefficient(norm, 0.0) == 1.0);
+    CHECK(clip_coefficient(0.5, max_norm) == 1.0);
+    std::unique_ptr<Optimizer> oa, ob;
+    if (std::string(kind) == "adamw") {
+      oa = std::make_unique<AdamW>(std::vector<ParamGroup>{{a, {}, 1.0, 0.1}});
+      ob = std::make_unique<AdamW>(std::vector<ParamGroup>{{b, {}, 1.0, 0.1}});
+    } else {
+      oa = std::make_unique<SGD>(std::vector<ParamGroup>{{a, {}, 1.0, 0.1}}, SGDOptions{0.9, false});
+      ob = std::make_unique<SGD>(std::vector<ParamGroup>{{b, {}, 1.0, 0.1}}, SGDOptions{0.9, false});
+    }
+    oa->step(0.01);
+    ob->step(0.01, coef);
+    for (size_t i = 0; i < a.size(); ++i) {
+      INFO(kind << " tensor " << i);
+      CHECK(a[i].data().to_vector<double>() == b[i].data().to_vector<double>());
+    }
+  }
+}
