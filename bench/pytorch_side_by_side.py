@@ -22,6 +22,7 @@ each side's best median), so a burst of load on a shared machine hits both.
 Not part of CI. Needs torch (Debian's /usr/bin/python3 has torch 1.13):
     /usr/bin/python3 bench/pytorch_side_by_side.py [--ember build/apps/ember]
         [--preset NAME ...] [--steps 10] [--warmup 2] [--threads N] [--rounds 1]
+        [--dtype float32|bf16] [--torch-dtype float32|bf16]
 """
 import argparse
 import json
@@ -248,8 +249,9 @@ def vm_hwm_mb():
     return float("nan")
 
 
-def torch_child(name, B, T, steps, warmup, threads):
+def torch_child(name, B, T, steps, warmup, threads, dtype):
     """Runs in a subprocess: prints one JSON line with the torch figures."""
+    import contextlib
     import torch
     torch.set_num_threads(threads)
     torch.manual_seed(1337)
@@ -264,7 +266,10 @@ def torch_child(name, B, T, steps, warmup, threads):
         t0 = time.perf_counter()
         ids = torch.randint(0, c["vocab_size"], (B, T + 1))
         opt.zero_grad(set_to_none=True)
-        ce, total = model(ids[:, :T], ids[:, 1:])
+        # bf16: torch's CPU autocast (matmuls in bfloat16, float32 weights), as ember --dtype bf16
+        mixed = torch.autocast("cpu", dtype=torch.bfloat16) if dtype == "bf16" else contextlib.nullcontext()
+        with mixed:
+            ce, total = model(ids[:, :T], ids[:, 1:])
         total.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -278,7 +283,7 @@ def torch_child(name, B, T, steps, warmup, threads):
 
 def run_torch(name, B, T, args):
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--torch-child", name, str(B), str(T),
-                          str(args.steps), str(args.warmup), str(args.threads)],
+                          str(args.steps), str(args.warmup), str(args.threads), args.torch_dtype],
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -287,7 +292,7 @@ def run_ember(name, args):
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "bench.json")
         subprocess.run([args.ember, "bench", "--preset", name, "--steps", str(args.steps), "--warmup",
-                        str(args.warmup), "--threads", str(args.threads), "--json", path],
+                        str(args.warmup), "--threads", str(args.threads), "--dtype", args.dtype, "--json", path],
                        check=True, stdout=subprocess.DEVNULL)
         report = json.load(open(path))
     cfg = report["configs"][0]
@@ -298,7 +303,7 @@ def run_ember(name, args):
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--torch-child":
         name, B, T, steps, warmup, threads = sys.argv[2], *map(int, sys.argv[3:8])
-        torch_child(name, B, T, steps, warmup, threads)
+        torch_child(name, B, T, steps, warmup, threads, sys.argv[8])
         return
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--ember", default=os.path.join(ROOT, "build", "apps", "ember"))
@@ -307,7 +312,12 @@ def main():
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--rounds", type=int, default=1, help="interleaved repetitions; each side's best median counts")
+    p.add_argument("--dtype", choices=["float32", "bf16"], default="float32",
+                   help="ember's matmul precision (ember bench --dtype); MFU is then against the bf16 peak")
+    p.add_argument("--torch-dtype", choices=["float32", "bf16"],
+                   help="torch's: float32, or bf16 under torch.autocast('cpu'); default: --dtype")
     args = p.parse_args()
+    args.torch_dtype = args.torch_dtype or args.dtype
     presets = args.preset or list(SHAPES)
     results = {}
     for r in range(args.rounds):
@@ -328,7 +338,8 @@ def main():
     def mark(ok):
         return "met" if ok else "NOT met"
 
-    print(f"\n{args.threads} threads, {args.steps} timed steps after {args.warmup} warm-up, best median of "
+    print(f"\nember {args.dtype}, torch {args.torch_dtype}; "
+          f"{args.threads} threads, {args.steps} timed steps after {args.warmup} warm-up, best median of "
           f"{args.rounds} interleaved round(s); MFU = model FLOPs (ember's nn::model_stats) / ember's matmul peak")
     head = (f"{'config':12s} {'B':>2s} {'T':>4s} {'ember ms':>9s} {'torch ms':>9s} {'ratio':>6s} {'ember MFU':>9s} "
             f"{'torch MFU':>9s} {'ember RSS':>9s} {'torch RSS':>9s}  targets")
@@ -349,7 +360,7 @@ def main():
         print(f"{name:12s} {B:2d} {T:4d} {e_ms:9.1f} {t_ms:9.1f} {ratio:6.2f} {e_mfu:8.1f}% {t_mfu:8.1f}% "
               f"{e['peak_rss_mb']:6.0f} MB {t['peak_rss_mb']:6.0f} MB  " + "; ".join(targets))
     peaks = ", ".join(f"{n} {results[(n, 'ember')]['matmul_peak_gflops']:.1f}" for n in presets)
-    print(f"float32 matmul peak (GFLOP/s, measured by each counted ember run, used for both MFUs): {peaks}; "
+    print(f"{args.dtype} matmul peak (GFLOP/s, measured by each counted ember run, used for both MFUs): {peaks}; "
           f"torch {results[(presets[0], 'torch')]['torch']}")
 
 
