@@ -24,7 +24,9 @@ int main(int argc, char** argv) {
   CLI::App app{"ember: a small PyTorch-style LLM training framework in C++"};
   app.set_version_flag("--version", "ember " EMBER_VERSION "\nbuild: " EMBER_BUILD_INFO);
   // Every option of every subcommand shows its default in --help (set before they are added).
-  app.option_defaults()->always_capture_default();
+  // A repeated option takes its last value (scripts/run.sh passes its defaults
+  // first, so `bash scripts/run.sh --steps 200` overrides them).
+  app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.require_subcommand(1);
   std::map<CLI::App*, ember::apps::CommandRunner> runners;
   auto add = [&](ember::apps::CommandRunner (*fn)(CLI::App&)) {
