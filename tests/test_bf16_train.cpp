@@ -15,6 +15,7 @@
 #include "apps/trainer.h"
 #include "autograd/autocast.h"
 #include "data/token_shard.h"
+#include "temp_dir.h"
 
 using namespace ember;
 using namespace ember::apps;
@@ -22,12 +23,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path{fs::temp_directory_path() / ("ember_bf16_train_" + std::to_string(getpid()))};
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
+using testing::TempDir;
+using testing::read_text;
 
 TrainOptions tiny_options(const TempDir& dir, const std::string& out, const std::string& dtype) {
   TrainOptions o;
@@ -61,7 +58,7 @@ Checkpoint final_checkpoint(const TempDir& dir, const std::string& out) {
 }  // namespace
 
 TEST_CASE("train --dtype bf16: float32 state, close to float32, resumes in bf16 bit for bit", "[bf16][train]") {
-  TempDir dir;
+  TempDir dir("bf16_train");
   REQUIRE(run_train(tiny_options(dir, "f32", "float32")) == 0);
   REQUIRE(run_train(tiny_options(dir, "bf16", "bf16")) == 0);
   CHECK(autocast_dtype() == DType::Float32);  // the run's guard ended with its steps
@@ -96,7 +93,7 @@ TEST_CASE("train --dtype bf16: float32 state, close to float32, resumes in bf16 
 }
 
 TEST_CASE("train --dtype rejects an unknown precision by name", "[bf16][train]") {
-  TempDir dir;
+  TempDir dir("bf16_train");
   TrainOptions o = tiny_options(dir, "bad", "fp16");
   CHECK_THROWS_WITH(run_train(o), Catch::Contains("--dtype: expected float32 or bf16, got 'fp16'"));
 }

@@ -16,6 +16,7 @@
 #include "apps/safetensors.h"
 #include "data/tokenizer.h"
 #include "nn/transformer.h"
+#include "temp_dir.h"
 
 using namespace ember;
 using namespace ember::apps;
@@ -24,24 +25,8 @@ using nlohmann::json;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("ember_hf_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing::TempDir;
+using testing::read_text;
 
 nn::ModelConfig config(const json& overrides) {
   json c = {{"vocab_size", 257}, {"d_model", 16},    {"n_layers", 2},   {"n_heads", 4},
@@ -127,7 +112,7 @@ TEST_CASE(
   for (const Case& c : {Case{"LlamaForCausalLM", kLlama}, Case{"Qwen3ForCausalLM", kQwen3},
                         Case{"Qwen3MoeForCausalLM", kQwen3Moe}, Case{"GPT2LMHeadModel", kGpt2}}) {
     INFO(c.arch);
-    TempDir dir;
+    TempDir dir("hf");
     const nn::ModelConfig cfg = config(c.overrides);
     const std::string ckpt = make_checkpoint(dir, cfg);
     export_hf(ckpt, dir / "hf");
@@ -188,7 +173,7 @@ TEST_CASE(
 }
 
 TEST_CASE("hf import: shards, Hub-style GPT-2 names, buffers and the tokenizer options") {
-  TempDir dir;
+  TempDir dir("hf");
   const nn::ModelConfig cfg = config(kGpt2);
   const std::string ckpt = make_checkpoint(dir, cfg);
   export_hf(ckpt, dir / "hf");
@@ -325,7 +310,7 @@ TEST_CASE("hf import: config.json keys that change the math are errors naming th
 }
 
 TEST_CASE("hf export: a checkpoint without a tokenizer and a vocabulary below the bytes") {
-  TempDir dir;
+  TempDir dir("hf");
   Checkpoint c;
   c.config = config({{"vocab_size", 64}});
   c.model = nn::Transformer(c.config, 3).state_dict();

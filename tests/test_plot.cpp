@@ -16,6 +16,7 @@
 #include "apps/training_plot.h"
 #include "core/error.h"
 #include "data/token_shard.h"
+#include "temp_dir.h"
 
 using namespace ember;
 using namespace ember::apps;
@@ -23,24 +24,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("ember_plot_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing::TempDir;
+using testing::read_text;
 
 void write_text(const std::string& path, const std::string& text) {
   fs::create_directories(fs::path(path).parent_path());
@@ -231,7 +216,7 @@ TEST_CASE("format_tick: the digits the step needs, k/M/G above 10^4, e-notation 
 TEST_CASE(
     "the plot of one run: well-formed SVG 1.1, legend, one polyline per curve, ticks over the data",
     "[plot]") {
-  TempDir dir;
+  TempDir dir("plot");
   write_text(dir / "quick/metrics.jsonl", metrics_lines(1, 30));
   const std::string svg = svg_of(dir / "quick");
   std::string why;
@@ -271,7 +256,7 @@ TEST_CASE(
 
 TEST_CASE("several runs: a colour and legend entries each; same folder names use the paths",
           "[plot]") {
-  TempDir dir;
+  TempDir dir("plot");
   write_text(dir / "a/run/metrics.jsonl", metrics_lines(1, 20));
   write_text(dir / "b/run/metrics.jsonl", metrics_lines(1, 40));
   write_text(dir / "c/metrics.jsonl", metrics_lines(5, 25));
@@ -289,7 +274,7 @@ TEST_CASE("several runs: a colour and legend entries each; same folder names use
 
 TEST_CASE("a resumed run's repeated steps replace the earlier ones; a cut last line is ignored",
           "[plot]") {
-  TempDir dir;
+  TempDir dir("plot");
   // Ran to 25 (validation at 10, 20), resumed from the step-12 checkpoint to 30, killed mid-line.
   write_text(dir / "r/metrics.jsonl",
              metrics_lines(1, 25) + metrics_lines(13, 30) + "{\"step\":31,\"lo");
@@ -312,7 +297,7 @@ TEST_CASE("a resumed run's repeated steps replace the earlier ones; a cut last l
 }
 
 TEST_CASE("log loss axis and thinning of long runs", "[plot]") {
-  TempDir dir;
+  TempDir dir("plot");
   write_text(dir / "long/metrics.jsonl", metrics_lines(1, 5000));
   write_training_plot({dir / "long"}, dir / "long.svg", TrainingPlotOptions{true});
   const std::string svg = read_text(dir / "long.svg");
@@ -354,7 +339,7 @@ TEST_CASE("log loss axis and thinning of long runs", "[plot]") {
 
 TEST_CASE("long runs: train loss smoothed by a debiased moving average over 2% of the steps",
           "[plot]") {
-  TempDir dir;
+  TempDir dir("plot");
   write_text(dir / "short/metrics.jsonl", metrics_lines(1, 200));
   write_text(dir / "long/metrics.jsonl", metrics_lines(1, 250));
   const Figure f =
@@ -395,7 +380,7 @@ TEST_CASE("text is escaped; an empty panel says no data", "[plot]") {
 }
 
 TEST_CASE("missing, empty or malformed metrics give one clear error", "[plot]") {
-  TempDir dir;
+  TempDir dir("plot");
   CHECK_THROWS_WITH(read_run_metrics(dir / "nope"),
                     Catch::Contains("nope") && Catch::Contains("no such run folder"));
   fs::create_directories(dir / "bare");
@@ -422,7 +407,7 @@ TEST_CASE("missing, empty or malformed metrics give one clear error", "[plot]") 
 }
 
 TEST_CASE("ember plot: default --out for one run, required for several", "[plot]") {
-  TempDir dir;
+  TempDir dir("plot");
   write_text(dir / "one/metrics.jsonl", metrics_lines(1, 12));
   write_text(dir / "two/metrics.jsonl", metrics_lines(1, 12));
   auto run = [](const std::string& args) {
@@ -441,7 +426,7 @@ TEST_CASE("ember plot: default --out for one run, required for several", "[plot]
 TEST_CASE(
     "ember train writes OUT/loss.svg, and a plot that cannot be written does not fail the run",
     "[plot][train]") {
-  TempDir dir;
+  TempDir dir("plot");
   TrainOptions o;
   write_text(dir / "tiny.json", R"({"vocab_size": 64, "d_model": 16, "n_layers": 1, "n_heads": 2,
     "ffn_hidden": 32, "max_seq_len": 16})");

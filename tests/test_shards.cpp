@@ -11,21 +11,15 @@
 #include "data/bpe_trainer.h"
 #include "data/corpus_encoder.h"
 #include "data/token_shard.h"
+#include "temp_dir.h"
 
 using namespace ember;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("ember_shards_" + std::to_string(std::random_device{}()));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
+using testing::TempDir;
+using testing::read_text;
 
 std::vector<int32_t> read_header(const std::string& path) {
   std::vector<int32_t> h(256);
@@ -54,7 +48,7 @@ std::vector<uint32_t> all_tokens(const TokenDataset& d) {
 }  // namespace
 
 TEST_CASE("shards round trip as uint16 or uint32", "[shards]") {
-  TempDir dir;
+  TempDir dir("shards");
   const std::vector<uint32_t> small = {0, 1, 50256, 65535, 7};
   write_shard(dir / "a.bin", small, 65536);
   auto h = read_header(dir / "a.bin");
@@ -86,7 +80,7 @@ TEST_CASE("shards round trip as uint16 or uint32", "[shards]") {
 }
 
 TEST_CASE("the shard writer checks ids and leaves no partial file", "[shards]") {
-  TempDir dir;
+  TempDir dir("shards");
   {
     ShardWriter w(dir / "x.bin", 300);
     REQUIRE_THROWS_WITH(w.write(std::vector<uint32_t>{1, 300}),
@@ -103,7 +97,7 @@ TEST_CASE("the shard writer checks ids and leaves no partial file", "[shards]") 
 }
 
 TEST_CASE("bad shard files give errors naming the file", "[shards]") {
-  TempDir dir;
+  TempDir dir("shards");
   write_raw(dir / "magic.bin", 12345, 1, 4, 8);
   REQUIRE_THROWS_WITH(TokenShard(dir / "magic.bin"),
                       Catch::Contains("magic.bin") && Catch::Contains("wrong magic number 12345"));
@@ -127,7 +121,7 @@ TEST_CASE("bad shard files give errors naming the file", "[shards]") {
 }
 
 TEST_CASE("a dataset is a file, a folder or a glob, in name order", "[shards]") {
-  TempDir dir;
+  TempDir dir("shards");
   fs::create_directories(dir.path / "set");
   write_shard((dir.path / "set" / "s_000002.bin").string(), std::vector<uint32_t>{6, 7}, 256);
   write_shard((dir.path / "set" / "s_000000.bin").string(), std::vector<uint32_t>{1, 2, 3}, 256);
@@ -148,7 +142,7 @@ TEST_CASE("a dataset is a file, a folder or a glob, in name order", "[shards]") 
 }
 
 TEST_CASE("encoding a corpus writes train and val shards", "[shards][tokenizer]") {
-  TempDir dir;
+  TempDir dir("shards");
   fs::create_directories(dir.path / "corpus");
   std::vector<std::string> docs;
   std::mt19937 rng(1);

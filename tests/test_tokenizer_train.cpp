@@ -8,11 +8,15 @@
 
 #include "data/bpe_trainer.h"
 #include "tokenizer_testing.h"
+#include "temp_dir.h"
 
 using namespace ember;
 namespace fs = std::filesystem;
 
 namespace {
+
+using testing::TempDir;
+using testing::read_text;
 
 std::string merge_text(const Tokenizer& t, size_t i) {
   const auto& m = t.model().merges()[i];
@@ -20,18 +24,6 @@ std::string merge_text(const Tokenizer& t, size_t i) {
 }
 
 // A temporary folder removed at scope exit.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("ember_tok_" + std::to_string(std::random_device{}()));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  void write(const std::string& name, const std::string& text) const {
-    std::ofstream(path / name, std::ios::binary) << text;
-  }
-};
-
 std::string synthetic_text(uint32_t seed, size_t words, bool with_eot = true) {
   static const char* vocab[] = {"the", "cat", "sat", "on", "mat", "dog", "ran", "away", "and",
                                 "then", "came", "back", "home", "again", "42", "3.14", "!", "?",
@@ -91,7 +83,7 @@ TEST_CASE("training stops at the vocab size or the min frequency", "[tokenizer][
 
 TEST_CASE("training is deterministic: word order and thread count do not matter",
           "[tokenizer][train]") {
-  TempDir dir;
+  TempDir dir("tok");
   for (int i = 0; i < 6; ++i) dir.write("part" + std::to_string(i) + ".txt", synthetic_text(i, 4000));
   BpeTrainOptions o;
   o.vocab_size = 700;
@@ -114,7 +106,7 @@ TEST_CASE("training is deterministic: word order and thread count do not matter"
 }
 
 TEST_CASE("the corpus reader splits documents and cuts long ones safely", "[tokenizer][train]") {
-  TempDir dir;
+  TempDir dir("tok");
   dir.write("a.txt", "%\nfirst fortune\n%\nsecond\nfortune\n%\n%\nthird<|endoftext|>fourth\n%");
   std::string long_doc;
   for (int i = 0; i < 400; ++i) long_doc += synthetic_text(i, 20, false) + (i % 7 ? ".\n" : "\n\n  ");
@@ -152,7 +144,7 @@ TEST_CASE("the corpus reader splits documents and cuts long ones safely", "[toke
 }
 
 TEST_CASE("corpus listing skips binary and duplicate files", "[tokenizer][train]") {
-  TempDir dir;
+  TempDir dir("tok");
   dir.write("b.txt", "bee");
   dir.write("a.txt", "ay");
   dir.write("a.dat", std::string("\0\1\2", 3));

@@ -17,6 +17,7 @@
 #include "core/hdf5_file.h"
 #include "data/batch_loader.h"
 #include "data/token_shard.h"
+#include "temp_dir.h"
 
 using namespace ember;
 using namespace ember::apps;
@@ -24,20 +25,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("ember_train_" + std::to_string(getpid()) + "_" +
-                                        std::to_string(counter()++));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-  static int& counter() {
-    static int c = 0;
-    return c;
-  }
-};
+using testing::TempDir;
+using testing::read_text;
 
 const char* kTinyConfig = R"({"vocab_size": 64, "d_model": 16, "n_layers": 2, "n_heads": 2,
   "ffn_hidden": 32, "max_seq_len": 32, "qk_norm": true, "z_loss_coef": 1e-4, "dropout": 0.1})";
@@ -79,7 +68,7 @@ std::map<std::string, Tensor> final_model(const std::string& out) {
 }  // namespace
 
 TEST_CASE("the loader reads SPEC.md's sequential order and a shuffle shared by every world size", "[train][data]") {
-  TempDir dir;
+  TempDir dir("train");
   auto data = std::make_shared<TokenDataset>(write_tokens(dir, "d.bin", 1000, 50, 3));
   // 1000 tokens, T = 10: windows w*10 .. w*10+10, (1000 - 1) / 10 = 99 of them.
   BatchLoader one(data, {4, 10, 1, 1, 0, true, 0});
@@ -115,7 +104,7 @@ TEST_CASE("the loader reads SPEC.md's sequential order and a shuffle shared by e
 }
 
 TEST_CASE("a run writes SPEC.md's checkpoint layout and resumes bit for bit", "[train]") {
-  TempDir dir;
+  TempDir dir("train");
   TrainOptions full = tiny_options(dir, "full");
   full.save_every = 4;
   REQUIRE(run_train(full) == 0);
@@ -159,7 +148,7 @@ TEST_CASE("a run writes SPEC.md's checkpoint layout and resumes bit for bit", "[
 }
 
 TEST_CASE("resume skips a truncated newest checkpoint with a warning", "[train]") {
-  TempDir dir;
+  TempDir dir("train");
   TrainOptions o = tiny_options(dir, "run");
   o.save_every = 4;
   o.steps = 8;
@@ -170,7 +159,7 @@ TEST_CASE("resume skips a truncated newest checkpoint with a warning", "[train]"
 }
 
 TEST_CASE("SIGTERM writes a checkpoint and ends the run cleanly with 128 + SIGTERM", "[train]") {
-  TempDir dir;
+  TempDir dir("train");
   TrainOptions o = tiny_options(dir, "run");
   o.steps = 100000;
   // The signal comes once the loop runs (metrics.jsonl is opened after the
@@ -194,7 +183,7 @@ TEST_CASE("SIGTERM writes a checkpoint and ends the run cleanly with 128 + SIGTE
 }
 
 TEST_CASE("keep prunes old checkpoints, keep-every spares some", "[train]") {
-  TempDir dir;
+  TempDir dir("train");
   TrainOptions o = tiny_options(dir, "run");
   o.save_every = 2;
   o.keep = 2;
@@ -205,7 +194,7 @@ TEST_CASE("keep prunes old checkpoints, keep-every spares some", "[train]") {
 }
 
 TEST_CASE("bad inputs fail with one clear error and leave checkpoints intact", "[train]") {
-  TempDir dir;
+  TempDir dir("train");
   TrainOptions good = tiny_options(dir, "run");
   REQUIRE(run_train(good) == 0);
   const auto before = fs::file_size(dir / "run/step_00000008.h5");
@@ -256,7 +245,7 @@ TEST_CASE("bad inputs fail with one clear error and leave checkpoints intact", "
 }
 
 TEST_CASE("a non-finite loss stops before the update and writes no checkpoint", "[train]") {
-  TempDir dir;
+  TempDir dir("train");
   TrainOptions o = tiny_options(dir, "run");
   o.steps = 1;
   REQUIRE(run_train(o) == 0);
