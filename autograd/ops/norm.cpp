@@ -10,6 +10,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "core/kernels/reduce.h"
+#include "core/simd.h"
 
 namespace ember {
 namespace {
@@ -24,19 +25,96 @@ void sum_partials(const std::vector<double>& partial, int threads, int64_t C, T*
   }
 }
 
+// Row kernels, vectorised (reductions in double lanes) and compiled per ISA.
+
+template <class T>
+EMBER_TARGET_CLONES double row_sum_squares(const T* __restrict x, int64_t C) {
+  double ss = 0;
+#pragma omp simd reduction(+ : ss)
+  for (int64_t c = 0; c < C; ++c) ss += static_cast<double>(x[c]) * static_cast<double>(x[c]);
+  return ss;
+}
+
+// y = x * r * w
+template <class T>
+EMBER_TARGET_CLONES void row_scale(const T* __restrict x, T r, const T* __restrict w, T* __restrict y,
+                                   int64_t C) {
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c) y[c] = x[c] * r * w[c];
+}
+
+// sum of dy * w * x
+template <class T>
+EMBER_TARGET_CLONES double row_dot3(const T* __restrict dy, const T* __restrict w,
+                                    const T* __restrict x, int64_t C) {
+  double d = 0;
+#pragma omp simd reduction(+ : d)
+  for (int64_t c = 0; c < C; ++c) d += static_cast<double>(dy[c]) * w[c] * x[c];
+  return d;
+}
+
+// dx = r * (dy * w - x * k)
+template <class T>
+EMBER_TARGET_CLONES void row_rms_dx(const T* __restrict dy, const T* __restrict w,
+                                    const T* __restrict x, T r, T k, T* __restrict dx, int64_t C) {
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c) dx[c] = r * (dy[c] * w[c] - x[c] * k);
+}
+
+// acc += dy * (x - m) * r (m = 0 for RMSNorm), or acc += dy when plain (a bias).
+template <class T>
+EMBER_TARGET_CLONES void row_accumulate_dw(const T* __restrict dy, const T* __restrict x, T m, T r,
+                                           double* __restrict acc, int64_t C, bool plain = false) {
+  if (plain) {
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) acc[c] += static_cast<double>(dy[c]);
+    return;
+  }
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c) acc[c] += static_cast<double>(dy[c]) * ((x[c] - m) * r);
+}
+
+template <class T>
+EMBER_TARGET_CLONES double row_sum(const T* __restrict x, int64_t C) {
+  double s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t c = 0; c < C; ++c) s += static_cast<double>(x[c]);
+  return s;
+}
+
+// sum of (x - mu)^2, in double
+template <class T>
+EMBER_TARGET_CLONES double row_centered_sum_squares(const T* __restrict x, double mu, int64_t C) {
+  double v = 0;
+#pragma omp simd reduction(+ : v)
+  for (int64_t c = 0; c < C; ++c) v += (x[c] - mu) * (x[c] - mu);
+  return v;
+}
+
+// sg = sum of dy * w,  sgx = sum of dy * w * (x - m) * r
+template <class T>
+EMBER_TARGET_CLONES void row_layer_norm_dots(const T* __restrict dy, const T* __restrict w,
+                                             const T* __restrict x, T m, T r, double& sg_out,
+                                             double& sgx_out, int64_t C) {
+  double sg = 0, sgx = 0;
+#pragma omp simd reduction(+ : sg, sgx)
+  for (int64_t c = 0; c < C; ++c) {
+    const double g = static_cast<double>(dy[c]) * w[c];
+    sg += g;
+    sgx += g * (x[c] - m) * r;
+  }
+  sg_out = sg;
+  sgx_out = sgx;
+}
+
 // RMSNorm forward: r = 1 / sqrt(mean(x^2) + eps); y = x * r * w.
 template <class T>
 void rms_norm_forward(const T* x, const T* w, T* y, T* rstd, int64_t N, int64_t C, double eps) {
 #pragma omp parallel for if (N * C > 32768)
   for (int64_t n = 0; n < N; ++n) {
-    const T* xr = x + n * C;
-    T* yr = y + n * C;
-    double ss = 0;
-    for (int64_t c = 0; c < C; ++c) ss += static_cast<double>(xr[c]) * xr[c];
-    const T r = static_cast<T>(1.0 / std::sqrt(ss / C + eps));
+    const T r = static_cast<T>(1.0 / std::sqrt(row_sum_squares(x + n * C, C) / C + eps));
     rstd[n] = r;
-#pragma omp simd
-    for (int64_t c = 0; c < C; ++c) yr[c] = xr[c] * r * w[c];
+    row_scale(x + n * C, r, w, y + n * C, C);
   }
 }
 
@@ -55,17 +133,9 @@ void rms_norm_backward(const T* dy, const T* x, const T* w, const T* rstd, T* dx
       const T* dyr = dy + n * C;
       const T* xr = x + n * C;
       const T r = rstd[n];
-      double dot = 0;
-      for (int64_t c = 0; c < C; ++c) dot += static_cast<double>(dyr[c]) * w[c] * xr[c];
-      const T k = static_cast<T>(dot / C) * r * r;
-      if (dx) {
-        T* dxr = dx + n * C;
-#pragma omp simd
-        for (int64_t c = 0; c < C; ++c) dxr[c] = r * (dyr[c] * w[c] - xr[c] * k);
-      }
-      if (dw) {
-        for (int64_t c = 0; c < C; ++c) my[c] += static_cast<double>(dyr[c]) * xr[c] * r;
-      }
+      const T k = static_cast<T>(row_dot3(dyr, w, xr, C) / C) * r * r;
+      if (dx) row_rms_dx(dyr, w, xr, r, k, dx + n * C, C);
+      if (dw) row_accumulate_dw(dyr, xr, T(0), r, my, C);
     }
   }
   if (dw) sum_partials(partial, threads, C, dw);
@@ -80,11 +150,8 @@ void layer_norm_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rs
   for (int64_t n = 0; n < N; ++n) {
     const T* xr = x + n * C;
     T* yr = y + n * C;
-    double s = 0;
-    for (int64_t c = 0; c < C; ++c) s += xr[c];
-    const double mu = s / C;
-    double v = 0;
-    for (int64_t c = 0; c < C; ++c) v += (xr[c] - mu) * (xr[c] - mu);
+    const double mu = row_sum(xr, C) / C;
+    const double v = row_centered_sum_squares(xr, mu, C);
     const T r = static_cast<T>(1.0 / std::sqrt(v / C + eps));
     const T m = static_cast<T>(mu);
     mean[n] = m;
@@ -111,21 +178,15 @@ void layer_norm_backward(const T* dy, const T* x, const T* w, const T* mean, con
       const T* xr = x + n * C;
       const T m = mean[n], r = rstd[n];
       double sg = 0, sgx = 0;
-      for (int64_t c = 0; c < C; ++c) {
-        const double g = static_cast<double>(dyr[c]) * w[c];
-        sg += g;
-        sgx += g * (xr[c] - m) * r;
-      }
+      row_layer_norm_dots(dyr, w, xr, m, r, sg, sgx, C);
       const T mg = static_cast<T>(sg / C), mgx = static_cast<T>(sgx / C);
       if (dx) {
         T* dxr = dx + n * C;
 #pragma omp simd
         for (int64_t c = 0; c < C; ++c) dxr[c] = r * (dyr[c] * w[c] - mg - (xr[c] - m) * r * mgx);
       }
-      for (int64_t c = 0; c < C; ++c) {
-        if (dw) my_w[c] += static_cast<double>(dyr[c]) * (xr[c] - m) * r;
-        if (db) my_b[c] += dyr[c];
-      }
+      if (dw) row_accumulate_dw(dyr, xr, m, r, my_w, C);
+      if (db) row_accumulate_dw(dyr, xr, T(0), T(0), my_b, C, /*plain=*/true);
     }
   }
   if (dw) sum_partials(partial, threads, C, dw);
