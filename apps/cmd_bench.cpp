@@ -25,6 +25,7 @@
 #include "apps/presets.h"
 #include "autograd/autocast.h"
 #include "core/error.h"
+#include "core/threads.h"
 #include "dist/communicator.h"
 
 namespace ember::apps {
@@ -162,6 +163,7 @@ int run_bench(const BenchOptions& o) {
   for (const BenchCase& c : cases) {
     ChildResult r = run_in_child(c.name, [&] {
       set_threads();
+      pin_threads();  // in the child: the parent's mask stays whole for the next child
       return run_bench_case(c, run, peak_flops);
     });
     json& j = r.result;

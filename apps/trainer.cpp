@@ -28,6 +28,7 @@
 #include "autograd/ops.h"
 #include "core/kernels/matmul.h"
 #include "core/profiler.h"
+#include "core/threads.h"
 #include "data/batch_loader.h"
 #include "data/bpe_trainer.h"
 #include "dist/communicator.h"
@@ -295,6 +296,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     return name;
   };
 
+  pin_threads();  // once, before the first step (core/threads.h)
   if (root && world > 1) {
     std::printf("ember train: %lld ranks x %d threads, %s\n", static_cast<long long>(world), omp_get_max_threads(),
                 o.zero ? "ZeRO-1" : "all-reduce");
