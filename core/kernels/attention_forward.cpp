@@ -21,8 +21,8 @@ using namespace attn;
 
 template <class T>
 struct ForwardScratch {
-  std::vector<T> q, p, o, m, l;
-  explicit ForwardScratch(int64_t Dp) : q(kBr * Dp), p(kMR * kBc), o(kBr * Dp), m(kBr), l(kBr) {}
+  std::vector<T> p, o, m, l;
+  explicit ForwardScratch(int64_t Dp) : p(kMR * kBc), o(kBr * Dp), m(kBr), l(kBr) {}
 };
 
 // One strip of kMR query rows (q, o, m, l at its first row) against the first
@@ -101,8 +101,30 @@ EMBER_TARGET_CLONES void pack_key_tile(const Geometry& g, const HeadRows<const T
   pack_rows(vp, kBc, v, b, s0, cols, kvh, g.D, g.Dp, T(1));
 }
 
+// Packs scale q of the rows of query tile qt of batch b, every head, into the
+// panel [B, Hq, T_pad, Dp] (zeros on padding rows and columns). Row by row
+// across the heads, so that q ([B, T, Hq, D]) is read in memory order.
 template <class T>
-EMBER_TARGET_CLONES void forward_query_tile(const Geometry& g, const HeadRows<const T>& q,
+EMBER_TARGET_CLONES void pack_query_rows(const Geometry& g, const HeadRows<const T>& q, T* panel,
+                                         int64_t b, int64_t qt) {
+  const int64_t t0 = qt * kBr, rows = std::min(kBr, g.T - t0), Dp = g.Dp;
+  const T scale = static_cast<T>(g.scale);
+  for (int64_t i = 0; i < kBr; ++i)
+    for (int64_t h = 0; h < g.Hq; ++h) {
+      T* d = panel + ((b * g.Hq + h) * g.T_pad() + t0 + i) * Dp;
+      if (i >= rows) {
+        std::fill(d, d + Dp, T(0));
+        continue;
+      }
+      const T* src = q.row(b, t0 + i, h);
+#pragma omp simd
+      for (int64_t c = 0; c < g.D; ++c) d[c] = scale * src[c];
+      std::fill(d + g.D, d + Dp, T(0));
+    }
+}
+
+template <class T>
+EMBER_TARGET_CLONES void forward_query_tile(const Geometry& g, const T* q_panel,
                                             const KVPanels<T>& kv, const HeadRows<T>& out, T* lse,
                                             int64_t b, int64_t h, int64_t qt,
                                             ForwardScratch<T>& w) {
@@ -110,7 +132,7 @@ EMBER_TARGET_CLONES void forward_query_tile(const Geometry& g, const HeadRows<co
   const T* ktp = kv.kt_of(b, kvh, g.Hkv);
   const T* vp = kv.v_of(b, kvh, g.Hkv);
   const int64_t rows = std::min(kBr, g.T - t0);
-  pack_rows(w.q.data(), kBr, q, b, t0, rows, h, g.D, Dp, static_cast<T>(g.scale));
+  const T* qtile = q_panel + ((b * g.Hq + h) * g.T_pad() + t0) * Dp;
   std::fill(w.o.begin(), w.o.end(), T(0));
   std::fill(w.m.begin(), w.m.end(), -std::numeric_limits<T>::infinity());
   std::fill(w.l.begin(), w.l.end(), T(0));
@@ -134,7 +156,7 @@ EMBER_TARGET_CLONES void forward_query_tile(const Geometry& g, const HeadRows<co
         if (hi < 0) continue;
         nv = hi / Vec<T>::W + 1;
       }
-      forward_strip_n<T>(nv, g, w.q.data() + r0 * Dp, ktp + s0 * Dp, vp + s0 * Dp,
+      forward_strip_n<T>(nv, g, qtile + r0 * Dp, ktp + s0 * Dp, vp + s0 * Dp,
                          w.o.data() + r0 * Dp, w.m.data() + r0, w.l.data() + r0, w.p.data(), rr,
                          masked);
     }
@@ -159,17 +181,21 @@ void forward(const Tensor& q, const Tensor& k, const Tensor& v, const Geometry& 
   Tensor kt_panels = Tensor::empty({g.B * g.Hkv * g.Dp * g.S_pad()}, q.dtype());
   Tensor v_panels = Tensor::empty({g.B * g.Hkv * g.S_pad() * g.Dp}, q.dtype());
   const KVPanels<T> kv{kt_panels.data<T>(), v_panels.data<T>(), g.S_pad(), g.Dp};
+  Tensor q_panel = Tensor::empty({g.B * g.Hq * g.T_pad() * g.Dp}, q.dtype());
+  T* qp = q_panel.data<T>();
 #pragma omp parallel if (g.parallel() && !omp_in_parallel())
   {
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
     for (int64_t i = 0; i < g.B * g.Hkv * nk; ++i)
       pack_key_tile<T>(g, kr, vr, kv, i / (g.Hkv * nk), i / nk % g.Hkv, i % nk);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < g.B * nq; ++i) pack_query_rows<T>(g, qr, qp, i / nq, i % nq);
     ForwardScratch<T> w(g.Dp);
     // Latest query tiles (the most key tiles under the causal mask) first.
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t qt = nq - 1 - task / (g.B * g.Hq), bh = task % (g.B * g.Hq);
-      forward_query_tile<T>(g, qr, kv, outr, lsep, bh / g.Hq, bh % g.Hq, qt, w);
+      forward_query_tile<T>(g, qp, kv, outr, lsep, bh / g.Hq, bh % g.Hq, qt, w);
     }
   }
 }
