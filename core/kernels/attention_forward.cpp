@@ -124,8 +124,8 @@ EMBER_TARGET_CLONES void pack_query_rows(const Geometry& g, const HeadRows<const
 }
 
 template <class T>
-EMBER_TARGET_CLONES void forward_query_tile(const Geometry& g, const T* q_panel,
-                                            const KVPanels<T>& kv, const HeadRows<T>& out, T* lse,
+EMBER_TARGET_CLONES void forward_query_tile(const Geometry& g, T* q_panel,
+                                            const KVPanels<T>& kv, T* lse,
                                             int64_t b, int64_t h, int64_t qt,
                                             ForwardScratch<T>& w) {
   const int64_t kvh = h / g.group(), Dp = g.Dp, t0 = qt * kBr;
@@ -161,14 +161,26 @@ EMBER_TARGET_CLONES void forward_query_tile(const Geometry& g, const T* q_panel,
                          masked);
     }
   }
+  // Normalised rows into the panel (in place of q, which this task alone
+  // reads); unpack_output writes them to out in memory order.
+  T* opanel = q_panel + ((b * g.Hq + h) * g.T_pad() + t0) * Dp;
   for (int64_t i = 0; i < rows; ++i) {
     const T inv = T(1) / w.l[i];
     const T* orow = w.o.data() + i * Dp;
-    T* dst = out.row(b, t0 + i, h);
 #pragma omp simd
-    for (int64_t d = 0; d < g.D; ++d) dst[d] = orow[d] * inv;
+    for (int64_t d = 0; d < Dp; ++d) opanel[i * Dp + d] = orow[d] * inv;
     lse[(b * g.Hq + h) * g.T + t0 + i] = w.m[i] + std::log(w.l[i]);
   }
+}
+
+// out rows of query tile qt of batch b, every head, from the panel.
+template <class T>
+EMBER_TARGET_CLONES void unpack_output(const Geometry& g, const T* panel, const HeadRows<T>& out,
+                                       int64_t b, int64_t qt) {
+  const int64_t t0 = qt * kBr, rows = std::min(kBr, g.T - t0);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t h = 0; h < g.Hq; ++h)
+      std::copy_n(panel + ((b * g.Hq + h) * g.T_pad() + t0 + i) * g.Dp, g.D, out.row(b, t0 + i, h));
 }
 
 template <class T>
@@ -195,8 +207,10 @@ void forward(const Tensor& q, const Tensor& k, const Tensor& v, const Geometry& 
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t qt = nq - 1 - task / (g.B * g.Hq), bh = task % (g.B * g.Hq);
-      forward_query_tile<T>(g, qp, kv, outr, lsep, bh / g.Hq, bh % g.Hq, qt, w);
+      forward_query_tile<T>(g, qp, kv, lsep, bh / g.Hq, bh % g.Hq, qt, w);
     }
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < g.B * nq; ++i) unpack_output<T>(g, qp, outr, i / nq, i % nq);
   }
 }
 
