@@ -54,7 +54,9 @@ EMBER_ATTN_INLINE void forward_strip(const Geometry& g, const T* __restrict q,
     const T m_new = std::max(m[i], X::hmax(mv));
     // A row with nothing visible yet keeps m = -inf (its P is masked to 0).
     const T m_use = m_new == ninf ? T(0) : m_new;
-    alpha[i] = m[i] == ninf ? T(0) : fast::exp(m[i] - m_use);
+    // (An unchanged max, the common case past the first tiles, needs no exp:
+    // exp(0) = 1 exactly.)
+    alpha[i] = m[i] == ninf ? T(0) : m_new == m[i] ? T(1) : fast::exp(m[i] - m_use);
     V sum{};
     for (int v = 0; v < NV; ++v) {
       V p = X::exp(acc[i][v] - m_use);
