@@ -6,7 +6,9 @@
 //   FLOPs: forward 4 D per visible (query, key) pair per head (q.k and P v);
 //   forward + backward 3x that (the convention of nn/model_stats; the
 //   backward's recomputation of S is not counted).
-//   bench_attention [--quick]
+//   bench_attention [--quick] [--only SHAPE] [--no-old]
+// --only runs the shapes whose name starts with SHAPE; --no-old skips the
+// row-wise baseline (for profiling the flash kernels alone).
 #include <omp.h>
 
 #include <algorithm>
@@ -117,7 +119,20 @@ void rowwise_backward(const float* q, const float* k, const float* v, const floa
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && !std::strcmp(argv[1], "--quick");
+  bool quick = false, old = true;
+  const char* only = "";
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--quick")) {
+      quick = true;
+    } else if (!std::strcmp(argv[i], "--no-old")) {
+      old = false;
+    } else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) {
+      only = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: bench_attention [--quick] [--only SHAPE] [--no-old]\n");
+      return 2;
+    }
+  }
   const double budget = quick ? 0.3 : 1.5;
   const std::vector<Shape4> shapes = {
       {"dense-small", 8, 256, 8, 2, 32, 0},
@@ -131,6 +146,7 @@ int main(int argc, char** argv) {
   std::printf("%-18s %-22s %9s %8s %9s %8s %6s %10s %10s %7s\n", "shape", "B,T,Hq,Hkv,D", "fwd ms",
               "GFLOP/s", "f+b ms", "GFLOP/s", "%peak", "old fwd", "old f+b", "speedup");
   for (const Shape4& s : shapes) {
+    if (std::strncmp(s.what, only, std::strlen(only)) != 0) continue;
     const float scale = 1.0f / std::sqrt(static_cast<float>(s.D));
     const Tensor q = Tensor::randn({s.B, s.T, s.Hq, s.D}, 1),
                  k = Tensor::randn({s.B, s.T, s.Hkv, s.D}, 2),
@@ -154,8 +170,8 @@ int main(int argc, char** argv) {
       rowwise_forward(q.data<float>(), k.data<float>(), v.data<float>(), out.data<float>(),
                       lse.data<float>(), s, scale);
     };
-    const double o_fwd = best_seconds(old_fwd, budget / 2);
-    const double o_fb = best_seconds(
+    const double o_fwd = old ? best_seconds(old_fwd, budget / 2) : NAN;
+    const double o_fb = !old ? NAN : best_seconds(
         [&] {
           old_fwd();
           rowwise_backward(q.data<float>(), k.data<float>(), v.data<float>(), out.data<float>(),

@@ -8,12 +8,19 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
+#include <utility>
 
 #include "core/kernels/attention.h"
 #include "core/kernels/fast_math.h"
 #include "core/simd.h"
 
 #define EMBER_ATTN_INLINE inline __attribute__((always_inline))
+
+// The 64-byte vector helpers below take and return vectors by value; they are
+// always inlined into the per-ISA clones, so GCC's note that such a function's
+// ABI differs without AVX-512 concerns no real call.
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace ember::kernels::attn {
 
@@ -160,6 +167,218 @@ EMBER_ATTN_INLINE void tile_gemm(int64_t M, int64_t N, int64_t K, const T* __res
       }
     }
   }
+}
+
+// C [M, N] (+)= A B like tile_gemm, where block row m (rows m .. m + kMR - 1)
+// sums only k in [k_lo[m / kMR], k_hi[m / kMR]): the rest of that block's
+// terms are known to be zero (masked probabilities), so skipping them is exact.
+template <class T>
+EMBER_ATTN_INLINE void tile_gemm_ranged(int64_t M, int64_t N, const T* __restrict a, int64_t sam,
+                                        int64_t sak, const T* __restrict b, int64_t ldb,
+                                        T* __restrict c, int64_t ldc, const int32_t* k_lo,
+                                        const int32_t* k_hi) {
+  typedef T V __attribute__((vector_size(64)));
+  constexpr int64_t W = 64 / sizeof(T);
+  for (int64_t m = 0; m < M; m += kMR) {
+    const int64_t k0 = k_lo[m / kMR], k1 = k_hi[m / kMR];
+    if (k0 >= k1) continue;
+    for (int64_t n = 0; n < N; n += 2 * W) {
+      V r[kMR][2];
+      for (int i = 0; i < kMR; ++i) {
+        std::memcpy(&r[i][0], c + (m + i) * ldc + n, sizeof(V));
+        std::memcpy(&r[i][1], c + (m + i) * ldc + n + W, sizeof(V));
+      }
+      const T* am = a + m * sam;
+      const T* bn = b + n;
+      for (int64_t k = k0; k < k1; ++k) {
+        V b0, b1;
+        std::memcpy(&b0, bn + k * ldb, sizeof(V));
+        std::memcpy(&b1, bn + k * ldb + W, sizeof(V));
+#pragma GCC unroll 8
+        for (int i = 0; i < kMR; ++i) {
+          const T ai = am[i * sam + k * sak];
+          r[i][0] += ai * b0;
+          r[i][1] += ai * b1;
+        }
+      }
+      for (int i = 0; i < kMR; ++i) {
+        std::memcpy(c + (m + i) * ldc + n, &r[i][0], sizeof(V));
+        std::memcpy(c + (m + i) * ldc + n + W, &r[i][1], sizeof(V));
+      }
+    }
+  }
+}
+
+// Register tiles of the fused kernels: a strip of kMR query rows x NV vectors
+// of W keys (one 64-byte vector each), scores held in registers from the GEMM
+// through scale / mask / exp until they are stored as probabilities.
+template <class T>
+struct Vec {
+  typedef T V __attribute__((vector_size(64)));
+  using I = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
+  typedef I IV __attribute__((vector_size(64)));
+  static constexpr int W = 64 / sizeof(T);
+  static constexpr int NV = static_cast<int>(kBc) / W;  // vectors per tile row
+  static EMBER_ATTN_INLINE V load(const T* p) {
+    V v;
+    std::memcpy(&v, p, sizeof(V));
+    return v;
+  }
+  static EMBER_ATTN_INLINE void store(T* p, V v) { std::memcpy(p, &v, sizeof(V)); }
+  static EMBER_ATTN_INLINE V splat(T x) { return V{} + x; }
+  static EMBER_ATTN_INLINE V vmax(V a, V b) { return a > b ? a : b; }
+  // Lane indices j0 .. j0 + W - 1.
+  static EMBER_ATTN_INLINE IV lanes(int j0) {
+    IV r;
+    for (int j = 0; j < W; ++j) r[j] = static_cast<I>(j0 + j);
+    return r;
+  }
+  // Horizontal max / sum by halving (log2 W steps of whole-vector operations).
+  static EMBER_ATTN_INLINE T hmax(V v) { return reduce<W, true>(v); }
+  static EMBER_ATTN_INLINE T hsum(V v) { return reduce<W, false>(v); }
+  template <int N, bool Max, class U>
+  static EMBER_ATTN_INLINE T reduce(U v) {
+    if constexpr (N == 1) {
+      return v[0];
+    } else {
+      typedef T H __attribute__((vector_size(N / 2 * sizeof(T))));
+      H lo, hi;
+      std::memcpy(&lo, &v, sizeof(H));
+      std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof(H), sizeof(H));
+      if constexpr (Max) {
+        return reduce<N / 2, Max>(lo > hi ? lo : hi);
+      } else {
+        return reduce<N / 2, Max>(lo + hi);
+      }
+    }
+  }
+  // exp(x) for the softmax, where x <= ~0 (scores minus their max or
+  // logsumexp): the Cephes polynomial of fast::exp_f32 with x clamped to
+  // [-87.3, 88] so that 2^n is one normal power of two. Below -87.3 the result
+  // stays ~1e-38 instead of underflowing, negligible next to the row's largest
+  // probability (P of invisible keys is set to exactly 0 by the mask). NaN in,
+  // NaN out. float64 (tests, gradchecks) uses std::exp.
+  static EMBER_ATTN_INLINE V exp(V x) {
+    if constexpr (sizeof(T) == 4) {
+      x = x < -87.3f ? V{} - 87.3f : x;
+      x = x > 88.0f ? V{} + 88.0f : x;
+      const V fn = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+      V r = x - fn * 0.693359375f;
+      r = r - fn * -2.12194440e-4f;
+      V p = V{} + 1.9875691500e-4f;
+      p = p * r + 1.3981999507e-3f;
+      p = p * r + 8.3334519073e-3f;
+      p = p * r + 4.1665795894e-2f;
+      p = p * r + 1.6666665459e-1f;
+      p = p * r + 5.0000001201e-1f;
+      const V y = p * r * r + r + 1.0f;
+      const IV n = __builtin_convertvector(fn, IV);
+      V s;
+      const IV bits = (n + 127) << 23;
+      std::memcpy(&s, &bits, sizeof(V));
+      return y * s;
+    } else {
+      for (int j = 0; j < W; ++j) x[j] = std::exp(x[j]);
+      return x;
+    }
+  }
+};
+
+// acc[i][v] = sum_k a[i * lda + k] b[k * kBc + v W]: kMR rows of A [.., K]
+// times the first NV vectors of the columns of B [K, kBc].
+template <class T, int NV>
+EMBER_ATTN_INLINE void strip_scores(typename Vec<T>::V (&acc)[kMR][NV], const T* __restrict a,
+                                    int64_t lda, const T* __restrict b, int64_t K) {
+  using X = Vec<T>;
+  for (int i = 0; i < kMR; ++i)
+    for (int v = 0; v < NV; ++v) acc[i][v] = typename X::V{};
+  for (int64_t k = 0; k < K; ++k) {
+    typename X::V bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = X::load(b + k * kBc + v * X::W);
+#pragma GCC unroll 8
+    for (int i = 0; i < kMR; ++i) {
+      const T ai = a[i * lda + k];
+      for (int v = 0; v < NV; ++v) acc[i][v] += ai * bv[v];
+    }
+  }
+}
+
+// c[i][:Dp] = beta[i] c[i][:Dp] (or 0 when beta is null) + sum_{k < K}
+// a[i * lda + k] b[k * ldb + :Dp] for the kMR rows of a strip; Dp % 2W == 0.
+// Columns in chunks of 4 (then 2) vectors: at most 4 kMR accumulators.
+template <class T, int CH>
+EMBER_ATTN_INLINE void strip_update_chunk(T* __restrict c, int64_t ldc, const T* beta,
+                                          const T* __restrict a, int64_t lda,
+                                          const T* __restrict b, int64_t ldb, int64_t K) {
+  using X = Vec<T>;
+  typename X::V r[kMR][CH];
+  for (int i = 0; i < kMR; ++i)
+    for (int v = 0; v < CH; ++v)
+      r[i][v] = beta ? X::load(c + i * ldc + v * X::W) * beta[i] : typename X::V{};
+  for (int64_t k = 0; k < K; ++k) {
+    typename X::V bv[CH];
+    for (int v = 0; v < CH; ++v) bv[v] = X::load(b + k * ldb + v * X::W);
+#pragma GCC unroll 8
+    for (int i = 0; i < kMR; ++i) {
+      const T ai = a[i * lda + k];
+      for (int v = 0; v < CH; ++v) r[i][v] += ai * bv[v];
+    }
+  }
+  for (int i = 0; i < kMR; ++i)
+    for (int v = 0; v < CH; ++v) X::store(c + i * ldc + v * X::W, r[i][v]);
+}
+
+template <class T>
+EMBER_ATTN_INLINE void strip_update(T* __restrict c, int64_t ldc, const T* beta,
+                                    const T* __restrict a, int64_t lda, const T* __restrict b,
+                                    int64_t ldb, int64_t K, int64_t Dp) {
+  constexpr int64_t W = Vec<T>::W;
+  int64_t n = 0;
+  for (; n + 4 * W <= Dp; n += 4 * W) strip_update_chunk<T, 4>(c + n, ldc, beta, a, lda, b + n, ldb, K);
+  if (n < Dp) strip_update_chunk<T, 2>(c + n, ldc, beta, a, lda, b + n, ldb, K);
+}
+
+// Visible keys [lo, hi] of row t in the tile of keys s0 .. s0 + kBc - 1,
+// relative to s0 and clamped to the tile (lo > hi: nothing visible).
+struct RowRange {
+  int32_t lo, hi;
+};
+EMBER_ATTN_INLINE RowRange row_range(const Geometry& g, int64_t t, int64_t s0) {
+  return {static_cast<int32_t>(std::clamp<int64_t>(g.first_key(t) - s0, 0, kBc)),
+          static_cast<int32_t>(
+              std::clamp<int64_t>(std::min(g.last_key(t), g.S - 1) - s0, -1, kBc - 1))};
+}
+
+// Softcap of a strip of scores held in registers: x = c tanh(x / c).
+template <class T, int NV>
+EMBER_ATTN_INLINE void softcap_strip(typename Vec<T>::V (&acc)[kMR][NV], T* __restrict cap_grad,
+                                     T c) {
+  using X = Vec<T>;
+  const T inv = T(1) / c;
+  for (int i = 0; i < kMR; ++i)
+    for (int v = 0; v < NV; ++v) {
+      T x[X::W];
+      X::store(x, acc[i][v]);
+#pragma omp simd
+      for (int j = 0; j < X::W; ++j) {
+        const T th = fast::tanh(x[j] * inv);
+        x[j] = c * th;
+        if (cap_grad) cap_grad[i * kBc + v * X::W + j] = T(1) - th * th;
+      }
+      acc[i][v] = X::load(x);
+    }
+}
+
+// Visibility masks of a strip's lanes: key v W + j is seen by row i when
+// rr[i].lo <= v W + j <= rr[i].hi.
+template <class T, int NV>
+EMBER_ATTN_INLINE void strip_masks(typename Vec<T>::IV (&mask)[kMR][NV], const RowRange* rr) {
+  using X = Vec<T>;
+  for (int i = 0; i < kMR; ++i)
+    for (int v = 0; v < NV; ++v) {
+      const typename X::IV j = X::lanes(v * X::W);
+      mask[i][v] = (j >= static_cast<typename X::I>(rr[i].lo)) & (j <= static_cast<typename X::I>(rr[i].hi));
+    }
 }
 
 // Scores of a tile in place, softcapped: x = c tanh(x / c); cap_grad (if not
