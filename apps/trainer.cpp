@@ -296,7 +296,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     return name;
   };
 
-  pin_threads();  // once, before the first step (core/threads.h)
+  pin_threads();  // once, before the first step, with EMBER_PIN_THREADS=1 (core/threads.h)
   if (root && world > 1) {
     std::printf("ember train: %lld ranks x %d threads, %s\n", static_cast<long long>(world), omp_get_max_threads(),
                 o.zero ? "ZeRO-1" : "all-reduce");

@@ -18,7 +18,8 @@ bool pin_threads() {
   for (const char* var : {"OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"}) {
     if (const char* v = std::getenv(var); v && *v) return false;
   }
-  if (const char* v = std::getenv("EMBER_PIN_THREADS"); v && std::strcmp(v, "0") == 0) return false;
+  const char* opt_in = std::getenv("EMBER_PIN_THREADS");
+  if (!opt_in || std::strcmp(opt_in, "1") != 0) return false;
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return false;

@@ -1,5 +1,5 @@
-// Thread pinning: each thread of a team that fills the allowed CPUs gets its
-// own CPU; the user's placement variables and EMBER_PIN_THREADS=0 opt out.
+// Thread pinning (EMBER_PIN_THREADS=1): each thread of a team that fills the
+// allowed CPUs gets its own CPU; off by default and under the user's placement variables.
 #include <catch2/catch.hpp>
 
 #include <omp.h>
@@ -29,9 +29,11 @@ TEST_CASE("pin_threads gives each thread its own CPU, unless told not to", "[thr
   const int cpus = allowed_cpus();
   const int before = omp_get_max_threads();
 
+  unsetenv("EMBER_PIN_THREADS");
+  CHECK_FALSE(pin_threads());  // off by default
   setenv("EMBER_PIN_THREADS", "0", 1);
   CHECK_FALSE(pin_threads());
-  unsetenv("EMBER_PIN_THREADS");
+  setenv("EMBER_PIN_THREADS", "1", 1);
   setenv("OMP_PLACES", "cores", 1);
   CHECK_FALSE(pin_threads());
   unsetenv("OMP_PLACES");
@@ -60,4 +62,5 @@ TEST_CASE("pin_threads gives each thread its own CPU, unless told not to", "[thr
   for (int t = 0; t < cpus; ++t) CHECK(count[t] == 1);
   CHECK(std::set<int>(first.begin(), first.end()).size() == static_cast<size_t>(cpus));
   omp_set_num_threads(before);
+  unsetenv("EMBER_PIN_THREADS");
 }
