@@ -169,7 +169,7 @@ def build_model(c):
                 if picks.numel() == 0:
                     continue
                 rows = picks // K
-                y.index_add_(0, rows, self.experts[e](xf[rows]) * flat_w[picks].unsqueeze(1))
+                y.index_add_(0, rows, (self.experts[e](xf[rows]) * flat_w[picks].unsqueeze(1)).to(y.dtype))  # autocast: bf16 -> y
             for s in self.shared_experts:
                 y = y + s(xf)
             f = (counts.float() / (N * K)).detach()
