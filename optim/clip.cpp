@@ -8,21 +8,12 @@
 #include <type_traits>
 
 #include "core/kernels/elementwise.h"
+#include "core/kernels/reduce.h"
 #include "core/profiler.h"
-#include "core/simd.h"
 
 namespace ember::optim {
 
 namespace {
-
-// sum of x^2 over n elements, in double; vectorised and compiled per ISA.
-template <class T>
-EMBER_TARGET_CLONES double sum_squares(const T* __restrict x, int64_t n) {
-  double s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-  return s;
-}
 
 // One gradient's elements, as float or double.
 struct GradSpan {
@@ -60,8 +51,8 @@ double grad_norm(const std::vector<Variable>& params) {
     for (const GradSpan& sp : spans) {
       const int64_t b = std::max(lo, base), e = std::min(hi, base + sp.n);
       if (b < e) {
-        total += sp.is_double ? sum_squares(static_cast<const double*>(sp.data) + (b - base), e - b)
-                              : sum_squares(static_cast<const float*>(sp.data) + (b - base), e - b);
+        total += sp.is_double ? kernels::sum_squares(static_cast<const double*>(sp.data) + (b - base), e - b)
+                              : kernels::sum_squares(static_cast<const float*>(sp.data) + (b - base), e - b);
       }
       base += sp.n;
     }

@@ -14,6 +14,7 @@
 
 #include "core/kernels/bf16.h"
 #include "core/kernels/matmul.h"
+#include "matmul_testing.h"
 
 using namespace ember;
 using kernels::bfloat16_to_float32;
@@ -21,6 +22,9 @@ using kernels::matmul;
 using kernels::to_bfloat16;
 
 namespace {
+
+using testing::max_abs_diff;
+using testing::reference_matmul;
 
 std::vector<uint16_t> bits_of(const Tensor& bf16) {
   REQUIRE(bf16.dtype() == DType::BFloat16);
@@ -44,37 +48,6 @@ uint16_t nearest(float x) {
   const double dlo = std::abs(double(x) - widen(lo)), dhi = std::abs(double(x) - widen(hi));
   if (dlo != dhi) return dlo < dhi ? lo : hi;
   return (lo & 1) ? hi : lo;
-}
-
-// C[b] = op(A)[b] op(B)[b] in double over float32 tensors (batch dims broadcast).
-Tensor reference(const Tensor& a, const Tensor& b, bool ta, bool tb) {
-  const Tensor oa = ta ? a.transpose(-1, -2) : a, ob = tb ? b.transpose(-1, -2) : b;
-  const int64_t M = oa.size(-2), K = oa.size(-1), N = ob.size(-1);
-  Shape batch = broadcast_shapes(Shape(oa.shape().begin(), oa.shape().end() - 2),
-                                 Shape(ob.shape().begin(), ob.shape().end() - 2));
-  Shape sa = batch, sb = batch, sc = batch;
-  sa.insert(sa.end(), {M, K});
-  sb.insert(sb.end(), {K, N});
-  sc.insert(sc.end(), {M, N});
-  const auto A = oa.to(DType::Float64).expand(sa).contiguous().to_vector<double>();
-  const auto B = ob.to(DType::Float64).expand(sb).contiguous().to_vector<double>();
-  std::vector<double> C(static_cast<size_t>(shape_numel(sc)));
-  for (int64_t z = 0, nb = shape_numel(batch); z < nb; ++z)
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) {
-        double s = 0;
-        for (int64_t k = 0; k < K; ++k) s += A[(z * M + i) * K + k] * B[(z * K + k) * N + j];
-        C[(z * M + i) * N + j] = s;
-      }
-  return Tensor::from_vector(C, sc);
-}
-
-double max_abs_diff(const Tensor& x, const Tensor& y) {
-  REQUIRE(x.shape() == y.shape());
-  const auto vx = x.to_vector<double>(), vy = y.to_vector<double>();
-  double m = 0;
-  for (size_t i = 0; i < vx.size(); ++i) m = std::max(m, std::abs(vx[i] - vy[i]));
-  return m;
 }
 
 // Inputs in [-1, 1): float32 accumulation of K exact products.
@@ -162,7 +135,7 @@ TEST_CASE("bf16 matmul matches a triple loop on the rounded inputs for odd sizes
       const Tensor c = matmul(a.bf16, b.bf16, ta, tb);
       CHECK(c.shape() == Shape{M, N});
       CHECK(c.dtype() == DType::Float32);
-      CHECK(max_abs_diff(c, reference(a.rounded, b.rounded, ta, tb)) < f32_tolerance(K));
+      CHECK(max_abs_diff(c, reference_matmul(a.rounded, b.rounded, ta, tb)) < f32_tolerance(K));
     }
   }
 }
@@ -180,17 +153,17 @@ TEST_CASE("bf16 matmul over batches: shared 2-D weight, both batched, broadcast 
     };
     SECTION("x[3, 2, ...] @ W") {
       const Operand a = operand(with({3, 2}, sa), 10), b = operand(sb, 11);
-      CHECK(max_abs_diff(matmul(a.bf16, b.bf16, ta, tb), reference(a.rounded, b.rounded, ta, tb)) <
+      CHECK(max_abs_diff(matmul(a.bf16, b.bf16, ta, tb), reference_matmul(a.rounded, b.rounded, ta, tb)) <
             f32_tolerance(K));
     }
     SECTION("[4, ...] @ [4, ...]") {
       const Operand a = operand(with({4}, sa), 12), b = operand(with({4}, sb), 13);
-      CHECK(max_abs_diff(matmul(a.bf16, b.bf16, ta, tb), reference(a.rounded, b.rounded, ta, tb)) <
+      CHECK(max_abs_diff(matmul(a.bf16, b.bf16, ta, tb), reference_matmul(a.rounded, b.rounded, ta, tb)) <
             f32_tolerance(K));
     }
     SECTION("[2, 1, ...] @ [3, ...]") {
       const Operand a = operand(with({2, 1}, sa), 14), b = operand(with({3}, sb), 15);
-      CHECK(max_abs_diff(matmul(a.bf16, b.bf16, ta, tb), reference(a.rounded, b.rounded, ta, tb)) <
+      CHECK(max_abs_diff(matmul(a.bf16, b.bf16, ta, tb), reference_matmul(a.rounded, b.rounded, ta, tb)) <
             f32_tolerance(K));
     }
   }
@@ -199,7 +172,7 @@ TEST_CASE("bf16 matmul over batches: shared 2-D weight, both batched, broadcast 
 TEST_CASE("bf16 matmul_into accumulates with alpha and beta, also into a strided output",
           "[bf16][matmul]") {
   const Operand a = operand({31, 45}, 20), b = operand({45, 17}, 21);
-  const Tensor ref = reference(a.rounded, b.rounded, false, false);
+  const Tensor ref = reference_matmul(a.rounded, b.rounded, false, false);
   const Tensor c0 = uniform({31, 17}, 22);
   Tensor c = c0.clone();
   kernels::matmul_into(c, a.bf16, b.bf16, false, false, 0.5, 1.0);
@@ -228,7 +201,7 @@ TEST_CASE("bf16 and float32 primitives are cached apart; mixed operands are erro
   CHECK(kernels::matmul_primitive_cache_size() == after_f32 + 1);
   matmul(a16.bf16, b16.bf16);
   CHECK(kernels::matmul_primitive_cache_size() == after_f32 + 1);
-  CHECK(max_abs_diff(c, reference(a16.rounded, b16.rounded, false, false)) < f32_tolerance(29));
+  CHECK(max_abs_diff(c, reference_matmul(a16.rounded, b16.rounded, false, false)) < f32_tolerance(29));
   CHECK_THROWS_WITH(matmul(a16.bf16, b), Catch::Contains("dtypes differ"));
   Tensor out16 = Tensor::empty({13, 11}, DType::BFloat16);
   CHECK_THROWS_WITH(kernels::matmul_into(out16, a16.bf16, b16.bf16), Catch::Contains("c is bfloat16"));

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/kernels/matmul.h"
+#include "matmul_testing.h"
 
 using namespace ember;
 using kernels::matmul;
@@ -13,38 +14,8 @@ using kernels::matmul_into;
 
 namespace {
 
-// C[b] = op(A)[b] op(B)[b] by three loops in double, batch dims broadcast.
-Tensor reference(const Tensor& a, const Tensor& b, bool ta, bool tb) {
-  const Tensor oa = ta ? a.transpose(-1, -2) : a, ob = tb ? b.transpose(-1, -2) : b;
-  const int64_t M = oa.size(-2), K = oa.size(-1), N = ob.size(-1);
-  Shape batch = broadcast_shapes(Shape(oa.shape().begin(), oa.shape().end() - 2),
-                                 Shape(ob.shape().begin(), ob.shape().end() - 2));
-  Shape sa = batch, sb = batch, sc = batch;
-  sa.insert(sa.end(), {M, K});
-  sb.insert(sb.end(), {K, N});
-  sc.insert(sc.end(), {M, N});
-  const Tensor A = oa.to(DType::Float64).expand(sa).contiguous();
-  const Tensor B = ob.to(DType::Float64).expand(sb).contiguous();
-  Tensor C = Tensor::zeros(sc, DType::Float64);
-  const double *pa = A.data<double>(), *pb = B.data<double>();
-  double* pc = C.data<double>();
-  for (int64_t z = 0, nb = shape_numel(batch); z < nb; ++z)
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) {
-        double s = 0;
-        for (int64_t k = 0; k < K; ++k) s += pa[(z * M + i) * K + k] * pb[(z * K + k) * N + j];
-        pc[(z * M + i) * N + j] = s;
-      }
-  return C;
-}
-
-double max_abs_diff(const Tensor& x, const Tensor& y) {
-  REQUIRE(x.shape() == y.shape());
-  const auto vx = x.to_vector<double>(), vy = y.to_vector<double>();
-  double m = 0;
-  for (size_t i = 0; i < vx.size(); ++i) m = std::max(m, std::abs(vx[i] - vy[i]));
-  return m;
-}
+using testing::max_abs_diff;
+using testing::reference_matmul;
 
 // Inputs are uniform in [-1, 1): the error of a K-term sum stays below K * eps.
 double tolerance(DType dt, int64_t K) {
@@ -77,7 +48,7 @@ TEMPLATE_TEST_CASE("matmul matches a triple loop for odd sizes and all transpose
       const Tensor c = matmul(a, b, ta, tb);
       CHECK(c.shape() == Shape{M, N});
       CHECK(c.dtype() == dt);
-      CHECK(max_abs_diff(c, reference(a, b, ta, tb)) < tolerance(dt, K));
+      CHECK(max_abs_diff(c, reference_matmul(a, b, ta, tb)) < tolerance(dt, K));
     }
   }
 }
@@ -104,7 +75,7 @@ TEMPLATE_TEST_CASE("batched matmul broadcasts batch dims and 2-D operands", "[ma
     CAPTURE(shape_str(cs.a), shape_str(cs.b), cs.ta, cs.tb);
     const Tensor a = uniform(cs.a, dt, seed++), b = uniform(cs.b, dt, seed++);
     const Tensor c = matmul(a, b, cs.ta, cs.tb);
-    const Tensor r = reference(a, b, cs.ta, cs.tb);
+    const Tensor r = reference_matmul(a, b, cs.ta, cs.tb);
     CHECK(c.shape() == r.shape());
     CHECK(max_abs_diff(c, r) < tolerance(dt, cs.ta ? cs.a[cs.a.size() - 2] : cs.a.back()));
   }
@@ -119,14 +90,14 @@ TEMPLATE_TEST_CASE("matmul reads transposed views, slices and expanded operands"
   const Tensor step = big.slice(1, 0, 66, 2);                // [40, 33], no unit stride: copied
   const Tensor w = uniform({33, 9}, dt, 8);
   for (const Tensor& a : {rows, step})
-    CHECK(max_abs_diff(matmul(a, w), reference(a, w, false, false)) < tolerance(dt, 33));
-  CHECK(max_abs_diff(matmul(cols, rows), reference(cols, rows, false, false)) < tolerance(dt, 40));
-  CHECK(max_abs_diff(matmul(rows, cols, true, true), reference(rows, cols, true, true)) <
+    CHECK(max_abs_diff(matmul(a, w), reference_matmul(a, w, false, false)) < tolerance(dt, 33));
+  CHECK(max_abs_diff(matmul(cols, rows), reference_matmul(cols, rows, false, false)) < tolerance(dt, 40));
+  CHECK(max_abs_diff(matmul(rows, cols, true, true), reference_matmul(rows, cols, true, true)) <
         tolerance(dt, 40));
   // Batched slices: q and k as strided views of one fused qkv [B, T, 3C].
   const Tensor qkv = uniform({4, 17, 3 * 8}, dt, 9);
   const Tensor q = qkv.narrow(2, 0, 8), k = qkv.narrow(2, 8, 8);
-  CHECK(max_abs_diff(matmul(q, k, false, true), reference(q, k, false, true)) < tolerance(dt, 8));
+  CHECK(max_abs_diff(matmul(q, k, false, true), reference_matmul(q, k, false, true)) < tolerance(dt, 8));
   // Heads split out of qkv: q, k, v are [B, H, T, D] views with strides (T*3C, D, 3C, 1),
   // and the output goes straight into y [B, T, H, D] through a transposed view.
   const int64_t B = 2, T = 9, H = 3, D = 4, C = H * D;
@@ -136,17 +107,17 @@ TEMPLATE_TEST_CASE("matmul reads transposed views, slices and expanded operands"
   };
   const Tensor qh = head(0), kh = head(1), vh = head(2);
   const Tensor s = matmul(qh, kh, false, true);  // [B, H, T, T]
-  CHECK(max_abs_diff(s, reference(qh, kh, false, true)) < tolerance(dt, D));
+  CHECK(max_abs_diff(s, reference_matmul(qh, kh, false, true)) < tolerance(dt, D));
   Tensor y = Tensor::zeros({B, T, H, D}, dt);
   Tensor yh = y.transpose(1, 2);
   matmul_into(yh, s, vh);
-  CHECK(max_abs_diff(yh, reference(s, vh, false, false)) < tolerance(dt, T) * 8);
+  CHECK(max_abs_diff(yh, reference_matmul(s, vh, false, false)) < tolerance(dt, T) * 8);
   // An operand expanded over the batch (stride 0), and an expanded inner dim (copied).
   const Tensor e = uniform({1, 6, 5}, dt, 10).expand({3, 6, 5});
   const Tensor x = uniform({3, 4, 6}, dt, 11);
-  CHECK(max_abs_diff(matmul(x, e), reference(x, e, false, false)) < tolerance(dt, 6));
+  CHECK(max_abs_diff(matmul(x, e), reference_matmul(x, e, false, false)) < tolerance(dt, 6));
   const Tensor col = uniform({6, 1}, dt, 12).expand({6, 5});
-  CHECK(max_abs_diff(matmul(x, col), reference(x, col, false, false)) < tolerance(dt, 6));
+  CHECK(max_abs_diff(matmul(x, col), reference_matmul(x, col, false, false)) < tolerance(dt, 6));
 }
 
 TEMPLATE_TEST_CASE("matmul_into honours alpha, beta and strided outputs", "[matmul]", float,
@@ -154,7 +125,7 @@ TEMPLATE_TEST_CASE("matmul_into honours alpha, beta and strided outputs", "[matm
   const DType dt = dt_of<TestType>();
   const int64_t M = 37, N = 29, K = 19;
   const Tensor a = uniform({M, K}, dt, 20), b = uniform({N, K}, dt, 21);
-  const Tensor ab = reference(a, b, false, true);
+  const Tensor ab = reference_matmul(a, b, false, true);
   const std::vector<std::pair<double, double>> coeffs = {{1, 1}, {0.5, 1}, {2, 0}, {-1, 2}};
   for (auto [alpha, beta] : coeffs) {
     const Tensor c0 = uniform({M, N}, dt, 22);
@@ -189,7 +160,7 @@ TEST_CASE("matmul_into accumulates batched gradients with beta = 1", "[matmul]")
   const Tensor dy2 = dy.reshape({33, 6}), x2 = x.reshape({33, 5});
   matmul_into(dw, dy2, x2, true, false, 1, 1);
   matmul_into(dw, dy2, x2, true, false, 1, 1);
-  const Tensor once = reference(dy2, x2, true, false);
+  const Tensor once = reference_matmul(dy2, x2, true, false);
   const auto v = dw.to_vector<double>(), r = once.to_vector<double>();
   for (size_t i = 0; i < v.size(); ++i) CHECK(std::abs(v[i] - 2 * r[i]) < 1e-4);
   // Batched output with a strided C: [2, M, N] views of a [2, M, N + 3] buffer.
@@ -198,7 +169,7 @@ TEST_CASE("matmul_into accumulates batched gradients with beta = 1", "[matmul]")
   Tensor buf = Tensor::ones({2, 9, 10});
   Tensor c = buf.narrow(2, 3, 7);
   matmul_into(c, q, k, false, true, 1, 1);
-  const Tensor want = reference(q, k, false, true);
+  const Tensor want = reference_matmul(q, k, false, true);
   const auto vc = c.to_vector<double>(), vw = want.to_vector<double>();
   for (size_t i = 0; i < vc.size(); ++i) CHECK(std::abs(vc[i] - (vw[i] + 1)) < 1e-5);
 }
@@ -220,7 +191,7 @@ TEST_CASE("matmul primitives are created once per shape", "[matmul]") {
   const Tensor a2 = uniform({13, 19}, DType::Float32, 42);
   const Tensor second = matmul(a2, b);  // same shape, different data
   CHECK(kernels::matmul_primitive_cache_size() == size);
-  CHECK(max_abs_diff(second, reference(a2, b, false, false)) < 1e-4);
+  CHECK(max_abs_diff(second, reference_matmul(a2, b, false, false)) < 1e-4);
   matmul(a, b, false, false);
   CHECK(kernels::matmul_primitive_cache_size() == size);
   matmul(b, a, true, true);  // a different problem: one more primitive

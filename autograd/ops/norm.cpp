@@ -27,14 +27,6 @@ void sum_partials(const std::vector<double>& partial, int threads, int64_t C, T*
 
 // Row kernels, vectorised (reductions in double lanes) and compiled per ISA.
 
-template <class T>
-EMBER_TARGET_CLONES double row_sum_squares(const T* __restrict x, int64_t C) {
-  double ss = 0;
-#pragma omp simd reduction(+ : ss)
-  for (int64_t c = 0; c < C; ++c) ss += static_cast<double>(x[c]) * static_cast<double>(x[c]);
-  return ss;
-}
-
 // y = x * r * w
 template <class T>
 EMBER_TARGET_CLONES void row_scale(const T* __restrict x, T r, const T* __restrict w, T* __restrict y,
@@ -112,7 +104,7 @@ template <class T>
 void rms_norm_forward(const T* x, const T* w, T* y, T* rstd, int64_t N, int64_t C, double eps) {
 #pragma omp parallel for if (N * C > 32768)
   for (int64_t n = 0; n < N; ++n) {
-    const T r = static_cast<T>(1.0 / std::sqrt(row_sum_squares(x + n * C, C) / C + eps));
+    const T r = static_cast<T>(1.0 / std::sqrt(kernels::sum_squares(x + n * C, C) / C + eps));
     rstd[n] = r;
     row_scale(x + n * C, r, w, y + n * C, C);
   }

@@ -126,50 +126,58 @@ EMBER_ATTN_INLINE void mask_tile(T* __restrict x, const Geometry& g, int64_t t0,
   }
 }
 
+// One kMR x kNR block of C (+)= A B over k in [k0, k1), with A(i, k) =
+// am[i * sam + k * sak] and B row-major (row stride ldb): the block is held in
+// 2 kMR vector registers while k runs; per k, two loads of B and kMR
+// broadcasts of A feed 2 kMR multiply-adds.
+template <class T>
+EMBER_ATTN_INLINE void gemm_block(int64_t k0, int64_t k1, const T* __restrict am, int64_t sam,
+                                  int64_t sak, const T* __restrict bn, int64_t ldb,
+                                  T* __restrict cm, int64_t ldc, bool accumulate) {
+  typedef T V __attribute__((vector_size(64)));
+  constexpr int64_t W = 64 / sizeof(T);
+  V r[kMR][2];
+  for (int i = 0; i < kMR; ++i) {
+    if (accumulate) {
+      std::memcpy(&r[i][0], cm + i * ldc, sizeof(V));
+      std::memcpy(&r[i][1], cm + i * ldc + W, sizeof(V));
+    } else {
+      r[i][0] = V{};
+      r[i][1] = V{};
+    }
+  }
+  for (int64_t k = k0; k < k1; ++k) {
+    V b0, b1;
+    std::memcpy(&b0, bn + k * ldb, sizeof(V));
+    std::memcpy(&b1, bn + k * ldb + W, sizeof(V));
+#pragma GCC unroll 8
+    for (int i = 0; i < kMR; ++i) {
+      const T ai = am[i * sam + k * sak];
+      r[i][0] += ai * b0;
+      r[i][1] += ai * b1;
+    }
+  }
+  for (int i = 0; i < kMR; ++i) {
+    std::memcpy(cm + i * ldc, &r[i][0], sizeof(V));
+    std::memcpy(cm + i * ldc + W, &r[i][1], sizeof(V));
+  }
+}
+
 // C [M, N] (+)= A B, where A(m, k) = a[m * sam + k * sak] and B [K, N] is
-// row-major with row stride ldb; M % kMR == 0, N % kNR<T> == 0. Each kMR x kNR
-// block of C is held in 2 kMR vector registers while k runs: per k, two loads
-// of B and kMR broadcasts of A feed 2 kMR multiply-adds.
+// row-major with row stride ldb; M % kMR == 0, N % kNR<T> == 0.
 template <class T>
 EMBER_ATTN_INLINE void tile_gemm(int64_t M, int64_t N, int64_t K, const T* __restrict a,
                                  int64_t sam, int64_t sak, const T* __restrict b, int64_t ldb,
                                  T* __restrict c, int64_t ldc, bool accumulate) {
-  typedef T V __attribute__((vector_size(64)));
   constexpr int64_t W = 64 / sizeof(T);
   for (int64_t m = 0; m < M; m += kMR) {
     for (int64_t n = 0; n < N; n += 2 * W) {
-      V r[kMR][2];
-      for (int i = 0; i < kMR; ++i) {
-        if (accumulate) {
-          std::memcpy(&r[i][0], c + (m + i) * ldc + n, sizeof(V));
-          std::memcpy(&r[i][1], c + (m + i) * ldc + n + W, sizeof(V));
-        } else {
-          r[i][0] = V{};
-          r[i][1] = V{};
-        }
-      }
-      const T* am = a + m * sam;
-      const T* bn = b + n;
-      for (int64_t k = 0; k < K; ++k) {
-        V b0, b1;
-        std::memcpy(&b0, bn + k * ldb, sizeof(V));
-        std::memcpy(&b1, bn + k * ldb + W, sizeof(V));
-#pragma GCC unroll 8
-        for (int i = 0; i < kMR; ++i) {
-          const T ai = am[i * sam + k * sak];
-          r[i][0] += ai * b0;
-          r[i][1] += ai * b1;
-        }
-      }
-      for (int i = 0; i < kMR; ++i) {
-        std::memcpy(c + (m + i) * ldc + n, &r[i][0], sizeof(V));
-        std::memcpy(c + (m + i) * ldc + n + W, &r[i][1], sizeof(V));
-      }
+      gemm_block(0, K, a + m * sam, sam, sak, b + n, ldb, c + m * ldc + n, ldc, accumulate);
     }
   }
 }
 
-// C [M, N] (+)= A B like tile_gemm, where block row m (rows m .. m + kMR - 1)
+// C [M, N] += A B like tile_gemm, where block row m (rows m .. m + kMR - 1)
 // sums only k in [k_lo[m / kMR], k_hi[m / kMR]): the rest of that block's
 // terms are known to be zero (masked probabilities), so skipping them is exact.
 template <class T>
@@ -177,34 +185,12 @@ EMBER_ATTN_INLINE void tile_gemm_ranged(int64_t M, int64_t N, const T* __restric
                                         int64_t sak, const T* __restrict b, int64_t ldb,
                                         T* __restrict c, int64_t ldc, const int32_t* k_lo,
                                         const int32_t* k_hi) {
-  typedef T V __attribute__((vector_size(64)));
   constexpr int64_t W = 64 / sizeof(T);
   for (int64_t m = 0; m < M; m += kMR) {
     const int64_t k0 = k_lo[m / kMR], k1 = k_hi[m / kMR];
     if (k0 >= k1) continue;
     for (int64_t n = 0; n < N; n += 2 * W) {
-      V r[kMR][2];
-      for (int i = 0; i < kMR; ++i) {
-        std::memcpy(&r[i][0], c + (m + i) * ldc + n, sizeof(V));
-        std::memcpy(&r[i][1], c + (m + i) * ldc + n + W, sizeof(V));
-      }
-      const T* am = a + m * sam;
-      const T* bn = b + n;
-      for (int64_t k = k0; k < k1; ++k) {
-        V b0, b1;
-        std::memcpy(&b0, bn + k * ldb, sizeof(V));
-        std::memcpy(&b1, bn + k * ldb + W, sizeof(V));
-#pragma GCC unroll 8
-        for (int i = 0; i < kMR; ++i) {
-          const T ai = am[i * sam + k * sak];
-          r[i][0] += ai * b0;
-          r[i][1] += ai * b1;
-        }
-      }
-      for (int i = 0; i < kMR; ++i) {
-        std::memcpy(c + (m + i) * ldc + n, &r[i][0], sizeof(V));
-        std::memcpy(c + (m + i) * ldc + n + W, &r[i][1], sizeof(V));
-      }
+      gemm_block(k0, k1, a + m * sam, sam, sak, b + n, ldb, c + m * ldc + n, ldc, true);
     }
   }
 }

@@ -337,4 +337,24 @@ Tensor argmax_last(const Tensor& a) {
   return out;
 }
 
+namespace {
+
+template <class T>
+EMBER_TARGET_CLONES double sum_squares_cloned(const T* __restrict x, int64_t n) {
+  double s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  return s;
+}
+
+}  // namespace
+
+template <class T>
+double sum_squares(const T* x, int64_t n) {
+  return sum_squares_cloned(x, n);
+}
+
+template double sum_squares<float>(const float*, int64_t);
+template double sum_squares<double>(const double*, int64_t);
+
 }  // namespace ember::kernels

@@ -19,5 +19,10 @@ Tensor logsumexp(const Tensor& a, const std::vector<int64_t>& dims = {}, bool ke
 Tensor sum_to_shape(const Tensor& g, const Shape& shape);
 // Index of the largest value along the last dim (ties: lower index), int64.
 Tensor argmax_last(const Tensor& a);
+// sum of x[i]^2 over n contiguous values, accumulated in double lanes
+// (vectorised, compiled per ISA): the row kernel of norms and gradient norms.
+// Defined for float and double.
+template <class T>
+double sum_squares(const T* x, int64_t n);
 
 }  // namespace ember::kernels
