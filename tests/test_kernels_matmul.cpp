@@ -139,12 +139,15 @@ TEMPLATE_TEST_CASE("matmul_into honours alpha, beta and strided outputs", "[matm
     const Tensor trans = Tensor::zeros({N, M}, dt);
     std::vector<Tensor> outs = {Tensor::empty({M, N}, dt), wide.narrow(1, 4, N),
                                 trans.transpose(0, 1)};
-    for (size_t o = 0; o < outs.size(); ++o) {
-      CAPTURE(alpha, beta, o);
-      Tensor& c = outs[o];
+    // A as given and read transposed from [K, M] (the weight-gradient layout).
+    const Tensor a_t = a.transpose(0, 1).contiguous();
+    for (size_t o = 0; o < 2 * outs.size(); ++o) {
+      const bool ta = o >= outs.size();
+      CAPTURE(alpha, beta, o, ta);
+      Tensor& c = outs[o % outs.size()];
       c.copy_(c0);
       const uint64_t version = c.version();
-      matmul_into(c, a, b, false, true, alpha, beta);
+      matmul_into(c, ta ? a_t : a, b, ta, true, alpha, beta);
       CHECK(c.version() > version);
       CHECK(max_abs_diff(c, expected) < 4 * tolerance(dt, K));
     }
@@ -194,7 +197,10 @@ TEST_CASE("matmul primitives are created once per shape", "[matmul]") {
   CHECK(max_abs_diff(second, reference_matmul(a2, b, false, false)) < 1e-4);
   matmul(a, b, false, false);
   CHECK(kernels::matmul_primitive_cache_size() == size);
-  matmul(b, a, true, true);  // a different problem: one more primitive
+  matmul(a, uniform({19, 5}, DType::Float32, 43));  // a different problem: one more primitive
+  CHECK(kernels::matmul_primitive_cache_size() == size + 1);
+  // A read transposed (weight gradients) runs on oneDNN's sgemm: no primitive.
+  CHECK(max_abs_diff(matmul(b, a, true, true), reference_matmul(b, a, true, true)) < 1e-4);
   CHECK(kernels::matmul_primitive_cache_size() == size + 1);
   // float64 never touches oneDNN
   matmul(a.to(DType::Float64), b.to(DType::Float64));
