@@ -66,33 +66,31 @@ Variable MoE::forward(const Variable& x, MoEAux& aux) const {
   // losses as MoE dispatch (claims); the router and experts stay matmul etc.
   // Picks are sorted by expert (token order within an expert), so each
   // expert's tokens form one block of rows: one gather, one matmul per expert
-  // and projection (grouped_linear), one weighted scatter-add back.
-  Variable probs, xs, ws;
-  Tensor row_idx;
+  // and projection (grouped_linear), and one weighted gather-sum back per
+  // token (slots[n, s]: the row of token n's s-th pick in the grouped order).
+  Variable probs, weights, xs;
+  Tensor row_idx, slots;
   counts_.assign(E, 0);
   {
     EMBER_PROFILE_CLAIM(prof::Family::MoeDispatch);
     probs = softmax(logits);
     auto [top_p, top_idx] = topk(probs, K);  // [N, K], int64 [N, K]
-    const Variable weights = cfg_.norm_topk_prob ? top_p / sum(top_p, {-1}, true) : top_p;
-    const Variable flat_weights = reshape(weights, {N * K});
-    std::vector<std::vector<int64_t>> rows(E), picks(E);
+    weights = cfg_.norm_topk_prob ? top_p / sum(top_p, {-1}, true) : top_p;
+    std::vector<std::vector<int64_t>> picks(E);
     const int64_t* idx = top_idx.data<int64_t>();
-    for (int64_t n = 0; n < N; ++n) {
-      for (int64_t s = 0; s < K; ++s) {
-        rows[idx[n * K + s]].push_back(n);
-        picks[idx[n * K + s]].push_back(n * K + s);
+    for (int64_t p = 0; p < N * K; ++p) picks[idx[p]].push_back(p);
+    std::vector<int64_t> rows, slot(N * K);
+    rows.reserve(N * K);
+    for (int64_t e = 0; e < E; ++e) {
+      counts_[e] = static_cast<int64_t>(picks[e].size());
+      for (const int64_t p : picks[e]) {
+        slot[p] = static_cast<int64_t>(rows.size());
+        rows.push_back(p / K);
       }
     }
-    std::vector<int64_t> all_rows, all_picks;
-    for (int64_t e = 0; e < E; ++e) {
-      counts_[e] = static_cast<int64_t>(rows[e].size());
-      all_rows.insert(all_rows.end(), rows[e].begin(), rows[e].end());
-      all_picks.insert(all_picks.end(), picks[e].begin(), picks[e].end());
-    }
-    row_idx = Tensor::from_vector(all_rows);
-    xs = index_select(xf, 0, row_idx);                                     // [N K, C], grouped by expert
-    ws = index_select(flat_weights, 0, Tensor::from_vector(all_picks));   // [N K]
+    row_idx = Tensor::from_vector(rows);
+    slots = Tensor::from_vector(slot, {N, K});
+    xs = index_select(xf, 0, row_idx);  // [N K, C], grouped by expert
   }
   const FFN& first = *experts_[0];
   auto grouped = [&](auto proj, const Variable& in) {
@@ -112,7 +110,7 @@ Variable MoE::forward(const Variable& x, MoEAux& aux) const {
   Variable y;
   {
     EMBER_PROFILE_CLAIM(prof::Family::MoeDispatch);
-    y = index_add(Variable(Tensor::zeros({N, C}, x.dtype())), 0, row_idx, out * unsqueeze(ws, 1));
+    y = gather_weighted_sum(out, slots, weights);  // [N, C]
   }
   for (const auto& s : shared_) y = y + s->forward(xf);
 

@@ -275,6 +275,9 @@ std::vector<Row> index_rows() {
        [g_idx](In x) { return scatter_add(x[0], 1, g_idx, x[1]); },
        {rn({2, 4}, 180), rn({2, 4}, 181)}},
       {"topk", [](In x) { return topk(x[0], 2).first; }, {rn({3, 5}, 182)}},
+      {"gather_weighted_sum",  // 2 of src's 8 rows unnamed
+       [](In x) { return gather_weighted_sum(x[0], ids({4, 1, 7, 5, 2, 0}, {3, 2}), x[1]); },
+       {rn({8, 3}, 188), rn({3, 2}, 189)}},
       {"topk weighted 3-D",
        [](In x) { return topk(x[0], 3).first * x[1]; },
        {rn({2, 2, 4}, 183), rn({3}, 184)}},

@@ -2,6 +2,7 @@
 // differentiated; they are saved as SavedTensor so an in-place edit before
 // backward is caught. The pairs are each other's transposes:
 // index_select <-> index_add, gather <-> scatter_add.
+#include "core/kernels/gather_sum.h"
 #include "core/kernels/index.h"
 
 #include "autograd/node.h"
@@ -90,6 +91,21 @@ std::pair<Variable, Tensor> topk(const Variable& a, int64_t k) {
                return {kernels::scatter_add(Tensor::zeros(in_shape, g.dtype()), -1, si.get(), g)};
              });
   return {std::move(v), std::move(indices)};
+}
+
+// out[n] = sum_s w[n, s] src[slots[n, s]]:
+//   dsrc[slots[n, s]] = w[n, s] g[n],  dw[n, s] = g[n] . src[slots[n, s]]
+Variable gather_weighted_sum(const Variable& src, const Tensor& slots, const Variable& weights) {
+  const bool need_src = needs_grad(src), need_w = needs_grad(weights);
+  return record(
+      "gather_weighted_sum", {src, weights},
+      kernels::gather_weighted_sum(src.data(), slots, weights.data()),
+      [need_src, need_w, ss = SavedTensor(src.data()), si = SavedTensor(slots),
+       sw = SavedTensor(weights.data())](const Tensor& g) -> Grads {
+        auto d = kernels::gather_weighted_sum_backward(g, ss.get(), si.get(), sw.get(), need_src,
+                                                       need_w);
+        return {std::move(d.src), std::move(d.weights)};
+      });
 }
 
 }  // namespace ember
