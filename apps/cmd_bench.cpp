@@ -2,7 +2,9 @@
 // moe-small at B 8, T 256; gpt2-small at B 4, T 64) or of --config files.
 // Prints, per config: ms/step (median and best of --steps after --warmup),
 // tokens/s, model GFLOP/s, % of the float32 matmul peak (measured once per
-// run), peak RSS, and the time split by phase and op family (the profiler is
+// run), peak RSS, the floor (the step's FLOPs at the CPU's register-only
+// multiply-add peak, also measured once: what no implementation can beat on
+// this machine), and the time split by phase and op family (the profiler is
 // on during the timed steps; --profile prints its full tables). --json FILE
 // writes every figure. Each config runs in a forked child so that its peak
 // RSS (wait4's ru_maxrss) is its own; the parent itself computes nothing,
@@ -143,36 +145,47 @@ int run_bench(const BenchOptions& o) {
   const ChildResult peak = run_in_child("matmul peak", [&] {
     set_threads();
     const MatmulPeak p = measure_peak(3, 4, autocast);
-    return json{{"flops", p.flops}, {"products", p.products}, {"threads", omp_get_max_threads()}};
+    const FmaPeak fma = measure_fma_peak_for(autocast);
+    return json{{"flops", p.flops},
+                {"products", p.products},
+                {"fma_flops", fma.flops},
+                {"fma_dtype", fma.dtype == DType::BFloat16 ? "bf16" : "float32"},
+                {"threads", omp_get_max_threads()}};
   });
   const double peak_flops = peak.result.at("flops").get<double>();
+  const double fma_flops = peak.result.at("fma_flops").get<double>();
+  const std::string fma_dtype = peak.result.at("fma_dtype").get<std::string>();
   const int threads = peak.result.at("threads").get<int>();
   std::printf("ember bench: %d threads, %s, %lld timed steps after %lld warm-up; %s matmul peak %.1f GFLOP/s "
-              "(best of %d 1024^3 products)\n",
+              "(best of %d 1024^3 products); %s FMA peak %.1f GFLOP/s (register-only multiply-adds%s)\n",
               threads, o.dtype.c_str(), static_cast<long long>(o.steps), static_cast<long long>(o.warmup),
-              autocast == DType::BFloat16 ? "bf16" : "float32", peak_flops / 1e9, peak.result.at("products").get<int>());
-  std::printf("%-16s %4s %5s %10s %10s %10s %9s %7s %10s\n", "config", "B", "T", "ms median", "ms best", "tokens/s",
-              "GFLOP/s", "%peak", "peak RSS");
+              autocast == DType::BFloat16 ? "bf16" : "float32", peak_flops / 1e9, peak.result.at("products").get<int>(),
+              fma_dtype.c_str(), fma_flops / 1e9,
+              autocast == DType::BFloat16 && fma_dtype != "bf16" ? "; no AVX512-BF16" : "");
+  std::printf("%-16s %4s %5s %10s %10s %10s %9s %7s %10s %9s\n", "config", "B", "T", "ms median", "ms best",
+              "tokens/s", "GFLOP/s", "%peak", "peak RSS", "floor ms");
   std::fflush(stdout);
   json report = {{"threads", threads},
                  {"dtype", o.dtype},
                  {"matmul_peak_gflops", peak_flops / 1e9},
                  {"matmul_peak_products", peak.result.at("products")},
+                 {"fma_peak_gflops", fma_flops / 1e9},
+                 {"fma_peak_dtype", fma_dtype},
                  {"configs", json::array()}};
   const BenchRunOptions run{o.steps, o.warmup, o.seed, autocast};
   for (const BenchCase& c : cases) {
     ChildResult r = run_in_child(c.name, [&] {
       set_threads();
       pin_threads();  // in the child: the parent's mask stays whole for the next child
-      return run_bench_case(c, run, peak_flops);
+      return run_bench_case(c, run, peak_flops, fma_flops);
     });
     json& j = r.result;
     j["peak_rss_mb"] = r.peak_rss_mb;
-    std::printf("%-16s %4lld %5lld %10.1f %10.1f %10.0f %9.1f %6.1f%% %7.0f MB\n", c.name.c_str(),
+    std::printf("%-16s %4lld %5lld %10.1f %10.1f %10.0f %9.1f %6.1f%% %7.0f MB %9.1f\n", c.name.c_str(),
                 static_cast<long long>(c.batch_size), static_cast<long long>(c.seq_len),
                 j.at("ms_per_step_median").get<double>(), j.at("ms_per_step_best").get<double>(),
                 j.at("tokens_per_s").get<double>(), j.at("gflops").get<double>(), j.at("mfu_percent").get<double>(),
-                r.peak_rss_mb);
+                r.peak_rss_mb, j.at("floor_ms").get<double>());
     std::printf("  phases:   %s\n", split_line(j.at("profile").at("phases")).c_str());
     std::printf("  families: %s\n", split_line(j.at("profile").at("families")).c_str());
     if (o.profile) std::printf("%s", j.at("profile_table").get<std::string>().c_str());

@@ -53,8 +53,8 @@ ModelStats model_stats(const ModelConfig& c, int64_t B, int64_t T) {
     // Kept for backward per token: norm inputs, q/k/v, attention out, FFN hidden (x3 for gated).
     activation_floats += 4 * d + qd + 2 * kvd + qd + (c.gated_ffn() ? 3 : 2) * hidden_live;
   }
-  s.flops_per_token = 6.0 * static_cast<double>(s.active_matmul_params) +
-                      12.0 * static_cast<double>(qd) * attn_context;
+  s.attention_flops_per_token = 12.0 * static_cast<double>(qd) * attn_context;
+  s.flops_per_token = 6.0 * static_cast<double>(s.active_matmul_params) + s.attention_flops_per_token;
   s.kv_cache_bytes_per_token = c.n_layers * 2 * kvd * 4;
   activation_floats += 2 * c.vocab_size;  // logits and their gradient
   s.train_memory_bytes = 4 * (4 * s.total_params + B * T * activation_floats);

@@ -5,6 +5,9 @@
 // (attention, FFN or top_k + shared experts and router, and the lm_head,
 // tied or not) but not the embedding lookups, and T_eff is the attended
 // context, min(T, window) on sliding-window layers, averaged over layers.
+// The second term is the attention score and value products (Q K^T and P V:
+// 2 x 2 x qd x T_eff FLOPs forward, twice that backward), counted over the
+// full T x T square; a causal kernel needs only about half of them.
 #pragma once
 #include <cstdint>
 
@@ -18,6 +21,7 @@ struct ModelStats {
   int64_t embedding_params = 0; // token (+ position) embedding tables
   int64_t active_matmul_params = 0;
   double flops_per_token = 0;   // forward + backward at sequence length T
+  double attention_flops_per_token = 0;  // its Q K^T and P V part (full T x T)
   int64_t kv_cache_bytes_per_token = 0;  // float32 K and V over all layers
   // Training step at batch B, length T in float32: weights, grads, AdamW moments,
   // and the activations backward keeps (an estimate).

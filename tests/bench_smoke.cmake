@@ -39,10 +39,11 @@ endfunction()
 # --- ember bench --------------------------------------------------------------------------
 run_ember(out bench --config ${WORK}/tiny.json --steps 2 --warmup 1 --threads 2 --json ${WORK}/bench.json
           --profile)
-expect_lines("${out}" "matmul peak [0-9.]+ GFLOP/s" "\ntiny +8 +32 +[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9.]+% +[0-9]+ MB"
+expect_lines("${out}" "matmul peak [0-9.]+ GFLOP/s" "float32 FMA peak [0-9.]+ GFLOP/s" "floor ms\n"
+             "\ntiny +8 +32 +[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9.]+% +[0-9]+ MB +[0-9.]+\n"
              "phases: .*forward [0-9.]+%" "families: .*matmul [0-9.]+%" "moe_dispatch" "op family +ms/step")
 file(READ ${WORK}/bench.json bench)
-expect_positive("${bench}" matmul_peak_gflops threads
+expect_positive("${bench}" matmul_peak_gflops fma_peak_gflops threads configs.0.fma_peak_gflops configs.0.floor_ms
                 configs.0.ms_per_step_median configs.0.ms_per_step_best configs.0.tokens_per_s
                 configs.0.gflops configs.0.mfu_percent configs.0.peak_rss_mb configs.0.flops_per_token
                 configs.0.ms_per_step.1 configs.0.profile.steps

@@ -237,3 +237,21 @@ TEST_CASE("model_stats counts match the built model's parameters", "[transformer
     CHECK(s.kv_cache_bytes_per_token == c.n_layers * 2 * c.n_kv_heads * c.head_dim * 4);
   }
 }
+
+TEST_CASE("model_stats FLOPs per token and their attention part match a hand count", "[transformer][info]") {
+  // d 16; 4 query heads of 4 dims (qd 16), 2 kv heads (kvd 8); SwiGLU hidden 32; vocab 50, tied.
+  // Layers 0 and 1 attend a window of 8 keys, layer 2 (global_every 3) all T = 20.
+  const ModelConfig c = ModelConfig::from_json(
+      R"({"vocab_size": 50, "d_model": 16, "n_layers": 3, "n_heads": 4, "n_kv_heads": 2, "ffn_hidden": 32,
+          "sliding_window": 8, "global_every": 3, "max_seq_len": 32})");
+  const nn::ModelStats s = nn::model_stats(c, 2, 20);
+  // Per token and layer, forward: Q K^T and P V, each 4 heads x T_eff keys x 4 dims multiply-adds (2 FLOP);
+  // backward: two products per forward one (dQ and dK; dP and dV), so 3x the forward in all.
+  const double attention = 3.0 * 2 * (2 * 4 * 4) * (8 + 8 + 20);
+  CHECK(attention == 6912);
+  CHECK(s.attention_flops_per_token == attention);
+  // The weights a token multiplies with: per layer q 16x16, k and v 16x8, o 16x16, gate / up / down 16x32;
+  // then the (tied) lm head 50x16. 2 FLOP per weight forward, 4 backward.
+  const double weights = 3 * (256 + 128 + 128 + 256 + 3 * 512) + 50 * 16;
+  CHECK(s.flops_per_token == 6 * weights + attention);
+}

@@ -1,0 +1,23 @@
+// The CPU's raw multiply-add throughput, as opposed to the matmul peak
+// (kernels::measure_matmul_peak): every OpenMP thread runs independent vector
+// multiply-adds on accumulators held in registers, with no memory traffic and
+// no blocking, so no kernel can do its FLOPs faster. A step of F FLOPs
+// therefore takes at least F / measure_fma_peak() seconds (the `floor` of
+// `ember bench`).
+#pragma once
+#include "core/dtype.h"
+
+namespace ember::kernels {
+
+// FLOP/s of all OpenMP threads together (2 FLOP per lane per multiply-add),
+// the best of `rounds` rounds of about `round_seconds` each.
+//   Float32:  vfmadd on the widest vectors the CPU runs (AVX-512, else
+//             AVX2 + FMA, else SSE multiply then add).
+//   BFloat16: vdpbf16ps (32 bf16 pairs summed into 16 float lanes: 64 FLOP per
+//             instruction); 0 where the CPU lacks AVX512-BF16.
+double measure_fma_peak(DType dtype = DType::Float32, int rounds = 5, double round_seconds = 0.05);
+
+// True when the CPU (and OS) run AVX512-BF16 instructions.
+bool cpu_has_avx512_bf16();
+
+}  // namespace ember::kernels

@@ -1,0 +1,29 @@
+// apps::run_bench_case on a tiny model: the JSON figures it derives from the
+// step times and the given peaks, against hand counts of the model's FLOPs.
+#include <catch2/catch.hpp>
+
+#include "apps/bench_runner.h"
+
+using namespace ember;
+
+TEST_CASE("bench floor: the step's FLOPs, causal attention halved, at the FMA peak", "[bench]") {
+  // d 16, 2 layers, 4 heads of 4 (qd 16), 2 kv heads (kvd 8), SwiGLU hidden 32, vocab 40 tied.
+  const apps::BenchCase c{"tiny",
+                          nn::ModelConfig::from_json(R"({"vocab_size": 40, "d_model": 16, "n_layers": 2,
+                              "n_heads": 4, "n_kv_heads": 2, "ffn_hidden": 32, "max_seq_len": 16})"),
+                          2, 16};
+  const nlohmann::json j = apps::run_bench_case(c, apps::BenchRunOptions{1, 0, 7}, 4e9, 2e9);
+  // Weights a token multiplies with: per layer q 16x16, k and v 16x8, o 16x16, gate / up / down 16x32;
+  // the lm head 40x16. 6 FLOP per weight (forward 2, backward 4).
+  const double weights = 2 * (256 + 128 + 128 + 256 + 3 * 512) + 40 * 16;
+  // Attention over the full 16 x 16 square: per layer 4 products (Q K^T, P V, and two backward each)...
+  // 12 x qd x T per layer in all; the causal floor counts half of it.
+  const double attention_full = 2 * 12.0 * 16 * 16;
+  const double tokens = 2 * 16;
+  CHECK(j.at("flops_per_token").get<double>() == Approx(6 * weights + attention_full));
+  CHECK(j.at("fma_peak_gflops").get<double>() == Approx(2.0));
+  CHECK(j.at("floor_ms").get<double>() == Approx(1e3 * (6 * weights + attention_full / 2) * tokens / 2e9));
+  const double median_s = j.at("ms_per_step_median").get<double>() / 1e3;
+  CHECK(j.at("mfu_percent").get<double>() ==
+        Approx(100 * (6 * weights + attention_full) * tokens / median_s / 4e9));
+}
