@@ -69,6 +69,11 @@ struct Geometry {
     return window > 0 ? std::max<int64_t>(0, pos(t) - window + 1) : 0;
   }
   int64_t last_key(int64_t t) const { return pos(t); }
+  // Rows that see key s (s < S): [first_row, last_row], the inverse of the above.
+  int64_t first_row(int64_t s) const { return s - (S - T); }
+  int64_t last_row(int64_t s) const {
+    return window > 0 ? s + window - 1 - (S - T) : std::numeric_limits<int64_t>::max() / 4;
+  }
   // Every (row, key) of tile (t0, s0) is visible and real: no mask needed.
   bool tile_unmasked(int64_t t0, int64_t s0) const {
     return s0 + kBc <= S && s0 + kBc - 1 <= last_key(t0) && first_key(t0 + kBr - 1) <= s0;
@@ -294,8 +299,8 @@ EMBER_ATTN_INLINE void strip_scores(typename Vec<T>::V (&acc)[kMR][NV], const T*
 // Columns in chunks of 4 (then 2) vectors: at most 4 kMR accumulators.
 template <class T, int CH>
 EMBER_ATTN_INLINE void strip_update_chunk(T* __restrict c, int64_t ldc, const T* beta,
-                                          const T* __restrict a, int64_t lda,
-                                          const T* __restrict b, int64_t ldb, int64_t K) {
+                                          const T* __restrict a, int64_t lda, const T* __restrict b,
+                                          int64_t ldb, int64_t K) {
   using X = Vec<T>;
   typename X::V r[kMR][CH];
   for (int i = 0; i < kMR; ++i)
@@ -320,7 +325,8 @@ EMBER_ATTN_INLINE void strip_update(T* __restrict c, int64_t ldc, const T* beta,
                                     int64_t ldb, int64_t K, int64_t Dp) {
   constexpr int64_t W = Vec<T>::W;
   int64_t n = 0;
-  for (; n + 4 * W <= Dp; n += 4 * W) strip_update_chunk<T, 4>(c + n, ldc, beta, a, lda, b + n, ldb, K);
+  for (; n + 4 * W <= Dp; n += 4 * W)
+    strip_update_chunk<T, 4>(c + n, ldc, beta, a, lda, b + n, ldb, K);
   if (n < Dp) strip_update_chunk<T, 2>(c + n, ldc, beta, a, lda, b + n, ldb, K);
 }
 
@@ -363,7 +369,8 @@ EMBER_ATTN_INLINE void strip_masks(typename Vec<T>::IV (&mask)[kMR][NV], const R
   for (int i = 0; i < kMR; ++i)
     for (int v = 0; v < NV; ++v) {
       const typename X::IV j = X::lanes(v * X::W);
-      mask[i][v] = (j >= static_cast<typename X::I>(rr[i].lo)) & (j <= static_cast<typename X::I>(rr[i].hi));
+      mask[i][v] =
+          (j >= static_cast<typename X::I>(rr[i].lo)) & (j <= static_cast<typename X::I>(rr[i].hi));
     }
 }
 
