@@ -141,6 +141,12 @@ const std::vector<Case> kCases = {
     {1, 65, 65, 2, 1, 20, 0, 0},     // head dim not a multiple of the vector width
     {2, 3, 100, 4, 2, 32, 0, 0},     // KV cache: 3 new queries over 100 keys
     {1, 1, 130, 4, 4, 64, 50, 0},    // one query, window over cached keys
+    // The forward runs query rows along vector lanes (16 float / 8 double):
+    // mask edges that cut row vectors, blocks of rows and keys skipped.
+    {1, 50, 83, 2, 1, 32, 0, 0},       // S - T = 33: the diagonal mid-vector
+    {2, 45, 120, 4, 2, 16, 29, 0},     // both window edges inside row vectors
+    {1, 150, 170, 2, 2, 48, 23, 1.5},  // offset, window and softcap; D = 48
+    {1, 17, 17, 1, 1, 8, 0, 0},        // one row past a vector, D = 8
 };
 
 }  // namespace

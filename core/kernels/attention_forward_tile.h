@@ -72,18 +72,15 @@ struct TileArgs {
   T *m_new, *m_use, *alpha, *lsum;  // [kBr] each
 };
 
-// x = c tanh(x / c) on n vectors.
+// c tanh(x / c), inv = 1 / c.
 template <class T>
-EMBER_ATTN_INLINE void softcap_vectors(typename Vec<T>::V* x, int n, T c) {
+EMBER_ATTN_INLINE typename Vec<T>::V softcap_vector(typename Vec<T>::V x, T c, T inv) {
   using X = Vec<T>;
-  const T inv = T(1) / c;
-  for (int i = 0; i < n; ++i) {
-    T y[X::W];
-    X::store(y, x[i]);
+  T y[X::W];
+  X::store(y, x);
 #pragma omp simd
-    for (int j = 0; j < X::W; ++j) y[j] = c * fast::tanh(y[j] * inv);
-    x[i] = X::load(y);
-  }
+  for (int j = 0; j < X::W; ++j) y[j] = c * fast::tanh(y[j] * inv);
+  return X::load(y);
 }
 
 // Scores pass: blocks of KB keys x NV row vectors, per d KB broadcasts of
@@ -120,7 +117,11 @@ EMBER_ATTN_INLINE void segment_scores(const TileArgs<T>& a, const Segment& sg) {
         for (int v = 0; v < NV; ++v) acc[j][v] += kd * qv[v];
       }
     }
-    if (g.softcap > 0) softcap_vectors<T>(&acc[0][0], KB * NV, static_cast<T>(g.softcap));
+    if (g.softcap > 0) {
+      const T c = static_cast<T>(g.softcap), inv = T(1) / c;
+      for (int j = 0; j < KB; ++j)
+        for (int v = 0; v < NV; ++v) acc[j][v] = softcap_vector<T>(acc[j][v], c, inv);
+    }
     if (sg.masked) {
       // Row r of the tile sees key s when r - lo (unsigned) <= hi - lo: one
       // compare (GCC 12 turns two chained vector compares into scalar code).

@@ -114,23 +114,6 @@ EMBER_ATTN_INLINE void pack_columns(T* __restrict dst, int64_t ld, const HeadRow
   }
 }
 
-// Sets the invisible scores of tile (t0, s0) (rows of score tile x [kBr, kBc])
-// to -inf: key s0 + j is seen by row t0 + i when first_key <= s0 + j <= last_key
-// and s0 + j < S.
-template <class T>
-EMBER_ATTN_INLINE void mask_tile(T* __restrict x, const Geometry& g, int64_t t0, int64_t s0) {
-  const T ninf = -std::numeric_limits<T>::infinity();
-  for (int64_t i = 0; i < kBr; ++i) {
-    const int32_t lo = static_cast<int32_t>(std::clamp<int64_t>(g.first_key(t0 + i) - s0, -1, kBc));
-    const int32_t hi = static_cast<int32_t>(
-        std::clamp<int64_t>(std::min(g.last_key(t0 + i), g.S - 1) - s0, -1, kBc));
-    T* r = x + i * kBc;
-#pragma omp simd
-    for (int32_t j = 0; j < static_cast<int32_t>(kBc); ++j)
-      r[j] = blend(j >= lo && j <= hi, r[j], ninf);
-  }
-}
-
 // One kMR x kNR block of C (+)= A B over k in [k0, k1), with A(i, k) =
 // am[i * sam + k * sak] and B row-major (row stride ldb): the block is held in
 // 2 kMR vector registers while k runs; per k, two loads of B and kMR
@@ -168,23 +151,11 @@ EMBER_ATTN_INLINE void gemm_block(int64_t k0, int64_t k1, const T* __restrict am
   }
 }
 
-// C [M, N] (+)= A B, where A(m, k) = a[m * sam + k * sak] and B [K, N] is
-// row-major with row stride ldb; M % kMR == 0, N % kNR<T> == 0.
-template <class T>
-EMBER_ATTN_INLINE void tile_gemm(int64_t M, int64_t N, int64_t K, const T* __restrict a,
-                                 int64_t sam, int64_t sak, const T* __restrict b, int64_t ldb,
-                                 T* __restrict c, int64_t ldc, bool accumulate) {
-  constexpr int64_t W = 64 / sizeof(T);
-  for (int64_t m = 0; m < M; m += kMR) {
-    for (int64_t n = 0; n < N; n += 2 * W) {
-      gemm_block(0, K, a + m * sam, sam, sak, b + n, ldb, c + m * ldc + n, ldc, accumulate);
-    }
-  }
-}
-
-// C [M, N] += A B like tile_gemm, where block row m (rows m .. m + kMR - 1)
-// sums only k in [k_lo[m / kMR], k_hi[m / kMR]): the rest of that block's
-// terms are known to be zero (masked probabilities), so skipping them is exact.
+// C [M, N] += A B, where A(m, k) = a[m * sam + k * sak] and B [K, N] is
+// row-major with row stride ldb (M % kMR == 0, N % kNR<T> == 0); block row m
+// (rows m .. m + kMR - 1) sums only k in [k_lo[m / kMR], k_hi[m / kMR]): the
+// rest of its terms are known to be zero (masked probabilities), so skipping
+// them is exact.
 template <class T>
 EMBER_ATTN_INLINE void tile_gemm_ranged(int64_t M, int64_t N, const T* __restrict a, int64_t sam,
                                         int64_t sak, const T* __restrict b, int64_t ldb,
@@ -200,9 +171,10 @@ EMBER_ATTN_INLINE void tile_gemm_ranged(int64_t M, int64_t N, const T* __restric
   }
 }
 
-// Register tiles of the fused kernels: a strip of kMR query rows x NV vectors
-// of W keys (one 64-byte vector each), scores held in registers from the GEMM
-// through scale / mask / exp until they are stored as probabilities.
+// 64-byte vectors of W lanes for the fused kernels, whose scores stay in
+// registers from the GEMM through mask / exp: the backward's strips of kMR
+// query rows x NV vectors of W keys, the forward's blocks of keys x vectors of
+// W query rows (attention_forward_tile.h).
 template <class T>
 struct Vec {
   typedef T V __attribute__((vector_size(64)));
@@ -223,25 +195,6 @@ struct Vec {
     IV r;
     for (int j = 0; j < W; ++j) r[j] = static_cast<I>(j0 + j);
     return r;
-  }
-  // Horizontal max / sum by halving (log2 W steps of whole-vector operations).
-  static EMBER_ATTN_INLINE T hmax(V v) { return reduce<W, true>(v); }
-  static EMBER_ATTN_INLINE T hsum(V v) { return reduce<W, false>(v); }
-  template <int N, bool Max, class U>
-  static EMBER_ATTN_INLINE T reduce(U v) {
-    if constexpr (N == 1) {
-      return v[0];
-    } else {
-      typedef T H __attribute__((vector_size(N / 2 * sizeof(T))));
-      H lo, hi;
-      std::memcpy(&lo, &v, sizeof(H));
-      std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof(H), sizeof(H));
-      if constexpr (Max) {
-        return reduce<N / 2, Max>(lo > hi ? lo : hi);
-      } else {
-        return reduce<N / 2, Max>(lo + hi);
-      }
-    }
   }
   // exp(x) for the softmax, where x <= ~0 (scores minus their max or
   // logsumexp): the Cephes polynomial of fast::exp_f32 with x clamped to
@@ -372,24 +325,6 @@ EMBER_ATTN_INLINE void strip_masks(typename Vec<T>::IV (&mask)[kMR][NV], const R
       mask[i][v] =
           (j >= static_cast<typename X::I>(rr[i].lo)) & (j <= static_cast<typename X::I>(rr[i].hi));
     }
-}
-
-// Scores of a tile in place, softcapped: x = c tanh(x / c); cap_grad (if not
-// null) receives d x / d raw = 1 - tanh^2.
-template <class T>
-EMBER_ATTN_INLINE void softcap_tile(T* __restrict x, T* __restrict cap_grad, T c) {
-  const T inv = T(1) / c;
-  if (cap_grad) {
-#pragma omp simd
-    for (int64_t i = 0; i < kBr * kBc; ++i) {
-      const T th = fast::tanh(x[i] * inv);
-      x[i] = c * th;
-      cap_grad[i] = T(1) - th * th;
-    }
-  } else {
-#pragma omp simd
-    for (int64_t i = 0; i < kBr * kBc; ++i) x[i] = c * fast::tanh(x[i] * inv);
-  }
 }
 
 }  // namespace ember::kernels::attn
