@@ -23,8 +23,8 @@ namespace {
 using namespace attn;
 
 // Per-thread scratch of one query tile, 64-byte aligned: Q^T and O^T
-// [Dp, kBr], S^T / P^T [kBc, kBr], and the row vectors m, m', m' (0 for -inf), alpha, l
-// and the tile's sum of P.
+// [Dp, kBr], S^T / P^T [kBc, kBr], and per row m, m', m' with 0 for -inf,
+// alpha, l and the key tile's sum of P.
 template <class T>
 struct ForwardScratch {
   std::vector<T> buf;
