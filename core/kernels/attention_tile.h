@@ -319,12 +319,17 @@ EMBER_ATTN_INLINE void softcap_strip(typename Vec<T>::V (&acc)[kMR][NV], T* __re
 template <class T, int NV>
 EMBER_ATTN_INLINE void strip_masks(typename Vec<T>::IV (&mask)[kMR][NV], const RowRange* rr) {
   using X = Vec<T>;
-  for (int i = 0; i < kMR; ++i)
-    for (int v = 0; v < NV; ++v) {
-      const typename X::IV j = X::lanes(v * X::W);
-      mask[i][v] =
-          (j >= static_cast<typename X::I>(rr[i].lo)) & (j <= static_cast<typename X::I>(rr[i].hi));
-    }
+  using U = std::make_unsigned_t<typename X::I>;
+  typedef U UV __attribute__((vector_size(64)));
+  // lo <= j <= hi as one unsigned compare, j - lo <= hi - lo (GCC 12 turns
+  // two vector compares joined by & into scalar code); empty: base past kBc.
+  for (int i = 0; i < kMR; ++i) {
+    const bool empty = rr[i].hi < rr[i].lo;
+    const U base = static_cast<U>(empty ? kBc + 1 : rr[i].lo);
+    const U width = static_cast<U>(empty ? 0 : rr[i].hi - rr[i].lo);
+    for (int v = 0; v < NV; ++v)
+      mask[i][v] = reinterpret_cast<UV>(X::lanes(v * X::W)) - base <= width;
+  }
 }
 
 }  // namespace ember::kernels::attn
