@@ -108,15 +108,7 @@ EMBER_ATTN_INLINE void segment_scores(const TileArgs<T>& a, const Segment& sg) {
     for (int j = 0; j < KB; ++j)
       for (int v = 0; v < NV; ++v) acc[j][v] = V{};
     const T* __restrict kr = a.k + k * Dp;
-    for (int64_t d = 0; d < D; ++d) {
-      V qv[NV];
-      for (int v = 0; v < NV; ++v) qv[v] = X::load(q + d * kBr + v * W);
-#pragma GCC unroll 16
-      for (int j = 0; j < KB; ++j) {
-        const T kd = kr[j * Dp + d];
-        for (int v = 0; v < NV; ++v) acc[j][v] += kd * qv[v];
-      }
-    }
+    block_accumulate<T, KB, NV>(acc, 0, D, kr, Dp, 1, q, kBr);
     if (g.softcap > 0) {
       const T c = static_cast<T>(g.softcap), inv = T(1) / c;
       for (int j = 0; j < KB; ++j)
@@ -187,15 +179,7 @@ EMBER_ATTN_INLINE void segment_update(const TileArgs<T>& a, const Segment& sg) {
     for (int j = 0; j < DB; ++j)
       for (int v = 0; v < NV; ++v) acc[j][v] = X::load(o + (d0 + j) * kBr + v * W) * al[v];
     const T* __restrict vr = a.v + d0;
-    for (int k = sg.k0; k < sg.k1; ++k) {
-      V pv[NV];
-      for (int v = 0; v < NV; ++v) pv[v] = X::load(p + k * kBr + v * W);
-#pragma GCC unroll 16
-      for (int j = 0; j < DB; ++j) {
-        const T vd = vr[k * Dp + j];
-        for (int v = 0; v < NV; ++v) acc[j][v] += vd * pv[v];
-      }
-    }
+    block_accumulate<T, DB, NV>(acc, sg.k0, sg.k1, vr, 1, Dp, p, kBr);
     for (int j = 0; j < DB; ++j)
       for (int v = 0; v < NV; ++v) X::store(o + (d0 + j) * kBr + v * W, acc[j][v]);
   }

@@ -114,63 +114,6 @@ EMBER_ATTN_INLINE void pack_columns(T* __restrict dst, int64_t ld, const HeadRow
   }
 }
 
-// One kMR x kNR block of C (+)= A B over k in [k0, k1), with A(i, k) =
-// am[i * sam + k * sak] and B row-major (row stride ldb): the block is held in
-// 2 kMR vector registers while k runs; per k, two loads of B and kMR
-// broadcasts of A feed 2 kMR multiply-adds.
-template <class T>
-EMBER_ATTN_INLINE void gemm_block(int64_t k0, int64_t k1, const T* __restrict am, int64_t sam,
-                                  int64_t sak, const T* __restrict bn, int64_t ldb,
-                                  T* __restrict cm, int64_t ldc, bool accumulate) {
-  typedef T V __attribute__((vector_size(64)));
-  constexpr int64_t W = 64 / sizeof(T);
-  V r[kMR][2];
-  for (int i = 0; i < kMR; ++i) {
-    if (accumulate) {
-      std::memcpy(&r[i][0], cm + i * ldc, sizeof(V));
-      std::memcpy(&r[i][1], cm + i * ldc + W, sizeof(V));
-    } else {
-      r[i][0] = V{};
-      r[i][1] = V{};
-    }
-  }
-  for (int64_t k = k0; k < k1; ++k) {
-    V b0, b1;
-    std::memcpy(&b0, bn + k * ldb, sizeof(V));
-    std::memcpy(&b1, bn + k * ldb + W, sizeof(V));
-#pragma GCC unroll 8
-    for (int i = 0; i < kMR; ++i) {
-      const T ai = am[i * sam + k * sak];
-      r[i][0] += ai * b0;
-      r[i][1] += ai * b1;
-    }
-  }
-  for (int i = 0; i < kMR; ++i) {
-    std::memcpy(cm + i * ldc, &r[i][0], sizeof(V));
-    std::memcpy(cm + i * ldc + W, &r[i][1], sizeof(V));
-  }
-}
-
-// C [M, N] += A B, where A(m, k) = a[m * sam + k * sak] and B [K, N] is
-// row-major with row stride ldb (M % kMR == 0, N % kNR<T> == 0); block row m
-// (rows m .. m + kMR - 1) sums only k in [k_lo[m / kMR], k_hi[m / kMR]): the
-// rest of its terms are known to be zero (masked probabilities), so skipping
-// them is exact.
-template <class T>
-EMBER_ATTN_INLINE void tile_gemm_ranged(int64_t M, int64_t N, const T* __restrict a, int64_t sam,
-                                        int64_t sak, const T* __restrict b, int64_t ldb,
-                                        T* __restrict c, int64_t ldc, const int32_t* k_lo,
-                                        const int32_t* k_hi) {
-  constexpr int64_t W = 64 / sizeof(T);
-  for (int64_t m = 0; m < M; m += kMR) {
-    const int64_t k0 = k_lo[m / kMR], k1 = k_hi[m / kMR];
-    if (k0 >= k1) continue;
-    for (int64_t n = 0; n < N; n += 2 * W) {
-      gemm_block(k0, k1, a + m * sam, sam, sak, b + n, ldb, c + m * ldc + n, ldc, true);
-    }
-  }
-}
-
 // 64-byte vectors of W lanes for the fused kernels, whose scores stay in
 // registers from the GEMM through mask / exp: the backward's strips of kMR
 // query rows x NV vectors of W keys, the forward's blocks of keys x vectors of
@@ -228,23 +171,71 @@ struct Vec {
   }
 };
 
+// The register block of every tile product of these kernels:
+//   acc[i][v] += sum_{k0 <= k < k1} A(i, k) B(k, v W .. v W + W - 1)
+// with A(i, k) = a[i * si + k * sk] and B's rows ldb apart: per k, NV vector
+// loads of B and R broadcasts of A feed R NV multiply-adds.
+template <class T, int R, int NV>
+EMBER_ATTN_INLINE void block_accumulate(typename Vec<T>::V (&acc)[R][NV], int64_t k0, int64_t k1,
+                                        const T* __restrict a, int64_t si, int64_t sk,
+                                        const T* __restrict b, int64_t ldb) {
+  using X = Vec<T>;
+  for (int64_t k = k0; k < k1; ++k) {
+    typename X::V bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = X::load(b + k * ldb + v * X::W);
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      const T ai = a[i * si + k * sk];
+      for (int v = 0; v < NV; ++v) acc[i][v] += ai * bv[v];
+    }
+  }
+}
+
+// One kMR x kNR block of C (+)= A B over k in [k0, k1), with A(i, k) =
+// am[i * sam + k * sak] and B row-major (row stride ldb), held in 2 kMR
+// vector registers while k runs.
+template <class T>
+EMBER_ATTN_INLINE void gemm_block(int64_t k0, int64_t k1, const T* __restrict am, int64_t sam,
+                                  int64_t sak, const T* __restrict bn, int64_t ldb,
+                                  T* __restrict cm, int64_t ldc, bool accumulate) {
+  using X = Vec<T>;
+  typename X::V r[kMR][2];
+  for (int i = 0; i < kMR; ++i)
+    for (int v = 0; v < 2; ++v)
+      r[i][v] = accumulate ? X::load(cm + i * ldc + v * X::W) : typename X::V{};
+  block_accumulate<T, kMR, 2>(r, k0, k1, am, sam, sak, bn, ldb);
+  for (int i = 0; i < kMR; ++i)
+    for (int v = 0; v < 2; ++v) X::store(cm + i * ldc + v * X::W, r[i][v]);
+}
+
+// C [M, N] += A B, where A(m, k) = a[m * sam + k * sak] and B [K, N] is
+// row-major with row stride ldb (M % kMR == 0, N % kNR<T> == 0); block row m
+// (rows m .. m + kMR - 1) sums only k in [k_lo[m / kMR], k_hi[m / kMR]): the
+// rest of its terms are known to be zero (masked probabilities), so skipping
+// them is exact.
+template <class T>
+EMBER_ATTN_INLINE void tile_gemm_ranged(int64_t M, int64_t N, const T* __restrict a, int64_t sam,
+                                        int64_t sak, const T* __restrict b, int64_t ldb,
+                                        T* __restrict c, int64_t ldc, const int32_t* k_lo,
+                                        const int32_t* k_hi) {
+  constexpr int64_t W = 64 / sizeof(T);
+  for (int64_t m = 0; m < M; m += kMR) {
+    const int64_t k0 = k_lo[m / kMR], k1 = k_hi[m / kMR];
+    if (k0 >= k1) continue;
+    for (int64_t n = 0; n < N; n += 2 * W) {
+      gemm_block(k0, k1, a + m * sam, sam, sak, b + n, ldb, c + m * ldc + n, ldc, true);
+    }
+  }
+}
+
 // acc[i][v] = sum_k a[i * lda + k] b[k * kBc + v W]: kMR rows of A [.., K]
 // times the first NV vectors of the columns of B [K, kBc].
 template <class T, int NV>
 EMBER_ATTN_INLINE void strip_scores(typename Vec<T>::V (&acc)[kMR][NV], const T* __restrict a,
                                     int64_t lda, const T* __restrict b, int64_t K) {
-  using X = Vec<T>;
   for (int i = 0; i < kMR; ++i)
-    for (int v = 0; v < NV; ++v) acc[i][v] = typename X::V{};
-  for (int64_t k = 0; k < K; ++k) {
-    typename X::V bv[NV];
-    for (int v = 0; v < NV; ++v) bv[v] = X::load(b + k * kBc + v * X::W);
-#pragma GCC unroll 8
-    for (int i = 0; i < kMR; ++i) {
-      const T ai = a[i * lda + k];
-      for (int v = 0; v < NV; ++v) acc[i][v] += ai * bv[v];
-    }
-  }
+    for (int v = 0; v < NV; ++v) acc[i][v] = typename Vec<T>::V{};
+  block_accumulate<T, kMR, NV>(acc, 0, K, a, lda, 1, b, kBc);
 }
 
 // c[i][:Dp] = beta[i] c[i][:Dp] (or 0 when beta is null) + sum_{k < K}
@@ -259,15 +250,7 @@ EMBER_ATTN_INLINE void strip_update_chunk(T* __restrict c, int64_t ldc, const T*
   for (int i = 0; i < kMR; ++i)
     for (int v = 0; v < CH; ++v)
       r[i][v] = beta ? X::load(c + i * ldc + v * X::W) * beta[i] : typename X::V{};
-  for (int64_t k = 0; k < K; ++k) {
-    typename X::V bv[CH];
-    for (int v = 0; v < CH; ++v) bv[v] = X::load(b + k * ldb + v * X::W);
-#pragma GCC unroll 8
-    for (int i = 0; i < kMR; ++i) {
-      const T ai = a[i * lda + k];
-      for (int v = 0; v < CH; ++v) r[i][v] += ai * bv[v];
-    }
-  }
+  block_accumulate<T, kMR, CH>(r, 0, K, a, lda, 1, b, ldb);
   for (int i = 0; i < kMR; ++i)
     for (int v = 0; v < CH; ++v) X::store(c + i * ldc + v * X::W, r[i][v]);
 }
