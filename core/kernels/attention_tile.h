@@ -149,16 +149,8 @@ struct Vec {
     if constexpr (sizeof(T) == 4) {
       x = x < -87.3f ? V{} - 87.3f : x;
       x = x > 88.0f ? V{} + 88.0f : x;
-      const V fn = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-      V r = x - fn * 0.693359375f;
-      r = r - fn * -2.12194440e-4f;
-      V p = V{} + 1.9875691500e-4f;
-      p = p * r + 1.3981999507e-3f;
-      p = p * r + 8.3334519073e-3f;
-      p = p * r + 4.1665795894e-2f;
-      p = p * r + 1.6666665459e-1f;
-      p = p * r + 5.0000001201e-1f;
-      const V y = p * r * r + r + 1.0f;
+      V fn;
+      const V y = fast::exp_reduced(x, fn);
       const IV n = __builtin_convertvector(fn, IV);
       V s;
       const IV bits = (n + 127) << 23;

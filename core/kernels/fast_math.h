@@ -15,6 +15,25 @@ namespace ember::kernels::fast {
 
 using ember::blend;
 
+// The part of exp shared by exp_f32 and the attention kernels' vector exp:
+// fn = round(x / ln2) and e^r, r = x - fn ln2 (ln2 in two parts, Cody-Waite),
+// by Cephes' degree-6 polynomial, for x already clamped. F is float or a GCC
+// float vector.
+template <class F>
+inline F exp_reduced(F x, F& fn) {
+  const float magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  fn = (x * 1.44269504088896341f + magic) - magic;
+  F r = x - fn * 0.693359375f;
+  r = r - fn * -2.12194440e-4f;
+  F p = F{} + 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  return p * r * r + r + 1.0f;
+}
+
 // exp(x) = 2^n e^r with n = round(x / ln2), |r| <= ln2/2; e^r by Cephes'
 // degree-6 polynomial; 2^n applied as two halves so that denormal results and
 // the overflow to inf come out right. x is clamped to [-104, 88.8] on its
@@ -25,17 +44,8 @@ inline float exp_f32(float x) {
   int32_t i = static_cast<int32_t>(u);
   i = i < 0x42B1999A ? i : 0x42B1999A;  // above 88.8 (or a NaN): 88.8
   const float xc = std::bit_cast<float>(i);
-  const float magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float fn = (xc * 1.44269504088896341f + magic) - magic;
-  float r = xc - fn * 0.693359375f;  // ln2 in two parts (Cody-Waite)
-  r = r - fn * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float y = p * r * r + r + 1.0f;
+  float fn;
+  const float y = exp_reduced(xc, fn);
   const int32_t n = static_cast<int32_t>(fn);  // in [-150, 128]
   const int32_t n1 = n >> 1, n2 = n - n1;
   const float s1 = std::bit_cast<float>((n1 + 127) << 23);
