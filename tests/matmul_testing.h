@@ -1,10 +1,13 @@
 // The reference the matmul tests compare against: C[b] = op(A)[b] op(B)[b] by
-// three loops in double (batch dims broadcast), and the largest difference.
+// three loops in double (batch dims broadcast), the largest difference, and
+// the sweep of odd sizes and transposes the float32 and bf16 tests share.
 #pragma once
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -40,6 +43,23 @@ inline double max_abs_diff(const Tensor& x, const Tensor& y) {
   double m = 0;
   for (size_t i = 0; i < vx.size(); ++i) m = std::max(m, std::abs(vx[i] - vy[i]));
   return m;
+}
+
+// Calls f(M, N, K, ta, tb, seed_a, seed_b) for odd sizes (1s, primes, one
+// past a power of two) under all four transpose flags, fresh seeds each.
+template <class F>
+void for_each_odd_matmul(F&& f) {
+  const std::vector<std::array<int64_t, 3>> sizes = {
+      {1, 1, 1}, {7, 257, 1}, {257, 7, 33}, {1, 7, 257}, {257, 1, 7}, {33, 65, 129}, {64, 64, 64}};
+  uint64_t seed = 1;
+  for (auto [M, N, K] : sizes) {
+    for (int flags = 0; flags < 4; ++flags) {
+      const bool ta = flags & 1, tb = flags & 2;
+      CAPTURE(M, N, K, ta, tb);
+      f(M, N, K, ta, tb, seed, seed + 1);
+      seed += 2;
+    }
+  }
 }
 
 }  // namespace ember::testing

@@ -23,6 +23,7 @@ using kernels::to_bfloat16;
 
 namespace {
 
+using testing::for_each_odd_matmul;
 using testing::max_abs_diff;
 using testing::reference_matmul;
 
@@ -123,21 +124,15 @@ TEST_CASE("to_bfloat16 of a strided view is a contiguous copy of its values", "[
 
 TEST_CASE("bf16 matmul matches a triple loop on the rounded inputs for odd sizes and all transposes",
           "[bf16][matmul]") {
-  const std::vector<std::array<int64_t, 3>> sizes = {
-      {1, 1, 1}, {7, 257, 1}, {257, 7, 33}, {1, 7, 257}, {257, 1, 7}, {33, 65, 129}, {64, 64, 64}};
-  uint64_t seed = 1;
-  for (auto [M, N, K] : sizes) {
-    for (int flags = 0; flags < 4; ++flags) {
-      const bool ta = flags & 1, tb = flags & 2;
-      CAPTURE(M, N, K, ta, tb);
-      const Operand a = operand(ta ? Shape{K, M} : Shape{M, K}, seed++);
-      const Operand b = operand(tb ? Shape{N, K} : Shape{K, N}, seed++);
-      const Tensor c = matmul(a.bf16, b.bf16, ta, tb);
-      CHECK(c.shape() == Shape{M, N});
-      CHECK(c.dtype() == DType::Float32);
-      CHECK(max_abs_diff(c, reference_matmul(a.rounded, b.rounded, ta, tb)) < f32_tolerance(K));
-    }
-  }
+  for_each_odd_matmul([&](int64_t M, int64_t N, int64_t K, bool ta, bool tb, uint64_t sa,
+                          uint64_t sb) {
+    const Operand a = operand(ta ? Shape{K, M} : Shape{M, K}, sa);
+    const Operand b = operand(tb ? Shape{N, K} : Shape{K, N}, sb);
+    const Tensor c = matmul(a.bf16, b.bf16, ta, tb);
+    CHECK(c.shape() == Shape{M, N});
+    CHECK(c.dtype() == DType::Float32);
+    CHECK(max_abs_diff(c, reference_matmul(a.rounded, b.rounded, ta, tb)) < f32_tolerance(K));
+  });
 }
 
 TEST_CASE("bf16 matmul over batches: shared 2-D weight, both batched, broadcast batch dims",

@@ -14,6 +14,7 @@ using kernels::matmul_into;
 
 namespace {
 
+using testing::for_each_odd_matmul;
 using testing::max_abs_diff;
 using testing::reference_matmul;
 
@@ -36,21 +37,15 @@ constexpr DType dt_of() {
 TEMPLATE_TEST_CASE("matmul matches a triple loop for odd sizes and all transposes", "[matmul]",
                    float, double) {
   const DType dt = dt_of<TestType>();
-  const std::vector<std::array<int64_t, 3>> sizes = {
-      {1, 1, 1}, {7, 257, 1}, {257, 7, 33}, {1, 7, 257}, {257, 1, 7}, {33, 65, 129}, {64, 64, 64}};
-  uint64_t seed = 1;
-  for (auto [M, N, K] : sizes) {
-    for (int flags = 0; flags < 4; ++flags) {
-      const bool ta = flags & 1, tb = flags & 2;
-      CAPTURE(M, N, K, ta, tb);
-      const Tensor a = uniform(ta ? Shape{K, M} : Shape{M, K}, dt, seed++);
-      const Tensor b = uniform(tb ? Shape{N, K} : Shape{K, N}, dt, seed++);
-      const Tensor c = matmul(a, b, ta, tb);
-      CHECK(c.shape() == Shape{M, N});
-      CHECK(c.dtype() == dt);
-      CHECK(max_abs_diff(c, reference_matmul(a, b, ta, tb)) < tolerance(dt, K));
-    }
-  }
+  for_each_odd_matmul([&](int64_t M, int64_t N, int64_t K, bool ta, bool tb, uint64_t sa,
+                          uint64_t sb) {
+    const Tensor a = uniform(ta ? Shape{K, M} : Shape{M, K}, dt, sa);
+    const Tensor b = uniform(tb ? Shape{N, K} : Shape{K, N}, dt, sb);
+    const Tensor c = matmul(a, b, ta, tb);
+    CHECK(c.shape() == Shape{M, N});
+    CHECK(c.dtype() == dt);
+    CHECK(max_abs_diff(c, reference_matmul(a, b, ta, tb)) < tolerance(dt, K));
+  });
 }
 
 TEMPLATE_TEST_CASE("batched matmul broadcasts batch dims and 2-D operands", "[matmul]", float,
