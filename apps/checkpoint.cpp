@@ -47,6 +47,9 @@ void write_checkpoint(const std::string& path, const Checkpoint& ckpt) {
     if (ckpt.optim_step) {
       for (const auto& [name, t] : ckpt.optim) f.write_tensor("/optim/" + name, t.to(DType::Float32));
       f.write_attr("/optim", "step", *ckpt.optim_step);
+      for (const auto& [name, n] : ckpt.optim_param_steps) {
+        f.write_attr("/optim/" + name, "step", n);
+      }
     }
     if (ckpt.train_state) {
       f.write_attr("/train", "step", ckpt.train_step);
@@ -84,6 +87,9 @@ Checkpoint read_checkpoint(const std::string& path, bool with_optim) {
         const std::string key = name + "/" + m;
         EMBER_CHECK(f.exists("/optim/" + key), path, ": optimizer state has no ", key);
         c.optim[key] = f.read_tensor("/optim/" + key);
+      }
+      if (f.has_attr("/optim/" + name, "step")) {
+        c.optim_param_steps[name] = f.read_attr_int("/optim/" + name, "step");
       }
     }
   }

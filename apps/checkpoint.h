@@ -2,6 +2,7 @@
 //   /            attrs format = "ember-checkpoint", version = 1, config = JSON
 //   /model/<name>                      float32 parameters
 //   /optim/<name>/exp_avg, exp_avg_sq  AdamW moments;  /optim attr step
+//   /optim/<name>                      attr step: the updates that parameter took
 //   /train       attrs: step, and state = JSON of everything exact resume needs
 //   /tokenizer/json                    the tokenizer (Hugging Face tokenizer.json text)
 // Writes are atomic: a temporary file in the same folder, fsync, rename.
@@ -20,6 +21,9 @@ struct Checkpoint {
   std::map<std::string, Tensor> model;   // name -> tensor
   std::map<std::string, Tensor> optim;   // "<name>/exp_avg", "<name>/exp_avg_sq"
   std::optional<int64_t> optim_step;    // present when /optim is
+  // "<name>" -> updates that parameter took (optim::Optimizer::param_steps);
+  // empty for checkpoints written before per-parameter counts.
+  std::map<std::string, int64_t> optim_param_steps;
   std::optional<std::string> train_state;  // JSON (apps/trainer.cpp owns its keys)
   int64_t train_step = 0;
   std::string tokenizer_json;           // empty: none stored

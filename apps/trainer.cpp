@@ -255,7 +255,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     if (!o.resume.empty()) {
       const json st = json::parse(*start.train_state);
       EMBER_CHECK(start.optim_step, start_path, ": has no optimizer state");
-      opt.load_state_dict(start.optim, *start.optim_step);
+      opt.load_state_dict(start.optim, *start.optim_step, start.optim_param_steps);
       step = st.at("step").get<int64_t>();
       tokens_seen = st.at("tokens_seen").get<int64_t>();
       model.dropout_generator().offset = st.at("dropout_offset").get<uint64_t>();
@@ -281,6 +281,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     c.model = model.state_dict();
     if (!o.zero) c.optim = opt.state_dict();
     c.optim_step = opt.steps();
+    c.optim_param_steps = opt.param_steps();
     c.train_step = at_step;
     c.train_state = json{{"step", at_step},
                          {"tokens_seen", tokens_seen},

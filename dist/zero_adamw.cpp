@@ -1,6 +1,7 @@
 // ZeroAdamW: the shard's segments (parameter parts inside this rank's flat
-// range), the sharded update with optim::adamw_update_span, the parameter
-// all-gather, and the gather / slice of full moments for checkpoints.
+// range), the per-parameter update counts, the sharded update with
+// optim::adamw_update_span, the parameter all-gather, and the gather / slice
+// of full moments for checkpoints.
 #include "dist/zero_adamw.h"
 
 #include "autograd/grad_mode.h"
@@ -26,7 +27,9 @@ ZeroAdamW::ZeroAdamW(Reducer& reducer, std::vector<optim::ParamGroup> groups,
       const Variable& p = g.params[i];
       if (!p.requires_grad()) continue;
       const int64_t managed = reducer.index_of(p);
-      EMBER_CHECK(managed >= 0, "ZeroAdamW: parameter ", key(gi, i), " is not in the Reducer");
+      EMBER_CHECK(managed >= 0, "ZeroAdamW: parameter ", param_key(gi, i),
+                  " is not in the Reducer");
+      managed_.push_back({gi, i, static_cast<size_t>(managed)});
       EMBER_CHECK(p.data().is_contiguous(), "ZeroAdamW: parameter data must be contiguous");
       const int64_t off = reducer.flat_offset(static_cast<size_t>(managed));
       const int64_t begin = std::max(off, shard_begin_);
@@ -36,19 +39,19 @@ ZeroAdamW::ZeroAdamW(Reducer& reducer, std::vector<optim::ParamGroup> groups,
   }
 }
 
-std::string ZeroAdamW::key(size_t group, size_t index) const {
-  const std::string& name = groups_[group].names.size() > index ? groups_[group].names[index] : "";
-  return name.empty() ? "group" + std::to_string(group) + "." + std::to_string(index) : name;
-}
-
 void ZeroAdamW::step(double lr, double grad_scale) {
   EMBER_PROFILE_SCOPE(prof::Family::Optimizer);
   ++step_;
   NoGradGuard no_grad;
   const Tensor& grad = reducer_.shard_grad();
   const std::vector<bool>& has_grad = reducer_.has_grad();
+  // As AdamW: a parameter with no gradient on any rank is neither updated nor
+  // counted. Every rank counts every parameter, so each holds all counts.
+  for (const Managed& p : managed_) {
+    if (has_grad[p.managed]) ++param_step_[p.group][p.index];
+  }
   for (const Segment& s : segments_) {
-    if (!has_grad[s.managed]) continue;  // as AdamW: no gradient anywhere, no update
+    if (!has_grad[s.managed]) continue;
     const optim::ParamGroup& group = groups_[s.group];
     const Tensor data = group.params[s.index].data();
     const int64_t at = s.begin - shard_begin_, in_param = s.begin - s.flat_offset;
@@ -57,7 +60,7 @@ void ZeroAdamW::step(double lr, double grad_scale) {
       optim::adamw_update_span<T>(data.data<T>() + in_param, grad.data<T>() + at,
                                   exp_avg_.data<T>() + at, exp_avg_sq_.data<T>() + at,
                                   s.end - s.begin, lr * group.lr_scale, group.weight_decay,
-                                  options_, step_, grad_scale);
+                                  options_, param_step_[s.group][s.index], grad_scale);
     });
     data.bump_version();
   }
@@ -103,7 +106,7 @@ std::map<std::string, Tensor> ZeroAdamW::state_dict() const {
         const Variable& p = groups_[gi].params[i];
         const int64_t managed = reducer_.index_of(p);
         if (managed < 0) continue;
-        out[key(gi, i) + suffix] =
+        out[param_key(gi, i) + suffix] =
             full.narrow(0, reducer_.flat_offset(static_cast<size_t>(managed)), p.numel())
                 .view(p.shape());
       }
@@ -112,16 +115,16 @@ std::map<std::string, Tensor> ZeroAdamW::state_dict() const {
   return out;
 }
 
-void ZeroAdamW::load_state_dict(const std::map<std::string, Tensor>& state, int64_t step) {
+void ZeroAdamW::load_tensors(const std::map<std::string, Tensor>& state) {
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     for (size_t i = 0; i < groups_[gi].params.size(); ++i) {
       const Variable& p = groups_[gi].params[i];
       if (reducer_.index_of(p) < 0) continue;
       for (auto [suffix, shard] :
            {std::pair{"/exp_avg", &exp_avg_}, std::pair{"/exp_avg_sq", &exp_avg_sq_}}) {
-        auto it = state.find(key(gi, i) + suffix);
-        EMBER_CHECK(it != state.end(), "AdamW state: missing ", key(gi, i), suffix);
-        EMBER_CHECK(it->second.shape() == p.shape(), "AdamW state: ", key(gi, i), suffix,
+        auto it = state.find(param_key(gi, i) + suffix);
+        EMBER_CHECK(it != state.end(), "AdamW state: missing ", param_key(gi, i), suffix);
+        EMBER_CHECK(it->second.shape() == p.shape(), "AdamW state: ", param_key(gi, i), suffix,
                     " has shape ", shape_str(it->second.shape()), " but the parameter has shape ",
                     shape_str(p.shape()));
         for (const Segment& s : segments_) {
@@ -133,7 +136,6 @@ void ZeroAdamW::load_state_dict(const std::map<std::string, Tensor>& state, int6
       }
     }
   }
-  step_ = step;
 }
 
 int64_t ZeroAdamW::state_bytes() const {

@@ -4,6 +4,9 @@
 // arithmetic of optim::AdamW (optim::adamw_update_span) from the averaged
 // gradient the Reducer reduce-scattered, then all-gathers the parameters.
 // Its state_dict is the full, world-size independent one of optim::AdamW.
+// Per-parameter update counts are kept whole on every rank: a parameter is
+// counted when the Reducer's has_grad (agreed by all ranks) says some rank
+// had its gradient, exactly when plain data-parallel AdamW updates it.
 #pragma once
 #include "dist/reducer.h"
 #include "optim/adamw.h"
@@ -23,15 +26,17 @@ class ZeroAdamW : public optim::Optimizer {
   // Full moments under optim::AdamW's keys ("<name>/exp_avg", ...), the same
   // for every world size. Collective: every rank calls it and gets them all.
   std::map<std::string, Tensor> state_dict() const override;
-  // The full state (as state_dict gives or optim::AdamW saves); each rank
-  // keeps its shard. Not collective: every rank passes the same state.
-  void load_state_dict(const std::map<std::string, Tensor>& state, int64_t step) override;
+  // load_state_dict (optim::Optimizer's) takes the full state, as
+  // state_dict gives or optim::AdamW saves; each rank keeps its shard. Not
+  // collective: every rank passes the same state.
 
   const optim::AdamWOptions& options() const { return options_; }
   // Bytes of optimizer state held by this rank.
   int64_t state_bytes() const;
 
  private:
+  void load_tensors(const std::map<std::string, Tensor>& state) override;
+
   // Part of one parameter inside this rank's shard.
   struct Segment {
     size_t group, index;  // the parameter: groups_[group].params[index]
@@ -39,13 +44,17 @@ class ZeroAdamW : public optim::Optimizer {
     int64_t flat_offset;  // of the parameter in the flat buffer
     int64_t begin, end;   // flat range of the part, within the shard
   };
-  std::string key(size_t group, size_t index) const;
+  // A parameter the Reducer manages (all of them, not only this shard's).
+  struct Managed {
+    size_t group, index, managed;
+  };
 
   Reducer& reducer_;
   optim::AdamWOptions options_;
   int64_t shard_begin_ = 0, shard_end_ = 0;
   Tensor exp_avg_, exp_avg_sq_;  // this rank's shard (at least one element allocated)
   std::vector<Segment> segments_;
+  std::vector<Managed> managed_;
 };
 
 }  // namespace ember::dist

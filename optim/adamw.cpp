@@ -116,14 +116,15 @@ void AdamW::step(double lr, double grad_scale) {
     const double glr = lr * group.lr_scale;
     for (size_t i = 0; i < group.params.size(); ++i) {
       const Variable& p = group.params[i];
-      if (!p.grad().defined()) continue;  // as PyTorch: no grad, no update (state untouched)
+      if (!p.grad().defined()) continue;  // as PyTorch: no grad, no update, not counted
+      const int64_t t = ++param_step_[gi][i];
       const Tensor& data = p.data();
       keep.push_back(p.grad().contiguous());
       const Tensor& grad = keep.back();
       dispatch_float(data.dtype(), "AdamW", [&](auto tag) {
         using T = decltype(tag);
         AdamWSpan<T> span{data.data<T>(),  m_[gi][i].data<T>(), v_[gi][i].data<T>(), grad.data<T>(),
-                          data.numel(), adamw_scalars<T>(glr, group.weight_decay, options_, step_, grad_scale)};
+                          data.numel(), adamw_scalars<T>(glr, group.weight_decay, options_, t, grad_scale)};
         if constexpr (std::is_same_v<T, float>) {
           f32.push_back(span);
         } else {
@@ -137,15 +138,11 @@ void AdamW::step(double lr, double grad_scale) {
   adamw_run(f64);
 }
 
-static std::string param_key(const ParamGroup& g, size_t i, size_t gi) {
-  return g.names[i].empty() ? "group" + std::to_string(gi) + "." + std::to_string(i) : g.names[i];
-}
-
 std::map<std::string, Tensor> AdamW::state_dict() const {
   std::map<std::string, Tensor> out;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     for (size_t i = 0; i < groups_[gi].params.size(); ++i) {
-      const std::string key = param_key(groups_[gi], i, gi);
+      const std::string key = param_key(gi, i);
       out[key + "/exp_avg"] = m_[gi][i];
       out[key + "/exp_avg_sq"] = v_[gi][i];
     }
@@ -153,10 +150,10 @@ std::map<std::string, Tensor> AdamW::state_dict() const {
   return out;
 }
 
-void AdamW::load_state_dict(const std::map<std::string, Tensor>& state, int64_t step) {
+void AdamW::load_tensors(const std::map<std::string, Tensor>& state) {
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     for (size_t i = 0; i < groups_[gi].params.size(); ++i) {
-      const std::string key = param_key(groups_[gi], i, gi);
+      const std::string key = param_key(gi, i);
       for (auto [suffix, dst] : {std::pair{"/exp_avg", &m_[gi][i]}, std::pair{"/exp_avg_sq", &v_[gi][i]}}) {
         auto it = state.find(key + suffix);
         EMBER_CHECK(it != state.end(), "AdamW state: missing ", key, suffix);
@@ -167,7 +164,6 @@ void AdamW::load_state_dict(const std::map<std::string, Tensor>& state, int64_t 
       }
     }
   }
-  step_ = step;
 }
 
 }  // namespace ember::optim

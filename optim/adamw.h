@@ -2,6 +2,8 @@
 //   p *= 1 - lr * wd                       (decoupled decay, first)
 //   m = b1 m + (1 - b1) g,  v = b2 v + (1 - b2) g^2
 //   p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+// t is the parameter's own update count (param_step): a parameter without a
+// gradient (an idle MoE expert) is skipped, decay included, and not counted.
 // One fused loop over all tensors in one OpenMP region; moments are float32 for float32 params.
 #pragma once
 #include "optim/optimizer.h"
@@ -15,7 +17,7 @@ struct AdamWOptions {
 };
 
 // The fused update of one contiguous span of n elements (parameter p, gradient
-// g, moments m and v) at step t (from 1), with learning rate lr and weight
+// g, moments m and v) at the parameter's update count t (from 1), with learning rate lr and weight
 // decay wd, gradients read as g * grad_scale: what AdamW::step does for each tensor, exposed so a sharded
 // optimizer (dist::ZeroAdamW) updates its slice with the very same arithmetic.
 // Defined for float and double.
@@ -28,13 +30,14 @@ class AdamW : public Optimizer {
   AdamW(std::vector<ParamGroup> groups, AdamWOptions options = {});
   void step(double lr, double grad_scale = 1.0) override;
   std::map<std::string, Tensor> state_dict() const override;
-  void load_state_dict(const std::map<std::string, Tensor>& state, int64_t step) override;
   const AdamWOptions& options() const { return options_; }
   // Moments of group g, parameter i.
   const Tensor& exp_avg(size_t g, size_t i) const { return m_[g][i]; }
   const Tensor& exp_avg_sq(size_t g, size_t i) const { return v_[g][i]; }
 
  private:
+  void load_tensors(const std::map<std::string, Tensor>& state) override;
+
   AdamWOptions options_;
   std::vector<std::vector<Tensor>> m_, v_;
 };

@@ -1,6 +1,7 @@
 // Optimizer base with parameter groups, as torch.optim: each group has its
 // own learning-rate multiplier and weight decay. step() reads each
-// parameter's .grad and updates its data in place (under no-grad).
+// parameter's .grad and updates its data in place (under no-grad); a
+// parameter without .grad is skipped whole and its update count stays.
 #pragma once
 #include <map>
 #include <string>
@@ -19,7 +20,7 @@ struct ParamGroup {
 
 class Optimizer {
  public:
-  explicit Optimizer(std::vector<ParamGroup> groups) : groups_(std::move(groups)) {}
+  explicit Optimizer(std::vector<ParamGroup> groups);
   virtual ~Optimizer() = default;
 
   // One update with learning rate lr (times each group's lr_scale), reading
@@ -32,15 +33,29 @@ class Optimizer {
   const std::vector<ParamGroup>& groups() const { return groups_; }
   // Number of updates taken.
   int64_t steps() const { return step_; }
+  // Updates parameter i of group g took: torch.optim's per-parameter
+  // state['step'], which a step without that parameter's gradient does not
+  // advance (AdamW's bias correction counts these). At most steps().
+  int64_t param_step(size_t g, size_t i) const { return param_step_[g][i]; }
+  // Every parameter's count, keyed by parameter name as state_dict.
+  std::map<std::string, int64_t> param_steps() const;
 
-  // State as named tensors ("<param name>/exp_avg", ...) plus the step count,
-  // for checkpoints; load_state_dict checks names and shapes.
+  // State as named tensors ("<param name>/exp_avg", ...), for checkpoints.
   virtual std::map<std::string, Tensor> state_dict() const = 0;
-  virtual void load_state_dict(const std::map<std::string, Tensor>& state, int64_t step) = 0;
+  // Restores state_dict's tensors (names and shapes checked), the number of
+  // updates taken, and param_steps' counts; a parameter missing from
+  // param_steps (a state saved before per-parameter counts) took `step`.
+  void load_state_dict(const std::map<std::string, Tensor>& state, int64_t step,
+                       const std::map<std::string, int64_t>& param_steps = {});
 
  protected:
+  virtual void load_tensors(const std::map<std::string, Tensor>& state) = 0;
+  // Name of parameter i of group g in the state: its name, or "group<g>.<i>".
+  std::string param_key(size_t g, size_t i) const;
+
   std::vector<ParamGroup> groups_;
   int64_t step_ = 0;
+  std::vector<std::vector<int64_t>> param_step_;  // parallel to groups_[g].params
 };
 
 // Splits named parameters into the two usual groups: weight decay on tensors

@@ -37,7 +37,8 @@ void SGD::step(double lr, double grad_scale) {
     const ParamGroup& group = groups_[gi];
     for (size_t i = 0; i < group.params.size(); ++i) {
       const Variable& p = group.params[i];
-      if (!p.grad().defined()) continue;
+      if (!p.grad().defined()) continue;  // as PyTorch: no grad, no update (decay included)
+      ++param_step_[gi][i];
       const Tensor data = p.data();
       const Tensor grad = p.grad().contiguous();
       const bool first = options_.momentum > 0 && !buf_[gi][i].defined();
@@ -59,20 +60,16 @@ std::map<std::string, Tensor> SGD::state_dict() const {
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     for (size_t i = 0; i < groups_[gi].params.size(); ++i) {
       if (!buf_[gi][i].defined()) continue;
-      const std::string& name = groups_[gi].names[i];
-      out[(name.empty() ? "group" + std::to_string(gi) + "." + std::to_string(i) : name) +
-          "/momentum_buffer"] = buf_[gi][i];
+      out[param_key(gi, i) + "/momentum_buffer"] = buf_[gi][i];
     }
   }
   return out;
 }
 
-void SGD::load_state_dict(const std::map<std::string, Tensor>& state, int64_t step) {
+void SGD::load_tensors(const std::map<std::string, Tensor>& state) {
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     for (size_t i = 0; i < groups_[gi].params.size(); ++i) {
-      const std::string& name = groups_[gi].names[i];
-      const std::string key =
-          (name.empty() ? "group" + std::to_string(gi) + "." + std::to_string(i) : name) + "/momentum_buffer";
+      const std::string key = param_key(gi, i) + "/momentum_buffer";
       auto it = state.find(key);
       if (it == state.end()) {
         buf_[gi][i] = Tensor();
@@ -83,7 +80,6 @@ void SGD::load_state_dict(const std::map<std::string, Tensor>& state, int64_t st
       buf_[gi][i] = it->second.clone();
     }
   }
-  step_ = step;
 }
 
 }  // namespace ember::optim

@@ -16,9 +16,10 @@ class SGD : public Optimizer {
   SGD(std::vector<ParamGroup> groups, SGDOptions options = {});
   void step(double lr, double grad_scale = 1.0) override;
   std::map<std::string, Tensor> state_dict() const override;
-  void load_state_dict(const std::map<std::string, Tensor>& state, int64_t step) override;
 
  private:
+  void load_tensors(const std::map<std::string, Tensor>& state) override;
+
   SGDOptions options_;
   std::vector<std::vector<Tensor>> buf_;  // momentum buffers (undefined until first use)
 };

@@ -1,6 +1,8 @@
 // AdamW, SGD, schedules and clipping against values computed by PyTorch and
-// by hand in tests/data/make_optim_expected.py (the numbers are pasted here).
+// by hand in tests/data/make_optim_expected.py (the numbers are pasted here),
+// and AdamW with parameters that skip steps against a float64 torch loop.
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include "optim/adamw.h"
 #include "optim/clip.h"
@@ -62,6 +64,84 @@ TEST_CASE("AdamW state round-trips through state_dict", "[optim]") {
   auto bad = a.state_dict();
   bad.erase("w/exp_avg");
   CHECK_THROWS_WITH(b.load_state_dict(bad, 1), Catch::Contains("w/exp_avg"));
+}
+
+namespace {
+
+// torch.optim.AdamW as its documentation states the algorithm, in float64,
+// for one parameter: a step without a gradient (grad None) is skipped whole,
+// weight decay included, and does not advance the parameter's own step;
+// otherwise step += 1 and
+//   p -= lr wd p;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+//   p -= lr (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps).
+struct TorchAdamWParam {
+  std::vector<double> p, m, v;
+  double wd;
+  int64_t step = 0;
+  TorchAdamWParam(std::vector<double> init, double weight_decay)
+      : p(std::move(init)), m(p.size(), 0.0), v(p.size(), 0.0), wd(weight_decay) {}
+  void update(const std::vector<double>* g, double lr, double b1, double b2, double eps) {
+    if (!g) return;
+    ++step;
+    const double bc1 = 1 - std::pow(b1, double(step)), bc2 = 1 - std::pow(b2, double(step));
+    for (size_t k = 0; k < p.size(); ++k) {
+      p[k] -= lr * wd * p[k];
+      m[k] = b1 * m[k] + (1 - b1) * (*g)[k];
+      v[k] = b2 * v[k] + (1 - b2) * (*g)[k] * (*g)[k];
+      p[k] -= lr * (m[k] / bc1) / (std::sqrt(v[k] / bc2) + eps);
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("AdamW counts steps per parameter and skips one without a gradient, as torch",
+          "[optim]") {
+  // w: a gradient every step; e (decayed, like a MoE expert's weight): none
+  // in steps 0 and 3; b (not decayed): none in steps 2 and 3.
+  const std::vector<std::vector<int>> has = {{1, 1, 1, 1, 1, 1}, {0, 1, 1, 0, 1, 1},
+                                             {1, 1, 0, 0, 1, 1}};
+  const std::vector<double> init_w = {0.5, -1.0, 2.0, 0.25}, init_e = {0.3, -0.6, 0.9, -1.2},
+                            init_b = {0.1, -0.2, 0.3};
+  for (DType dt : {DType::Float64, DType::Float32}) {
+    INFO(dtype_name(dt));
+    Variable w(Tensor::from_vector(init_w, {2, 2}).to(dt), true);
+    Variable e(Tensor::from_vector(init_e, {2, 2}).to(dt), true);
+    Variable b(Tensor::from_vector(init_b).to(dt), true);
+    const std::vector<Variable> params = {w, e, b};
+    AdamW opt(decay_groups({{"w", w}, {"e", e}, {"b", b}}, 0.1), {0.9, 0.95, 1e-8});
+    std::vector<TorchAdamWParam> ref = {{init_w, 0.1}, {init_e, 0.1}, {init_b, 0.0}};
+    for (int s = 0; s < 6; ++s) {
+      const double lr = 0.01 * (1 + s % 3);
+      std::vector<std::vector<double>> before;
+      for (size_t k = 0; k < params.size(); ++k) {
+        before.push_back(params[k].data().to_vector<double>());
+        std::vector<double> g(before[k].size());
+        for (size_t j = 0; j < g.size(); ++j) g[j] = std::sin(1.0 + 3.0 * s + 0.7 * j + 5.0 * k);
+        const Shape shape = params[k].shape();
+        Variable p = params[k];
+        if (has[k][s]) {
+          p.set_grad(Tensor::from_vector(g, shape).to(dt));
+        } else {
+          p.zero_grad();
+        }
+        ref[k].update(has[k][s] ? &g : nullptr, lr, 0.9, 0.95, 1e-8);
+      }
+      opt.step(lr);
+      for (size_t k = 0; k < params.size(); ++k) {
+        INFO("step " << s << " parameter " << k);
+        // No gradient: untouched, weight decay included.
+        if (!has[k][s]) CHECK(params[k].data().to_vector<double>() == before[k]);
+      }
+    }
+    const double rel = dt == DType::Float64 ? 1e-12 : 1e-5;
+    check_values(w.data(), ref[0].p, rel);
+    check_values(e.data(), ref[1].p, rel);
+    check_values(b.data(), ref[2].p, rel);
+    check_values(opt.exp_avg(0, 1), ref[1].m, rel);
+    CHECK(opt.steps() == 6);
+    CHECK(opt.param_steps() == std::map<std::string, int64_t>{{"w", 6}, {"e", 4}, {"b", 4}});
+  }
 }
 
 TEST_CASE("SGD with Nesterov momentum matches torch.optim.SGD", "[optim]") {

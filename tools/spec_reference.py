@@ -359,10 +359,14 @@ def train_reference(c, params, batch_of_step, steps, lr, min_lr, warmup, wd, cli
                     b1=0.9, b2=0.95, eps=1e-8):
     """Plain loop of `steps` AdamW steps (grad accumulation 1, one rank).
 
+    As torch.optim.AdamW: a tensor without a gradient in a step (an expert no
+    token picked) is skipped, weight decay included, and its own step count,
+    which its bias correction uses, does not advance.
     batch_of_step(s) -> (inputs, targets). Returns (final params as float64 numpy, ce per step)."""
     P = to_torch(params)
     m = {k: torch.zeros_like(v) for k, v in P.items()}
     v2 = {k: torch.zeros_like(v) for k, v in P.items()}
+    n_updates = {k: 0 for k in P}  # torch's per-parameter state['step']
     losses = []
     for s in range(steps):
         inp, tgt = batch_of_step(s)
@@ -371,15 +375,18 @@ def train_reference(c, params, batch_of_step, steps, lr, min_lr, warmup, wd, cli
         L = forward_losses(c, P, inp, tgt)
         L["total"].backward()
         losses.append(L["ce"].item())
-        g = {k: (t.grad if t.grad is not None else torch.zeros_like(t)) for k, t in P.items()}
+        g = {k: p.grad for k, p in P.items() if p.grad is not None}
         if clip > 0:
             norm = math.sqrt(sum((gg ** 2).sum().item() for gg in g.values()))
             scale = min(1.0, clip / (norm + 1e-6))
             g = {k: gg * scale for k, gg in g.items()}
         a = lr_at(s, lr, min_lr, warmup, steps)
-        t_ = s + 1
         with torch.no_grad():
             for k, p in P.items():
+                if k not in g:
+                    continue
+                n_updates[k] += 1
+                t_ = n_updates[k]
                 if p.dim() >= 2:
                     p.mul_(1.0 - a * wd)
                 m[k].mul_(b1).add_((1 - b1) * g[k])

@@ -1,7 +1,8 @@
 // ZeRO-1 (dist::ZeroAdamW over a Reducer in zero mode) against plain
 // data-parallel AdamW on every rank: the same parameters after several
-// clipped steps with two parameter groups and an unused parameter, the same
-// full (world-size independent) moments, ~1/W of the state per rank, and an
+// clipped steps with two parameter groups, an unused parameter and one that
+// only some steps (and ranks) use, the same full (world-size independent)
+// moments and per-parameter step counts, ~1/W of the state per rank, and an
 // exact continuation after loading a plain AdamW state.
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -24,22 +25,31 @@ double max_rel_diff(const Tensor& a, const Tensor& b) {
   return worst / scale;
 }
 
-// A model's named parameters plus one that no loss ever uses.
+// A model's named parameters plus one that no loss ever uses and one that
+// step s uses on rank 0 only (s % 3 == 0), on no rank (1) or on every rank (2),
+// as a MoE expert that some steps leave idle.
 struct Run {
   nn::Transformer model;
-  Variable unused;
+  Variable unused, sometimes;
   std::vector<std::pair<std::string, Variable>> named;
   std::vector<Variable> params;
   Run(DType dt)
       : model(testing::tiny_config(), 5, dt),
         unused(Tensor::full({3, 4}, 0.5, dt), true),
+        sometimes(Tensor::full({2, 3}, 0.75, dt), true),
         named(model.named_parameters()) {
     named.emplace_back("unused.weight", unused);
+    named.emplace_back("sometimes.weight", sometimes);
     for (auto& [n, p] : named) params.push_back(p);
   }
   void backward(int step) {
     model.zero_grad();
-    testing::tiny_loss(model, testing::tiny_batch(comm().rank(), 40 + step)).backward();
+    sometimes.zero_grad();
+    Variable loss = testing::tiny_loss(model, testing::tiny_batch(comm().rank(), 40 + step));
+    if ((step % 3 == 0 && comm().rank() == 0) || step % 3 == 2) {
+      loss = loss + sum(sometimes * sometimes) * (0.1 * (comm().rank() + 1));
+    }
+    loss.backward();
   }
 };
 
@@ -97,6 +107,11 @@ TEST_CASE("ZeRO-1 AdamW takes the steps of plain data-parallel AdamW", "[mpi][ze
       worst = std::max(worst, max_rel_diff(zs.at(key), t));
     }
     CHECK(worst < 50 * tol);
+    // Steps 0, 2 and 3 had some rank's gradient of `sometimes`; no step had `unused`'s.
+    CHECK(zero_opt.param_steps() == plain_opt.param_steps());
+    CHECK(zero_opt.param_steps().at("sometimes.weight") == 3);
+    CHECK(zero_opt.param_steps().at("unused.weight") == 0);
+    CHECK(zero_opt.param_steps().at("model.norm.weight") == 4);
 
     // Resume: a fresh ZeroAdamW from plain AdamW's state continues identically.
     Run resumed(dt);
@@ -104,9 +119,10 @@ TEST_CASE("ZeRO-1 AdamW takes the steps of plain data-parallel AdamW", "[mpi][ze
       resumed.params[k].data().copy_(plain.params[k].data());
     dist::Reducer resumed_reducer(comm(), resumed.params, {1 << 20, 1 << 20, true});
     dist::ZeroAdamW resumed_opt(resumed_reducer, optim::decay_groups(resumed.named, 0.1));
-    resumed_opt.load_state_dict(ps, plain_opt.steps());
+    resumed_opt.load_state_dict(ps, plain_opt.steps(), plain_opt.param_steps());
     CHECK(resumed_opt.steps() == 4);
-    plain.backward(9);
+    CHECK(resumed_opt.param_steps() == plain_opt.param_steps());
+    plain.backward(9);  // uses `sometimes` again: its 4th update, the optimizer's 5th
     plain_reducer.finish();
     plain_opt.step(1e-2);
     resumed.backward(9);
