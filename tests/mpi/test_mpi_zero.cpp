@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
+#include "autograd/ops.h"
 #include "dist/consistency.h"
 #include "dist/zero_adamw.h"
 #include "mpi_testing.h"
