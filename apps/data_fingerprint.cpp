@@ -2,6 +2,7 @@
 // corpus rules of the data layer; hash = splitmix64-chained 8-byte words.
 #include "apps/data_fingerprint.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -40,8 +41,10 @@ uint64_t hash_block(uint64_t h, const char* data, size_t n) {
   return h;
 }
 
-std::string file_hash(const std::string& path, uint64_t size) {
-  constexpr uint64_t kBlock = uint64_t{1} << 20, kWhole = uint64_t{256} << 20, kSamples = 64;
+// All bytes of the file when `samples` is 0 (or the file is small); else
+// `samples` evenly spread 1 MiB blocks and the last one.
+std::string file_hash(const std::string& path, uint64_t size, uint64_t samples) {
+  constexpr uint64_t kBlock = uint64_t{1} << 20;
   std::ifstream in(path, std::ios::binary);
   EMBER_CHECK(in.good(), path, ": cannot read the data file");
   std::vector<char> buf(kBlock);
@@ -52,10 +55,10 @@ std::string file_hash(const std::string& path, uint64_t size) {
     EMBER_CHECK(static_cast<uint64_t>(in.gcount()) == n, path, ": cannot read the data file");
     h = hash_block(mix64(h + offset), buf.data(), n);
   };
-  if (size <= kWhole) {
+  if (samples == 0 || size <= (samples + 1) * kBlock) {
     for (uint64_t at = 0; at < size; at += kBlock) read_at(at, std::min(kBlock, size - at));
   } else {
-    for (uint64_t k = 0; k < kSamples; ++k) read_at((size - kBlock) / kSamples * k, kBlock);
+    for (uint64_t k = 0; k < samples; ++k) read_at((size - kBlock) / samples * k, kBlock);
     read_at(size - kBlock, kBlock);
   }
   char text[32];
@@ -70,17 +73,27 @@ std::vector<std::string> files_of(const std::string& spec) {
 }  // namespace
 
 json data_fingerprint(const std::string& data, const std::string& val_data) {
-  json files = json::array();
+  std::vector<std::pair<std::string, uint64_t>> files;
+  uint64_t total = 0;
   for (const std::string& spec : {data, val_data}) {
     if (spec.empty()) continue;
     for (const std::string& f : files_of(spec)) {
       std::error_code ec;
       const uint64_t size = fs::file_size(f, ec);
       EMBER_CHECK(!ec, f, ": cannot read the data file: ", ec.message());
-      files.push_back({{"file", f}, {"bytes", size}, {"hash", file_hash(f, size)}});
+      files.emplace_back(f, size);
+      total += size;
     }
   }
-  return files;
+  // Up to 1 GiB every byte; beyond, about 256 MiB read in all (1 to 64 blocks of 1 MiB per file).
+  constexpr uint64_t kWhole = uint64_t{1} << 30, kBudgetBlocks = 256;
+  const uint64_t samples =
+      total <= kWhole ? 0 : std::clamp<uint64_t>(kBudgetBlocks / std::max<size_t>(files.size(), 1), 1, 64);
+  json result = json::array();
+  for (const auto& [f, size] : files) {
+    result.push_back({{"file", f}, {"bytes", size}, {"hash", file_hash(f, size, samples)}});
+  }
+  return result;
 }
 
 std::string describe_data_change(const json& before, const json& now) {

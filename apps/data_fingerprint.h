@@ -1,6 +1,7 @@
 // A fingerprint of a run's training data: for each file that --data (text or
 // token shards) and --val-data name, its size and a 64-bit hash of its bytes
-// (files over 256 MiB: of 64 evenly spread 1 MiB blocks and the last one).
+// (all bytes up to 1 GiB of data in all; beyond, about 256 MiB read: 1 to 64
+// evenly spread 1 MiB blocks per file and its last one).
 // Stored in the checkpoint's run state; --resume compares it, and the ranks
 // of a data-parallel run compare theirs at start.
 #pragma once
