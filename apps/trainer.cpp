@@ -14,13 +14,17 @@
 #include <optional>
 
 #include "apps/checkpoint.h"
+#include "apps/closed_stdout.h"
+#include "apps/data_fingerprint.h"
 #include "apps/data_parallel.h"
 #include "apps/data_prep.h"
+#include "apps/finite_parameters.h"
 #include "apps/matmul_peak.h"
 #include "apps/model_io.h"
 #include "apps/presets.h"
 #include "apps/profile_report.h"
 #include "apps/run_files.h"
+#include "apps/run_lock.h"
 #include "apps/train_progress.h"
 #include "apps/training_plot.h"
 #include "autograd/autocast.h"
@@ -48,41 +52,6 @@ using Clock = std::chrono::steady_clock;
 
 std::atomic<int> g_stop_signal{0};
 extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
-
-// The options that fix the math and the data order; saved in the checkpoint.
-json options_to_json(const TrainOptions& o) {
-  return {{"data", o.data},         {"val_data", o.val_data},     {"batch_size", o.batch_size},
-          {"seq_len", o.seq_len},   {"grad_accum", o.grad_accum}, {"steps", o.steps},
-          {"lr", o.lr},             {"min_lr", o.min_lr},         {"weight_decay", o.weight_decay},
-          {"clip", o.clip},         {"beta1", o.beta1},           {"beta2", o.beta2},
-          {"warmup", o.warmup},     {"schedule", o.schedule},     {"seed", o.seed},
-          {"sequential", o.sequential}, {"val_fraction", o.val_fraction}, {"dtype", o.dtype}};
-}
-
-// A resumed run takes the checkpoint's options except those given on the command line.
-void options_from_json(const json& j, TrainOptions& o) {
-  auto take = [&](const char* key, auto& field) {
-    if (!o.given.count(key) && j.contains(key)) j.at(key).get_to(field);
-  };
-  take("data", o.data);
-  take("val_data", o.val_data);
-  take("batch_size", o.batch_size);
-  take("seq_len", o.seq_len);
-  take("grad_accum", o.grad_accum);
-  take("steps", o.steps);
-  take("lr", o.lr);
-  take("min_lr", o.min_lr);
-  take("weight_decay", o.weight_decay);
-  take("clip", o.clip);
-  take("beta1", o.beta1);
-  take("beta2", o.beta2);
-  take("warmup", o.warmup);
-  take("schedule", o.schedule);
-  take("seed", o.seed);
-  take("sequential", o.sequential);
-  take("val_fraction", o.val_fraction);
-  take("dtype", o.dtype);
-}
 
 struct EvalResult {
   double loss = 0, bits_per_byte = 0;
@@ -126,13 +95,17 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
   int64_t saved_world = 1, saved_batch = 0;
   nn::ModelConfig cfg;
   DType autocast = DType::Float32;  // matmul operands of forward and backward (autograd/autocast.h)
+  ignore_sigpipe();  // `ember train | head`: training goes on without stdout (closed_stdout.h)
+  std::vector<std::string> resume_notes;  // "--resume: --lr 0.001 overrides the run's 0.0003"
+  json saved_data_fingerprint;            // the run's, when resuming a checkpoint that has one
   agreed(comm, [&] {
     if (!o.resume.empty()) {
       start_path = find_resume_checkpoint(o.resume);
       start = read_checkpoint(start_path, /*with_optim=*/true);
       EMBER_CHECK(start.train_state, start_path, ": has no training state (/train); use --init-from");
       const json st = json::parse(*start.train_state);
-      options_from_json(st.at("options"), o);
+      resume_notes = restore_options(st.at("options"), o);
+      saved_data_fingerprint = st.value("data_fingerprint", json());
       saved_batch = st.at("options").value("batch_size", int64_t{0});
       saved_world = st.value("world_size", int64_t{1});
       if (!o.given.count("out")) o.out = o.resume;
@@ -140,6 +113,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
       start_path = o.init_from;
       start = read_checkpoint(start_path, /*with_optim=*/false);
     }
+    validate_options(o);  // before any work: one line naming the option and what it allows
     if (!o.config.empty()) {
       cfg = nn::ModelConfig::from_file(o.config);
     } else if (!o.preset.empty()) {
@@ -149,15 +123,49 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     } else {
       cfg = preset_config("dense-small");
     }
+    EMBER_CHECK(o.seq_len <= cfg.max_seq_len, "--seq-len ", o.seq_len,
+                " must be between 1 and the model's max_seq_len (", cfg.max_seq_len, ")");
+    if (o.data.empty()) o.data = default_corpus();
   });
+  // The training data's files (size and hash): kept in the checkpoint, compared on --resume.
+  json data_fingerprint_now;
+  agreed(comm, [&] {
+    EMBER_CHECK(fs::exists(o.data) || o.data.find_first_of("*?[") != std::string::npos, "--data: ",
+                o.data, ": no such file or directory");
+    data_fingerprint_now = data_fingerprint(o.data, o.val_data);
+    if (!saved_data_fingerprint.is_null()) {
+      const std::string change = describe_data_change(saved_data_fingerprint, data_fingerprint_now);
+      EMBER_CHECK(change.empty() || o.allow_data_change, "--resume: the training data changed since the run started (",
+                  change, "); give --allow-data-change to train on it anyway");
+      if (!change.empty()) resume_notes.push_back("--resume: training on changed data (" + change + ")");
+    }
+  });
+  // Under mpirun every rank must run the same: options, model config, data (dist/consistency.h).
+  if (world > 1) {
+    std::vector<std::pair<std::string, std::string>> fields = option_values(o);
+    fields.emplace_back("the checkpoint started from", start_path);
+    const json config = json::parse(cfg.to_json());
+    for (auto it = config.begin(); it != config.end(); ++it) {
+      fields.emplace_back("the model config's " + it.key(), it.value().dump());
+    }
+    std::string files;  // one field, so that every rank has the same fields
+    for (const json& f : data_fingerprint_now) {
+      files += (files.empty() ? "" : "; ") + f.value("file", std::string()) + " " +
+               std::to_string(f.value("bytes", uint64_t{0})) + " bytes hash " + f.value("hash", std::string());
+    }
+    fields.emplace_back("the data files (size and content)", files);
+    dist::check_ranks_agree(comm, fields);
+  }
+  if (root) {
+    for (const std::string& note : resume_notes) std::printf("%s\n", note.c_str());
+    std::fflush(stdout);
+  }
   // --vocab-size: a BPE tokenizer trained here on the text corpus (rank 0; the
   // others receive it); the model's vocabulary follows it.
   std::optional<Tokenizer> trained_tokenizer;
   if (o.vocab_size > 0 && start_path.empty()) {
     std::string tokenizer_json;
     agreed(comm, [&] {
-      EMBER_CHECK(o.vocab_size > 256, "--vocab-size must exceed 256 (the byte tokens), got ", o.vocab_size);
-      if (o.data.empty()) o.data = default_corpus();
       EMBER_CHECK(!is_shard_spec(o.data), "--vocab-size trains a tokenizer on text; --data ", o.data, " is token shards");
       BpeTrainOptions t;
       t.vocab_size = static_cast<size_t>(o.vocab_size);
@@ -174,6 +182,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
   note_global_batch_change(comm, saved_world, saved_batch, o.batch_size);
   std::optional<Tokenizer> tokenizer;
   std::unique_ptr<BatchLoader> loader_ptr, val_loader;
+  std::optional<RunLock> run_lock;  // one run per --out folder (rank 0 writes it)
   std::shared_ptr<TokenDataset> train_set;
   int64_t eval_batches = 0;
   agreed(comm, [&] {
@@ -181,13 +190,11 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
       EMBER_CHECK(cfg.to_json() == start.config.to_json(), start_path,
                   ": the checkpoint's model config does not match the one given by --config/--preset");
     }
-    EMBER_CHECK(o.seq_len > 0 && o.seq_len <= cfg.max_seq_len, "--seq-len ", o.seq_len,
-                " must be between 1 and the model's max_seq_len (", cfg.max_seq_len, ")");
-    EMBER_CHECK(o.batch_size > 0 && o.grad_accum > 0 && o.steps > 0, "--batch-size, --grad-accum and --steps must be positive");
-    EMBER_CHECK(o.zero == 0 || o.zero == 1, "--zero must be 0 or 1, got ", o.zero);
-    EMBER_CHECK(o.bucket_mb > 0, "--bucket-mb must be positive, got ", o.bucket_mb);
     autocast = parse_autocast_dtype(o.dtype);
-    if (root) ensure_writable_dir(o.out, "--out");
+    if (root) {
+      ensure_writable_dir(o.out, "--out");
+      run_lock.emplace(o.out);
+    }
 
     // --- tokenizer and data -------------------------------------------------------------
     // The checkpoint's tokenizer, else the byte tokenizer when the vocabulary holds the bytes;
@@ -199,9 +206,6 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     } else if (cfg.vocab_size >= 256) {
       tokenizer = default_tokenizer(cfg);
     }
-    if (o.data.empty()) o.data = default_corpus();
-    EMBER_CHECK(fs::exists(o.data) || o.data.find_first_of("*?[") != std::string::npos, "--data: ",
-                o.data, ": no such file or directory");
     if (!is_shard_spec(o.data)) {
       EMBER_CHECK(tokenizer && static_cast<int64_t>(tokenizer->vocab_size()) <= cfg.vocab_size,
                   "--data: tokenising text needs a tokenizer that fits the model's vocab_size (",
@@ -271,6 +275,11 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
   auto save = [&](int64_t at_step) {
     EMBER_PROFILE_PHASE(prof::Phase::Checkpoint);
     const std::string name = checkpoint_name(at_step);
+    agreed(comm, [&] {  // `latest` never moves to diverged weights
+      const std::string bad = first_non_finite_parameter(model.named_parameters());
+      EMBER_CHECK(bad.empty(), "step ", at_step, ": parameter ", bad,
+                  " is not finite (the run diverged); no checkpoint written");
+    });
     Checkpoint c;
     if (o.zero) c.optim = opt.state_dict();
     if (!root) {
@@ -287,7 +296,8 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
                          {"tokens_seen", tokens_seen},
                          {"dropout_offset", model.dropout_generator().offset},
                          {"world_size", world},
-                         {"options", options_to_json(o)}}
+                         {"options", options_to_json(o)},
+                         {"data_fingerprint", data_fingerprint_now}}
                         .dump();
     if (tokenizer) c.tokenizer_json = tokenizer->to_json();
     write_checkpoint((fs::path(o.out) / name).string(), c);
@@ -314,7 +324,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     }
     std::printf("data: %llu train tokens%s\n", static_cast<unsigned long long>(train_set->size()),
                 val_loader ? (", validation " + std::to_string(val_loader->num_windows()) + " windows").c_str() : ", no validation");
-    std::fflush(stdout);
+    continue_if_stdout_closed();
   }
 
   g_stop_signal = 0;
@@ -429,13 +439,18 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     json m = {{"step", step}, {"loss", ce}, {"z", z}, {"aux", aux}, {"lr", lr}, {"grad_norm", norm},
               {"tokens", tokens_seen}, {"tokens_per_s", tok_s}, {"ms_per_step", dt * 1e3}, {"mfu", mfu},
               {"eta_s", eta}};
-    const bool eval_now = val_loader && ((o.eval_every > 0 && step % o.eval_every == 0) || step == o.steps);
-    if (eval_now && root) {
-      AutocastGuard eval_mixed(autocast);  // validated as trained
-      last_eval = evaluate(model, *val_loader, eval_batches, token_bytes);
-      have_eval = true;
-      m["val_loss"] = last_eval.loss;
-      m["val_bpb"] = last_eval.bits_per_byte;
+    const bool eval_now = val_loader && eval_batches > 0 && ((o.eval_every > 0 && step % o.eval_every == 0) || step == o.steps);
+    if (eval_now) {
+      agreed(comm, [&] {  // rank 0 evaluates; a non-finite loss stops every rank
+        if (!root) return;
+        AutocastGuard eval_mixed(autocast);  // validated as trained
+        last_eval = evaluate(model, *val_loader, eval_batches, token_bytes);
+        have_eval = true;
+        m["val_loss"] = last_eval.loss;
+        m["val_bpb"] = last_eval.bits_per_byte;
+        EMBER_CHECK(std::isfinite(last_eval.loss), "step ", step, ": non-finite validation loss (", last_eval.loss,
+                    "); the run diverged, no checkpoint written");
+      });
     }
     if (world > 1 && o.check_every > 0 && (step % o.check_every == 0 || step == o.steps)) {
       dist::check_parameters_consistent(comm, params, step);
@@ -445,6 +460,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
       const StepReport r{step, o.steps, ce, lr, norm, tok_s, dt * 1e3, mfu, eta,
                          eval_now, last_eval.loss, last_eval.bits_per_byte, tokenizer.has_value()};
       progress.step(r, (o.log_every > 0 && step % o.log_every == 0) || step == o.steps || step == first_step + 1 || eval_now);
+      continue_if_stdout_closed();
     }
     if ((o.save_every > 0 && step % o.save_every == 0) || step == o.steps) save(step);
     if (o.profile) {

@@ -130,6 +130,51 @@ void check_parameters_consistent(const Communicator& comm, const std::vector<Var
       first_bad);
 }
 
+void check_ranks_agree(const Communicator& comm,
+                       const std::vector<std::pair<std::string, std::string>>& fields) {
+  if (comm.world_size() == 1) return;
+  auto value_hash = [](const std::string& name, const std::string& value) {
+    const std::string both = name + '\0' + value;
+    return bytes_hash(reinterpret_cast<const unsigned char*>(both.data()), static_cast<int64_t>(both.size()),
+                      both.size());
+  };
+  // One gather of the field count and one of a hash over all fields; field by field only when they differ.
+  uint64_t all = mix64(fields.size());
+  for (const auto& [name, value] : fields) all = mix64(all + value_hash(name, value));
+  const std::vector<uint64_t> counts = comm.all_gather(static_cast<uint64_t>(fields.size()));
+  for (size_t r = 1; r < counts.size(); ++r) {
+    if (counts[r] != counts[0]) {
+      throw CollectiveError(detail::concat("ranks disagree on their settings (rank 0 has ", counts[0],
+                                           ", rank ", r, " has ", counts[r], "); are they the same ember?"),
+                            static_cast<int>(r));
+    }
+  }
+  const std::vector<uint64_t> sums = comm.all_gather(all);
+  bool same = true;
+  for (uint64_t s : sums) same = same && s == sums[0];
+  if (same) return;
+  for (const auto& [name, value] : fields) {
+    const std::vector<uint64_t> hashes = comm.all_gather(value_hash(name, value));
+    int other = 0;
+    for (size_t r = 1; r < hashes.size() && other == 0; ++r) {
+      if (hashes[r] != hashes[0]) other = static_cast<int>(r);
+    }
+    if (other == 0) continue;
+    std::string first = value, second = value;
+    comm.broadcast(first, 0);
+    comm.broadcast(second, other);
+    auto shown = [](std::string v) {
+      if (v.empty()) return std::string("(none)");
+      if (v.size() <= 80) return v;
+      return v.substr(0, 60) + "... (digest " + hex(bytes_hash(reinterpret_cast<const unsigned char*>(v.data()),
+                                                                static_cast<int64_t>(v.size()), 0)) + ")";
+    };
+    throw CollectiveError(detail::concat("ranks disagree on ", name, " (rank 0: ", shown(first), ", rank ",
+                                         other, ": ", shown(second), "); every rank of a run needs the same"),
+                          other);
+  }
+}
+
 int threads_per_rank(const Communicator& comm) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   if (cores < 1) cores = 1;

@@ -166,3 +166,210 @@ TEST_CASE("Ctrl-C stops ember train with a checkpoint and exit code 130", "[cli]
   CHECK(name.starts_with("step_"));
   fs::remove_all(dir);
 }
+
+// --- run safety of `ember train` (issue 14): option validation, the run
+// folder's lock, resume with the run's options, data fingerprints, divergence,
+// and a closed stdout. Tiny runs on a text corpus written here.
+namespace {
+// ember() under another name: below, the name `ember` is also the namespace.
+Run run_ember(const std::string& args) { return ember(args); }
+}  // namespace
+
+#include <nlohmann/json.hpp>
+
+#include "apps/checkpoint.h"
+#include "apps/finite_parameters.h"
+#include "apps/run_files.h"
+#include "nn/transformer.h"
+#include "temp_dir.h"
+
+namespace {
+
+using ember::testing::TempDir;
+
+// Writes a tiny model config and a small text corpus into dir; returns the
+// arguments of a short `ember train` writing to dir/OUT.
+std::string tiny_train(const TempDir& dir, const std::string& out = "run") {
+  dir.write("tiny.json", R"({"vocab_size": 256, "d_model": 16, "n_layers": 1, "n_heads": 2,
+    "ffn_hidden": 32, "max_seq_len": 32})");
+  if (!fs::exists(dir / "corpus.txt")) {
+    std::ofstream corpus(dir / "corpus.txt");
+    for (int i = 0; i < 200; ++i) corpus << "line " << i << ": the quick brown fox jumps over the lazy dog.\n";
+  }
+  return "train --config " + (dir / "tiny.json") + " --data " + (dir / "corpus.txt") + " --out " + (dir / out) +
+         " --batch-size 2 --seq-len 16 --warmup 1 --lr 0.01 --log-every 1000 --eval-batches 1";
+}
+
+std::string latest_name(const std::string& run) {
+  std::ifstream f(fs::path(run) / "latest");
+  std::string name;
+  f >> name;
+  return name;
+}
+
+int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+}  // namespace
+
+TEST_CASE("ember train refuses an invalid option at start with one line naming it", "[cli][train]") {
+  TempDir dir("cli_options");
+  const std::string base = tiny_train(dir) + " --steps 3";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--schedule cosin", "--schedule must be one of cosine, constant, linear, wsd"},
+      {"--val-fraction 2", "--val-fraction must be in [0, 1)"},
+      {"--lr -1", "--lr must be > 0"},
+      {"--lr 0", "--lr must be > 0"},
+      {"--min-lr 0.5", "--min-lr must be at most --lr"},
+      {"--min-lr -1", "--min-lr must be >= 0"},
+      {"--beta1 1", "--beta1 must be in [0, 1)"},
+      {"--beta2 -0.5", "--beta2 must be in [0, 1)"},
+      {"--clip -1", "--clip must be >= 0"},
+      {"--weight-decay -0.1", "--weight-decay must be >= 0"},
+      {"--warmup -1", "--warmup must be >= 0"},
+      {"--keep -1", "--keep must be >= 0"},
+      {"--keep-every -2", "--keep-every must be >= 0"},
+      {"--save-every -5", "--save-every must be >= 0"},
+      {"--eval-every -1", "--eval-every must be >= 0"},
+      {"--eval-batches -1", "--eval-batches must be >= 0"},
+      {"--log-every -1", "--log-every must be >= 0"},
+      {"--batch-size 0", "--batch-size must be > 0"},
+      {"--steps 0", "--steps must be > 0"},
+      {"--seq-len 0", "--seq-len must be > 0"},
+      {"--grad-accum 0", "--grad-accum must be > 0"},
+      {"--dtype fp16", "--dtype must be one of float32, bf16"},
+      {"--zero 2", "--zero must be in [0, 1]"},
+      {"--bucket-mb 0", "--bucket-mb must be > 0"},
+      {"--vocab-size 100", "--vocab-size must be 0"},
+  };
+  for (const auto& [option, message] : cases) {
+    INFO("ember train ... " << option);
+    const Run r = run_ember(base + " " + option);
+    CHECK(r.code == 1);
+    CHECK(r.err.find("ember: error: " + message) != std::string::npos);
+    CHECK(lines(r.err) == 1);
+    CHECK_FALSE(fs::exists(dir / "run"));  // nothing written
+  }
+}
+
+TEST_CASE("a second ember train on the same --out refuses at once", "[cli][train]") {
+  TempDir dir("cli_lock");
+  const std::string base = tiny_train(dir);
+  const std::vector<std::string> args = {EMBER_BINARY, "train", "--config", dir / "tiny.json", "--data",
+                                         dir / "corpus.txt", "--out", dir / "run", "--steps", "1000000",
+                                         "--batch-size", "2", "--seq-len", "16", "--log-every", "1000000"};
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t quiet;
+  posix_spawn_file_actions_init(&quiet);
+  posix_spawn_file_actions_addopen(&quiet, 1, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  REQUIRE(posix_spawn(&pid, EMBER_BINARY, &quiet, nullptr, argv.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&quiet);
+  for (int i = 0; i < 6000 && !fs::exists(dir / "run/metrics.jsonl"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  // A second run into the same folder (short: without the lock it would finish with 0).
+  const Run second = run_ember(base + " --steps 2");
+  CHECK(second.code == 1);
+  CHECK(second.err.find("--out " + (dir / "run") + ": another ember train (pid " + std::to_string(pid) +
+                        ") is using this folder") != std::string::npos);
+  CHECK(lines(second.err) == 1);
+  kill(pid, SIGINT);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  // Free again once the first run ended: resuming it works.
+  const Run resumed = run_ember("train --resume " + (dir / "run") + " --steps " +
+                            std::to_string(std::stoll(latest_name(dir / "run").substr(5, 8)) + 1));
+  CHECK(resumed.code == 0);
+}
+
+TEST_CASE("--resume restores every option of the run and notes the ones a flag overrides", "[cli][train]") {
+  TempDir dir("cli_resume");
+  const Run first = run_ember(tiny_train(dir) + " --steps 4 --save-every 1 --keep 2 --eval-every 2 --keep-every 0"
+                          " --sample-tokens 3 --check-every 7 --bucket-mb 3");
+  REQUIRE(first.code == 0);
+  CHECK(ember::apps::list_checkpoints(dir / "run") == std::vector<std::string>{"step_00000004.h5", "step_00000003.h5"});
+  const ember::apps::Checkpoint c = ember::apps::read_checkpoint(dir / "run/step_00000004.h5", false);
+  const nlohmann::json options = nlohmann::json::parse(*c.train_state).at("options");
+  for (const char* key : {"save_every", "keep", "keep_every", "eval_every", "eval_batches", "log_every", "zero",
+                          "bucket_mb", "check_every", "vocab_size", "sample_tokens", "sample_prompt", "dtype",
+                          "lr", "batch_size", "seq_len", "seed", "data", "schedule"}) {
+    INFO(key);
+    CHECK(options.contains(key));
+  }
+  CHECK(options.at("bucket_mb") == 3);
+  // --save-every 1 and --keep 2 come back; --lr and --steps are overridden, with a note each.
+  const Run resumed = run_ember("train --resume " + (dir / "run") + " --steps 6 --lr 0.005");
+  REQUIRE(resumed.code == 0);
+  CHECK(resumed.out.find("--resume: --lr 0.005 overrides the run's 0.01\n") != std::string::npos);
+  CHECK(resumed.out.find("--resume: --steps 6 overrides the run's 4\n") != std::string::npos);
+  CHECK(resumed.out.find("--resume: --save-every") == std::string::npos);  // not given: restored silently
+  CHECK(ember::apps::list_checkpoints(dir / "run") == std::vector<std::string>{"step_00000006.h5", "step_00000005.h5"});
+}
+
+TEST_CASE("--resume refuses another data order, other data, or a corpus changed since the run started", "[cli][train]") {
+  TempDir dir("cli_resume_data");
+  REQUIRE(run_ember(tiny_train(dir) + " --steps 2").code == 0);
+  const std::string resume = "train --resume " + (dir / "run") + " --steps 3";
+  Run r = run_ember(resume + " --seed 7");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("--resume: --seed 7 differs from the run's 1337") != std::string::npos);
+  CHECK(lines(r.err) == 1);
+  r = run_ember(resume + " --seq-len 8");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("--seq-len 8 differs from the run's 16") != std::string::npos);
+  dir.write("other.txt", "some other text, long enough for a window or two of sixteen tokens.\n");
+  r = run_ember(resume + " --data " + (dir / "other.txt"));
+  CHECK(r.code == 1);
+  CHECK(r.err.find("--data " + (dir / "other.txt") + " differs from the run's") != std::string::npos);
+  CHECK(r.err.find("--allow-data-change") != std::string::npos);
+  // The corpus file itself changed (one more line).
+  std::ofstream(dir / "corpus.txt", std::ios::app) << "one more line of text\n";
+  r = run_ember(resume);
+  CHECK(r.code == 1);
+  CHECK(r.err.find("the training data changed since the run started (" + (dir / "corpus.txt")) != std::string::npos);
+  CHECK(lines(r.err) == 1);
+  CHECK(latest_name(dir / "run") == "step_00000002.h5");
+  r = run_ember(resume + " --allow-data-change");
+  CHECK(r.code == 0);
+  CHECK(r.out.find("--resume: training on changed data") != std::string::npos);
+  CHECK(latest_name(dir / "run") == "step_00000003.h5");
+}
+
+TEST_CASE("a diverging run exits 1 and latest never points at non-finite weights", "[cli][train]") {
+  TempDir dir("cli_diverge");
+  REQUIRE(run_ember(tiny_train(dir) + " --steps 2").code == 0);
+  // The last step's update (lr 1e300) makes the weights infinite: validation at the end sees it.
+  Run r = run_ember("train --resume " + (dir / "run") + " --steps 3 --lr 1e300 --min-lr 0 --clip 0");
+  CHECK(r.code == 1);
+  CHECK(lines(r.err) == 1);
+  CHECK(r.err.find("step 3: non-finite validation loss") != std::string::npos);
+  CHECK(latest_name(dir / "run") == "step_00000002.h5");
+  CHECK_FALSE(fs::exists(dir / "run/step_00000003.h5"));
+  const ember::apps::Checkpoint c = ember::apps::read_checkpoint(dir / "run/step_00000002.h5", false);
+  ember::nn::Transformer model(c.config, 1);
+  model.load_state_dict(c.model);
+  CHECK(ember::apps::first_non_finite_parameter(model.named_parameters()) == "");
+  // No validation data: the parameters are checked before the checkpoint is written.
+  r = run_ember(tiny_train(dir, "no_val") + " --steps 1 --warmup 0 --val-fraction 0 --lr 1e300 --min-lr 0 --clip 0");
+  CHECK(r.code == 1);
+  CHECK(lines(r.err) == 1);
+  CHECK(r.err.find("is not finite (the run diverged); no checkpoint written") != std::string::npos);
+  CHECK(ember::apps::list_checkpoints(dir / "no_val").empty());
+  CHECK_FALSE(fs::exists(dir / "no_val/latest"));
+}
+
+TEST_CASE("ember train piped into head trains to its end and checkpoints", "[cli][train]") {
+  TempDir dir("cli_pipe");
+  const std::string cmd = "bash -c '" + std::string(EMBER_BINARY) + " " + tiny_train(dir) +
+                          " --steps 40 --log-every 1 2> " + (dir / "err") + " | head -1 > /dev/null; echo ${PIPESTATUS[0]} > " +
+                          (dir / "rc") + "'";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  CHECK(read_text(dir / "rc") == "0\n");
+  CHECK(latest_name(dir / "run") == "step_00000040.h5");
+  CHECK(fs::exists(dir / "run/step_00000040.h5"));
+  CHECK(read_text(dir / "err").find("stdout is closed") != std::string::npos);
+}

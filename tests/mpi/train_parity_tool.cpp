@@ -1,5 +1,6 @@
 // Helper of train_parity.cmake (data-parallel `ember train` against one process):
-//   train_parity_tool data DIR        writes DIR/tiny.json (no dropout) and DIR/train.bin
+//   train_parity_tool data DIR [SEED] writes DIR/tiny.json (no dropout) and DIR/train.bin
+//                                     (20000 random tokens; SEED 7 by default)
 //   train_parity_tool compare A B     every /model tensor of checkpoint A within a
 //                                     relative error of 1e-5 of B's (exit 1 otherwise)
 #include <cmath>
@@ -16,13 +17,14 @@ using namespace ember;
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode == "data" && argc == 3) {
+  if (mode == "data" && (argc == 3 || argc == 4)) {
     const std::filesystem::path dir = argv[2];
     std::filesystem::create_directories(dir);
     std::ofstream(dir / "tiny.json") << R"({"vocab_size": 64, "d_model": 16, "n_layers": 2, "n_heads": 2,
   "ffn_hidden": 32, "max_seq_len": 32, "qk_norm": true, "z_loss_coef": 1e-4, "dropout": 0.0})";
     const int64_t n = 20000;
-    const Tensor r = Tensor::rand({n}, 7, 0, DType::Float64, 0, 64);
+    const uint64_t seed = argc == 4 ? std::stoull(argv[3]) : 7;
+    const Tensor r = Tensor::rand({n}, seed, 0, DType::Float64, 0, 64);
     std::vector<uint32_t> tokens(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) tokens[static_cast<size_t>(i)] = static_cast<uint32_t>(r.at({i}));
     write_shard((dir / "train.bin").string(), tokens, 64);
@@ -61,6 +63,6 @@ int main(int argc, char** argv) {
     std::printf("%zu tensors equal within %.3g\n", a.model.size(), worst);
     return 0;
   }
-  std::fprintf(stderr, "usage: train_parity_tool data DIR | compare A B\n");
+  std::fprintf(stderr, "usage: train_parity_tool data DIR [SEED] | compare A B\n");
   return 2;
 }

@@ -1,0 +1,22 @@
+// One run per folder: an exclusive flock on OUT/.lock, held while the run
+// lasts (released by the kernel however the process ends, kill -9 too). A
+// second `ember train` on the same --out refuses at once, naming the folder
+// and the holder's pid.
+#pragma once
+#include <string>
+
+namespace ember::apps {
+
+class RunLock {
+ public:
+  // Creates OUT/.lock if needed and locks it; an Error when another process holds it.
+  explicit RunLock(const std::string& out_dir);
+  ~RunLock();
+  RunLock(const RunLock&) = delete;
+  RunLock& operator=(const RunLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace ember::apps

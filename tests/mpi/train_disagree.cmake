@@ -1,0 +1,65 @@
+# Ranks of one `mpirun ember train` given different settings (MPMD: rank 0's
+# command line, then rank 1's) must all stop at start with ONE message naming
+# what differs, exit non-zero, and never hang: --steps, --seq-len, --seed,
+# --zero, --save-every, another --config, and a --data file of the same name
+# and size but other content (each rank in its own working folder, as on two
+# nodes with a local copy each).
+# Variables: EMBER, TOOL, MPIRUN, WORK.
+file(REMOVE_RECURSE ${WORK})
+execute_process(COMMAND ${TOOL} data ${WORK}/a RESULT_VARIABLE rc)
+execute_process(COMMAND ${TOOL} data ${WORK}/b 8 RESULT_VARIABLE rc_b)  # same size, other tokens
+if(NOT rc EQUAL 0 OR NOT rc_b EQUAL 0)
+  message(FATAL_ERROR "train_parity_tool data failed")
+endif()
+file(WRITE ${WORK}/deeper.json "{\"vocab_size\": 64, \"d_model\": 16, \"n_layers\": 3, \"n_heads\": 2, \"ffn_hidden\": 32, \"max_seq_len\": 32}")
+set(common train --config ${WORK}/a/tiny.json --data ${WORK}/a/train.bin --batch-size 2 --seq-len 16 --steps 4
+    --warmup 1 --log-every 100 --out ${WORK}/run)
+
+# rank0_args and rank1_args are ;-lists appended to `common` (or replacing it with FULL).
+function(expect_disagreement what expect)
+  cmake_parse_arguments(A "" "" "RANK0;RANK1;WDIR0;WDIR1" ${ARGN})
+  set(w0 "")
+  set(w1 "")
+  if(A_WDIR0)
+    set(w0 -wdir ${A_WDIR0})
+    set(w1 -wdir ${A_WDIR1})
+  endif()
+  execute_process(
+    COMMAND ${MPIRUN} --oversubscribe --bind-to none -np 1 ${w0} ${EMBER} ${A_RANK0} : -np 1 ${w1} ${EMBER} ${A_RANK1}
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+  message("${what}: exit ${rc}\n${out}${err}")
+  if(rc MATCHES "timeout|Process terminated")
+    message(FATAL_ERROR "${what}: the job hung")
+  endif()
+  if(rc EQUAL 0)
+    message(FATAL_ERROR "${what}: the job exited with 0")
+  endif()
+  string(FIND "${out}${err}" "${expect}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "${what}: the output lacks \"${expect}\"")
+  endif()
+  string(REGEX MATCHALL "ranks disagree" lines "${out}${err}")
+  list(LENGTH lines n)
+  if(NOT n EQUAL 1)
+    message(FATAL_ERROR "${what}: expected the message once, got ${n} times")
+  endif()
+endfunction()
+
+expect_disagreement("--steps" "ranks disagree on --steps (rank 0: 4, rank 1: 50)"
+                    RANK0 ${common} RANK1 ${common} --steps 50)
+expect_disagreement("--seq-len" "ranks disagree on --seq-len (rank 0: 16, rank 1: 8)"
+                    RANK0 ${common} RANK1 ${common} --seq-len 8)
+expect_disagreement("--seed" "ranks disagree on --seed (rank 0: 1337, rank 1: 5)"
+                    RANK0 ${common} RANK1 ${common} --seed 5)
+expect_disagreement("--zero" "ranks disagree on --zero (rank 0: 1, rank 1: 0)"
+                    RANK0 ${common} --zero 1 RANK1 ${common})
+expect_disagreement("--save-every" "ranks disagree on --save-every (rank 0: 0, rank 1: 2)"
+                    RANK0 ${common} RANK1 ${common} --save-every 2)
+expect_disagreement("--config" "ranks disagree on --config"
+                    RANK0 ${common} RANK1 ${common} --config ${WORK}/deeper.json)
+# The same --data path on both ranks, other bytes behind it.
+set(relative train --config ${WORK}/a/tiny.json --data train.bin --batch-size 2 --seq-len 16 --steps 4
+    --warmup 1 --log-every 100 --out ${WORK}/run)
+expect_disagreement("data content" "ranks disagree on the data files"
+                    RANK0 ${relative} RANK1 ${relative} WDIR0 ${WORK}/a WDIR1 ${WORK}/b)
+file(REMOVE_RECURSE ${WORK})
