@@ -186,6 +186,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     EMBER_CHECK(o.batch_size > 0 && o.grad_accum > 0 && o.steps > 0, "--batch-size, --grad-accum and --steps must be positive");
     EMBER_CHECK(o.zero == 0 || o.zero == 1, "--zero must be 0 or 1, got ", o.zero);
     EMBER_CHECK(o.bucket_mb > 0, "--bucket-mb must be positive, got ", o.bucket_mb);
+    nn::require_fits_in_memory(nn::training_memory(cfg, o.batch_size, o.seq_len));
     autocast = parse_autocast_dtype(o.dtype);
     if (root) ensure_writable_dir(o.out, "--out");
 
