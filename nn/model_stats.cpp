@@ -108,7 +108,7 @@ ModelStats model_stats(const ModelConfig& c, int64_t B, int64_t T) {
 }
 
 int64_t MemoryNeed::total() const {
-  return (Count(weights) + position_tables + gradients + adamw + activations).value();
+  return (Count(weights) + position_tables + gradients + adamw + activations + kv_cache).value();
 }
 
 MemoryNeed inference_memory(const ModelConfig& cfg, DType dtype) {
@@ -118,6 +118,20 @@ MemoryNeed inference_memory(const ModelConfig& cfg, DType dtype) {
   need.purpose = std::string("to run it (") + dtype_name(dtype) + ")";
   need.weights = (Count(s.total_params) * bytes).value();
   need.position_tables = (Count(s.position_table_elements) * bytes).value();
+  return need;
+}
+
+MemoryNeed generation_memory(const ModelConfig& cfg, int64_t batch, DType dtype) {
+  MemoryNeed need = inference_memory(cfg, dtype);
+  need.purpose = "to generate with a KV cache of " + std::to_string(batch) + " x " +
+                 std::to_string(cfg.max_seq_len) + " tokens (" + dtype_name(dtype) + ")";
+  Count slots = 0;  // cached positions over all layers
+  for (int64_t layer = 0; layer < cfg.n_layers; ++layer) {
+    const int64_t window = cfg.layer_window(layer);
+    slots += window > 0 ? std::min(window, cfg.max_seq_len) : cfg.max_seq_len;
+  }
+  const Count kv_row = Count(2) * cfg.n_kv_heads * cfg.head_dim * static_cast<int64_t>(dtype_size(dtype));
+  need.kv_cache = (Count(batch) * slots * kv_row).value();
   return need;
 }
 
@@ -141,6 +155,7 @@ void require_fits_in_memory(const MemoryNeed& need) {
   if (need.adamw) parts += ", AdamW moments " + bytes_str(need.adamw);
   if (need.activations) parts += ", activations " + bytes_str(need.activations);
   if (need.position_tables) parts += ", position tables " + bytes_str(need.position_tables);
+  if (need.kv_cache) parts += ", KV cache " + bytes_str(need.kv_cache);
   throw Error("the model needs " + bytes_str(total) + " " + need.purpose + " (" + parts +
               ") but this machine has " + bytes_str(machine.bytes) + " of " + machine.what);
 }

@@ -43,9 +43,12 @@ ModelStats model_stats(const ModelConfig& cfg, int64_t batch = 8, int64_t seq_le
 struct MemoryNeed {
   std::string purpose;  // "to run it (float32)", "for training at B = 8, T = 256"
   int64_t weights = 0, position_tables = 0, gradients = 0, adamw = 0, activations = 0;
+  int64_t kv_cache = 0;
   int64_t total() const;  // the sum (checked)
 };
 MemoryNeed inference_memory(const ModelConfig& cfg, DType dtype = DType::Float32);
+// inference_memory + a KV cache of `batch` rows x each layer's capacity (max_seq_len, or the window).
+MemoryNeed generation_memory(const ModelConfig& cfg, int64_t batch, DType dtype = DType::Float32);
 MemoryNeed training_memory(const ModelConfig& cfg, int64_t batch, int64_t seq_len);
 
 // Throws ember::Error when `need` exceeds this machine's memory (core/system_memory.h):

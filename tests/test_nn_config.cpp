@@ -7,6 +7,7 @@
 #include "core/json_message.h"
 #include "core/system_memory.h"
 #include "nn/config.h"
+#include "nn/kv_cache.h"
 #include "nn/model_stats.h"
 #include "nn/transformer.h"
 
@@ -212,4 +213,20 @@ TEST_CASE("json_message drops nlohmann's exception tag", "[config]") {
   CHECK(json_message("[json.exception.type_error.302] type must be string, but is number") ==
         "type must be string, but is number");
   CHECK(json_message("plain") == "plain");
+}
+
+TEST_CASE("a KV cache beyond this machine's memory is refused before allocation", "[config]") {
+  // 64 layers x 2 x 512 floats per token x 2^24 positions = 4 TiB (64 GiB a layer).
+  const ModelConfig c = ModelConfig::from_json(
+      R"({"d_model": 512, "n_layers": 64, "n_heads": 4, "max_seq_len": 16777216})");
+  const MemoryNeed need = generation_memory(c, 1);
+  CHECK(need.kv_cache == int64_t{64} * 2 * 512 * 4 * 16777216);
+  CHECK(need.weights == inference_memory(c).weights);
+  CHECK_THROWS_WITH(KVCache(c), Catch::StartsWith("the model needs 4.") &&
+                                    Catch::Contains("to generate with a KV cache of 1 x 16777216 tokens") &&
+                                    Catch::Contains("KV cache 4.00 TiB"));
+  // A sliding window caps a layer's slots.
+  const ModelConfig w = ModelConfig::from_json(
+      R"({"d_model": 512, "n_layers": 2, "n_heads": 4, "max_seq_len": 1024, "sliding_window": 16, "global_every": 2})");
+  CHECK(generation_memory(w, 3).kv_cache == 3 * (16 + 1024) * 2 * 512 * 4);
 }
