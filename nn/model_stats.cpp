@@ -146,7 +146,7 @@ MemoryNeed training_memory(const ModelConfig& cfg, int64_t batch, int64_t seq_le
   return need;
 }
 
-void require_fits_in_memory(const MemoryNeed& need) {
+void require_fits_in_memory(const MemoryNeed& need, const std::string& source) {
   const SystemMemory machine = system_memory();
   const int64_t total = need.total();
   if (machine.bytes <= 0 || total <= machine.bytes) return;
@@ -156,7 +156,7 @@ void require_fits_in_memory(const MemoryNeed& need) {
   if (need.activations) parts += ", activations " + bytes_str(need.activations);
   if (need.position_tables) parts += ", position tables " + bytes_str(need.position_tables);
   if (need.kv_cache) parts += ", KV cache " + bytes_str(need.kv_cache);
-  throw Error("the model needs " + bytes_str(total) + " " + need.purpose + " (" + parts +
+  throw Error((source.empty() ? "" : source + ": ") + "the model needs " + bytes_str(total) + " " + need.purpose + " (" + parts +
               ") but this machine has " + bytes_str(machine.bytes) + " of " + machine.what);
 }
 

@@ -53,7 +53,8 @@ MemoryNeed training_memory(const ModelConfig& cfg, int64_t batch, int64_t seq_le
 
 // Throws ember::Error when `need` exceeds this machine's memory (core/system_memory.h):
 // "the model needs 644 GiB for training at B = 8, T = 256 (weights 161 GiB, ...) but this
-// machine has 23.4 GiB of physical memory". Nothing is refused when that is unknown.
-void require_fits_in_memory(const MemoryNeed& need);
+// machine has 23.4 GiB of physical memory" (after "SOURCE: " when a source is given).
+// Nothing is refused when the machine's memory is unknown.
+void require_fits_in_memory(const MemoryNeed& need, const std::string& source = "");
 
 }  // namespace ember::nn

@@ -395,3 +395,16 @@ TEST_CASE("a checkpoint whose stored config is too large is refused before a mod
                     Catch::StartsWith("the model needs 603 GiB to run it (float32)") &&
                         Catch::Contains("but this machine has"));
 }
+
+TEST_CASE("hf import: a model larger than this machine is refused before its weights are read") {
+  TempDir dir("ember_hf_huge");
+  fs::create_directories(dir / "in");
+  // 8192 x 200 layers: 603 GiB of float32 weights (no model.safetensors needed to refuse it).
+  dir.write("in/config.json",
+            R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 256, "hidden_size": 8192,
+                "num_hidden_layers": 200, "num_attention_heads": 64, "intermediate_size": 22016})");
+  CHECK_THROWS_WITH(import_hf(dir / "in", dir / "out.h5", HfImportOptions{"", true}),
+                    Catch::StartsWith(dir / "in/config.json" + ": the model needs 603 GiB to run it") &&
+                        Catch::Contains("but this machine has"));
+  CHECK_FALSE(fs::exists(dir / "out.h5"));
+}
