@@ -13,6 +13,7 @@
 #include "apps/hf_format.h"
 #include "apps/safetensors.h"
 #include "data/tokenizer.h"
+#include "nn/model_stats.h"
 #include "nn/transformer.h"
 
 namespace ember::apps {
@@ -74,6 +75,7 @@ void import_hf(const std::string& dir_name, const std::string& out_checkpoint,
   EMBER_CHECK(fs::exists(config_path), config_path.string(),
               ": missing (a Hugging Face model folder needs one)");
   const HfModelConfig hf = hf_config_from_json(read_text(config_path), config_path.string());
+  nn::require_fits_in_memory(nn::inference_memory(hf.config), config_path.string());  // before any weight is read
 
   std::string tokenizer_json;
   if (!opt.no_tokenizer) {

@@ -1,10 +1,12 @@
 // `ember info`: what a config costs: parameters (total and active per token),
-// FLOPs per token, KV-cache bytes per token, training-step memory.
+// FLOPs per token, KV-cache bytes per token, training-step and inference memory,
+// and whether this machine's memory holds them. Every count is exact (nn/model_stats.h).
 #include <cstdio>
 
 #include "apps/checkpoint.h"
 #include "apps/commands.h"
 #include "apps/presets.h"
+#include "core/system_memory.h"
 #include "nn/model_stats.h"
 
 namespace ember::apps {
@@ -27,6 +29,20 @@ std::string human(double v) {
     std::snprintf(buf, sizeof buf, "%.0f", v);
   }
   return buf;
+}
+
+// "23.4 GiB of physical memory: enough to train and run this model", or what does not fit.
+std::string machine_verdict(const nn::MemoryNeed& run, const nn::MemoryNeed& train) {
+  const SystemMemory m = system_memory();
+  if (m.bytes <= 0) return "memory unknown";
+  std::string line = bytes_str(m.bytes) + " of " + m.what + ": ";
+  if (train.total() <= m.bytes) return line + "enough to train and run this model";
+  if (run.total() <= m.bytes) {
+    return line + "enough to run this model, too little to train it " + train.purpose + " (needs " +
+           bytes_str(train.total()) + ")";
+  }
+  return line + "too little to run this model (needs " + bytes_str(run.total()) + ") or train it (needs " +
+         bytes_str(train.total()) + ")";
 }
 
 }  // namespace
@@ -70,6 +86,11 @@ CommandRunner add_info_command(CLI::App& app) {
     std::printf("training memory       %s bytes at B = %lld, T = %lld (weights, grads, AdamW, activations)\n",
                 human(static_cast<double>(s.train_memory_bytes)).c_str(),
                 static_cast<long long>(opt->batch), static_cast<long long>(T));
+    const nn::MemoryNeed run = nn::inference_memory(cfg);
+    const nn::MemoryNeed train = nn::training_memory(cfg, opt->batch, T);
+    std::printf("inference memory      %s bytes (float32 weights and position tables)\n",
+                human(static_cast<double>(run.total())).c_str());
+    std::printf("this machine          %s\n", machine_verdict(run, train).c_str());
     return 0;
   };
 }

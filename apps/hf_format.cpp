@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/json_message.h"
 
 namespace ember::apps {
 namespace {
@@ -40,7 +41,17 @@ struct KeyReader {
       return *fallback;
     }
     EMBER_CHECK(j.at(k).is_number_integer(), where(k), " must be an integer, got ", j.at(k).dump());
+    EMBER_CHECK(!j.at(k).is_number_unsigned() || j.at(k).get<uint64_t>() <= uint64_t{INT64_MAX},
+                where(k), " is too large, got ", j.at(k).dump());
     return j.at(k).get<int64_t>();
+  }
+  // A size: 1 <= value <= max, the bound of the ember key it becomes (nn/config.h).
+  int64_t size(const std::string& k, int64_t max, const char* ember_key,
+               std::optional<int64_t> fallback = std::nullopt) {
+    const int64_t v = integer(k, fallback);
+    EMBER_CHECK(v > 0 && v <= max, where(k), " must be between 1 and ", max, " (ember's ",
+                ember_key, " limit), got ", v);
+    return v;
   }
   double number(const std::string& k, double fallback) {
     if (!given(k)) return fallback;
@@ -74,6 +85,10 @@ double read_rope_theta(KeyReader& r) {
     if (!r.given(key)) continue;
     const json& s = r.j.at(key);
     EMBER_CHECK(s.is_object(), r.where(key), " must be an object or null");
+    for (const char* k : {"rope_type", "type"}) {
+      EMBER_CHECK(!s.contains(k) || s.at(k).is_string(), r.where(key), ": \"", k,
+                  "\" must be a string");
+    }
     const std::string type = s.value("rope_type", s.value("type", std::string("default")));
     EMBER_CHECK(type == "default", r.where(key), ": rope_type \"", type,
                 "\" rescales RoPE, which ember does not implement");
@@ -81,7 +96,10 @@ double read_rope_theta(KeyReader& r) {
       EMBER_CHECK(k == "rope_type" || k == "type" || k == "rope_theta", r.where(key), ": \"", k,
                   "\" changes RoPE, which ember does not implement");
     }
-    if (s.contains("rope_theta")) theta = s.at("rope_theta").get<double>();
+    if (s.contains("rope_theta")) {
+      EMBER_CHECK(s.at("rope_theta").is_number(), r.where(key), ": \"rope_theta\" must be a number");
+      theta = s.at("rope_theta").get<double>();
+    }
   }
   return theta;
 }
@@ -237,20 +255,38 @@ std::string hf_config_json(const nn::ModelConfig& c, HfArch arch, std::optional<
   return j.dump(2);
 }
 
+namespace {
+
+HfModelConfig parse_hf_config(const json& j, const std::string& source);
+
+}  // namespace
+
 HfModelConfig hf_config_from_json(const std::string& text, const std::string& source) {
   json j;
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {
-    throw Error(source + ": invalid JSON: " + e.what());
+    throw Error(source + ": invalid JSON: " + json_message(e.what()));
   }
-  EMBER_CHECK(j.is_object(), source, ": config.json must be a JSON object");
+  EMBER_CHECK(j.is_object(), source, ": config.json must be a JSON object, got ", j.type_name());
+  try {
+    return parse_hf_config(j, source);
+  } catch (const json::exception& e) {  // a type the checks missed: still one line naming the file
+    throw Error(source + ": " + json_message(e.what()));
+  }
+}
+
+namespace {
+
+HfModelConfig parse_hf_config(const json& j, const std::string& source) {
   KeyReader r{j, source, {}};
   r.ignore({"architectures", "model_type", "torch_dtype", "dtype", "transformers_version",
             "_name_or_path", "bos_token_id", "eos_token_id", "pad_token_id", "initializer_range",
             "use_cache", "tokenizer_class"});
   std::string arch_name;
   if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty()) {
+    EMBER_CHECK(j["architectures"][0].is_string(), r.where("architectures"),
+                " must be a list of class names, got ", j["architectures"].dump());
     arch_name = j["architectures"][0].get<std::string>();
   }
   HfModelConfig out;
@@ -265,14 +301,15 @@ HfModelConfig hf_config_from_json(const std::string& text, const std::string& so
               "GPT2LMHeadModel)");
   out.arch = it->second;
   json e;  // the ember config
-  e["vocab_size"] = r.integer("vocab_size");
+  e["vocab_size"] = r.size("vocab_size", nn::kMaxVocabSize, "vocab_size");
   if (out.arch == HfArch::GPT2) {
-    const int64_t d = r.integer("n_embd"), h = r.integer("n_head");
+    const int64_t d = r.size("n_embd", nn::kMaxDModel, "d_model");
+    const int64_t h = r.size("n_head", nn::kMaxHeads, "n_heads");
     e["d_model"] = d;
-    e["n_layers"] = r.integer("n_layer");
+    e["n_layers"] = r.size("n_layer", nn::kMaxLayers, "n_layers");
     e["n_heads"] = h;
-    e["ffn_hidden"] = r.integer("n_inner", 4 * d);
-    e["max_seq_len"] = r.integer("n_positions", 1024);
+    e["ffn_hidden"] = r.size("n_inner", nn::kMaxFfnHidden, "ffn_hidden", 4 * d);
+    e["max_seq_len"] = r.size("n_positions", nn::kMaxSeqLen, "max_seq_len", 1024);
     const std::string act = r.string("activation_function", "gelu_new");
     EMBER_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu" || act == "relu",
                 r.where("activation_function"), ": \"", act, "\" has no ember equivalent");
@@ -292,19 +329,21 @@ HfModelConfig hf_config_from_json(const std::string& text, const std::string& so
               "summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels",
               "summary_first_dropout", "task_specific_params"});
   } else {
-    const int64_t d = r.integer("hidden_size"), h = r.integer("num_attention_heads");
-    const int64_t layers = r.integer("num_hidden_layers");
+    const int64_t d = r.size("hidden_size", nn::kMaxDModel, "d_model");
+    const int64_t h = r.size("num_attention_heads", nn::kMaxHeads, "n_heads");
+    const int64_t layers = r.size("num_hidden_layers", nn::kMaxLayers, "n_layers");
     e["d_model"] = d;
     e["n_layers"] = layers;
     e["n_heads"] = h;
     // Missing keys take the class's own defaults (configuration_{llama,qwen3,qwen3_moe}.py).
     const bool llama = out.arch == HfArch::Llama, qwen3 = out.arch == HfArch::Qwen3;
     const bool kv_null = j.contains("num_key_value_heads") && j["num_key_value_heads"].is_null();
-    e["n_kv_heads"] = r.integer("num_key_value_heads", llama || kv_null ? h : qwen3 ? 32 : 4);
+    e["n_kv_heads"] = r.size("num_key_value_heads", nn::kMaxHeads, "n_kv_heads",
+                             llama || kv_null ? h : qwen3 ? 32 : 4);
     EMBER_CHECK(r.given("head_dim") || qwen3 || d % h == 0, source,
                 ": hidden_size must be a multiple of num_attention_heads");
-    e["head_dim"] = r.integer("head_dim", qwen3 ? 128 : d / h);
-    e["ffn_hidden"] = r.integer("intermediate_size");
+    e["head_dim"] = r.size("head_dim", nn::kMaxHeadDim, "head_dim", qwen3 ? 128 : d / h);
+    e["ffn_hidden"] = r.size("intermediate_size", nn::kMaxFfnHidden, "ffn_hidden");
     const std::string act = r.string("hidden_act", "silu");
     EMBER_CHECK(act == "silu" || act == "gelu", r.where("hidden_act"), ": \"", act,
                 "\" has no ember equivalent (silu -> swiglu, gelu -> geglu)");
@@ -313,7 +352,8 @@ HfModelConfig hf_config_from_json(const std::string& text, const std::string& so
     e["norm_eps"] = r.number("rms_norm_eps", 1e-6);
     e["pos"] = "rope";
     e["rope_theta"] = read_rope_theta(r);
-    e["max_seq_len"] = r.integer("max_position_embeddings", llama ? 2048 : 32768);
+    e["max_seq_len"] = r.size("max_position_embeddings", nn::kMaxSeqLen, "max_seq_len",
+                               llama ? 2048 : 32768);
     e["tie_embeddings"] = r.boolean("tie_word_embeddings", false);
     const bool attn_bias = r.boolean("attention_bias", false);
     e["bias"] = attn_bias;
@@ -330,9 +370,9 @@ HfModelConfig hf_config_from_json(const std::string& text, const std::string& so
     }
     if (out.arch == HfArch::Qwen3Moe) {
       json m;
-      m["n_experts"] = r.integer("num_experts", 128);
-      m["top_k"] = r.integer("num_experts_per_tok", 8);
-      m["expert_hidden"] = r.integer("moe_intermediate_size", 768);
+      m["n_experts"] = r.size("num_experts", nn::kMaxExperts, "moe.n_experts", 128);
+      m["top_k"] = r.size("num_experts_per_tok", nn::kMaxExperts, "moe.top_k", 8);
+      m["expert_hidden"] = r.size("moe_intermediate_size", nn::kMaxFfnHidden, "moe.expert_hidden", 768);
       m["norm_topk_prob"] = r.boolean("norm_topk_prob", false);
       m["every"] = r.integer("decoder_sparse_step", 1);
       m["aux_loss_coef"] = r.number("router_aux_loss_coef", 0.001);
@@ -362,5 +402,7 @@ HfModelConfig hf_config_from_json(const std::string& text, const std::string& so
   out.config = nn::ModelConfig::from_json(e.dump(), source + " (as an ember config)");
   return out;
 }
+
+}  // namespace
 
 }  // namespace ember::apps

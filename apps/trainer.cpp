@@ -190,6 +190,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
       EMBER_CHECK(cfg.to_json() == start.config.to_json(), start_path,
                   ": the checkpoint's model config does not match the one given by --config/--preset");
     }
+    nn::require_fits_in_memory(nn::training_memory(cfg, o.batch_size, o.seq_len));
     autocast = parse_autocast_dtype(o.dtype);
     if (root) {
       ensure_writable_dir(o.out, "--out");

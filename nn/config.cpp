@@ -1,12 +1,16 @@
 // ModelConfig JSON parsing and validation (nlohmann-json).
 #include "nn/config.h"
 
+#include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_message.h"
+#include "nn/model_stats.h"
 
 namespace ember::nn {
 namespace {
@@ -24,6 +28,8 @@ struct Reader {
     if (!obj.contains(k)) return;
     const json& v = obj.at(k);
     EMBER_CHECK(v.is_number_integer(), name(k), " must be an integer, got ", v.dump());
+    EMBER_CHECK(!v.is_number_unsigned() || v.get<uint64_t>() <= uint64_t{INT64_MAX}, name(k),
+                " is too large, got ", v.dump());
     out = v.get<int64_t>();
   }
   void number(const std::string& k, double& out) const {
@@ -31,6 +37,7 @@ struct Reader {
     const json& v = obj.at(k);
     EMBER_CHECK(v.is_number(), name(k), " must be a number, got ", v.dump());
     out = v.get<double>();
+    EMBER_CHECK(std::isfinite(out), name(k), " must be a finite number");
   }
   void boolean(const std::string& k, bool& out) const {
     if (!obj.contains(k)) return;
@@ -58,6 +65,29 @@ void require(bool cond, const std::string& where, const std::string& key, const 
   EMBER_CHECK(cond, where, ": key \"", key, "\" ", why);
 }
 
+// A size key: 1 <= value <= max (a power of two, named as such).
+void require_size(int64_t value, const std::string& where, const std::string& key, int64_t max) {
+  const int log2 = 63 - __builtin_clzll(static_cast<unsigned long long>(max));
+  require(value > 0 && value <= max, where, key,
+          "must be between 1 and " + std::to_string(max) + " (2^" + std::to_string(log2) +
+              "), got " + std::to_string(value));
+}
+
+// Every parameter the config describes, counted by model_stats (which throws rather
+// than wrap around), must fit kMaxParameters.
+void require_parameter_limit(const ModelConfig& c, const std::string& where) {
+  std::optional<int64_t> params;
+  try {
+    params = model_stats(c, 1, 1).total_params;
+  } catch (const Error&) {
+  }
+  EMBER_CHECK(params && *params <= kMaxParameters, where, ": the model has ",
+              params ? std::to_string(*params) : "more than 2^63", " parameters, more than the limit of ",
+              kMaxParameters, " (2^48); reduce d_model, n_layers, ffn_hidden, vocab_size or the moe sizes");
+}
+
+ModelConfig parse_config(const json& obj, const std::string& source);
+
 }  // namespace
 
 int64_t default_ffn_hidden(int64_t d_model, const std::string& ffn_act) {
@@ -72,10 +102,21 @@ ModelConfig ModelConfig::from_json(const std::string& json_text, const std::stri
   json obj;
   try {
     obj = json::parse(json_text);
-  } catch (const json::parse_error& e) {
-    throw Error(source + ": invalid JSON: " + e.what());
+  } catch (const json::exception& e) {
+    throw Error(source + ": invalid JSON: " + json_message(e.what()));
   }
-  EMBER_CHECK(obj.is_object(), source, ": a model config must be a JSON object");
+  EMBER_CHECK(obj.is_object(), source, ": a model config must be a JSON object, got ",
+              obj.type_name());
+  try {
+    return parse_config(obj, source);
+  } catch (const json::exception& e) {  // a type the checks above missed: still one line
+    throw Error(source + ": " + json_message(e.what()));
+  }
+}
+
+namespace {
+
+ModelConfig parse_config(const json& obj, const std::string& source) {
   Reader r{obj, source};
   r.only_keys({"vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim",
                "ffn_hidden", "ffn_act", "norm", "norm_eps", "pos", "rope_theta", "max_seq_len",
@@ -107,12 +148,12 @@ ModelConfig ModelConfig::from_json(const std::string& json_text, const std::stri
   r.number("dropout", c.dropout);
 
   const std::string& s = source;
-  require(c.vocab_size > 0, s, "vocab_size", "must be positive");
-  require(c.d_model > 0, s, "d_model", "must be positive");
-  require(c.n_layers > 0, s, "n_layers", "must be positive");
-  require(c.n_heads > 0, s, "n_heads", "must be positive");
+  require_size(c.vocab_size, s, "vocab_size", kMaxVocabSize);
+  require_size(c.d_model, s, "d_model", kMaxDModel);
+  require_size(c.n_layers, s, "n_layers", kMaxLayers);
+  require_size(c.n_heads, s, "n_heads", kMaxHeads);
   if (!obj.contains("n_kv_heads")) c.n_kv_heads = c.n_heads;
-  require(c.n_kv_heads > 0, s, "n_kv_heads", "must be positive");
+  require_size(c.n_kv_heads, s, "n_kv_heads", kMaxHeads);
   require(c.n_heads % c.n_kv_heads == 0, s, "n_kv_heads",
           "must divide n_heads (" + std::to_string(c.n_heads) + "), got " + std::to_string(c.n_kv_heads));
   if (!obj.contains("head_dim")) {
@@ -120,16 +161,16 @@ ModelConfig ModelConfig::from_json(const std::string& json_text, const std::stri
             "must divide d_model when head_dim is not given");
     c.head_dim = c.d_model / c.n_heads;
   }
-  require(c.head_dim > 0, s, "head_dim", "must be positive");
+  require_size(c.head_dim, s, "head_dim", kMaxHeadDim);
   require(c.pos != "rope" || c.head_dim % 2 == 0, s, "head_dim",
           "must be even with pos \"rope\", got " + std::to_string(c.head_dim));
   require(c.pos != "sinusoidal" || c.d_model % 2 == 0, s, "d_model",
           "must be even with pos \"sinusoidal\"");
   if (!obj.contains("ffn_hidden")) c.ffn_hidden = default_ffn_hidden(c.d_model, c.ffn_act);
-  require(c.ffn_hidden > 0, s, "ffn_hidden", "must be positive");
+  require_size(c.ffn_hidden, s, "ffn_hidden", kMaxFfnHidden);
   require(c.norm_eps > 0, s, "norm_eps", "must be positive");
   require(c.rope_theta > 0, s, "rope_theta", "must be positive");
-  require(c.max_seq_len > 0, s, "max_seq_len", "must be positive");
+  require_size(c.max_seq_len, s, "max_seq_len", kMaxSeqLen);
   require(c.sliding_window >= 0, s, "sliding_window", "must be >= 0");
   require(c.global_every >= 0, s, "global_every", "must be >= 0");
   require(c.attn_softcap >= 0, s, "attn_softcap", "must be >= 0");
@@ -154,21 +195,31 @@ ModelConfig ModelConfig::from_json(const std::string& json_text, const std::stri
     mr.number("router_z_loss_coef", moe.router_z_loss_coef);
     const std::string ms = s + ": moe";
     if (!m.contains("expert_hidden")) moe.expert_hidden = c.ffn_hidden;
-    require(moe.n_experts > 0, ms, "n_experts", "must be positive");
+    require_size(moe.n_experts, ms, "n_experts", kMaxExperts);
     require(moe.top_k > 0 && moe.top_k <= moe.n_experts, ms, "top_k",
             "must be between 1 and n_experts (" + std::to_string(moe.n_experts) + "), got " +
                 std::to_string(moe.top_k));
-    require(moe.expert_hidden > 0, ms, "expert_hidden", "must be positive");
-    require(moe.n_shared >= 0, ms, "n_shared", "must be >= 0");
+    require_size(moe.expert_hidden, ms, "expert_hidden", kMaxFfnHidden);
+    require(moe.n_shared >= 0 && moe.n_shared <= kMaxExperts, ms, "n_shared",
+            "must be between 0 and " + std::to_string(kMaxExperts) + " (2^16), got " + std::to_string(moe.n_shared));
     require(moe.every > 0, ms, "every", "must be positive");
     require(moe.aux_loss_coef >= 0, ms, "aux_loss_coef", "must be >= 0");
     require(moe.router_z_loss_coef >= 0, ms, "router_z_loss_coef", "must be >= 0");
     c.moe = moe;
   }
+  require_parameter_limit(c, s);
   return c;
 }
 
+}  // namespace
+
 ModelConfig ModelConfig::from_file(const std::string& path) {
+  constexpr uintmax_t kMaxFileBytes = 16 << 20;  // a config is a few hundred bytes
+  std::error_code ec;
+  EMBER_CHECK(!std::filesystem::is_directory(path, ec), path, ": is a folder, not a model config file");
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  EMBER_CHECK(ec || size <= kMaxFileBytes, path, ": ", size,
+              " bytes is too large for a model config file (at most 16 MiB)");
   std::ifstream in(path);
   EMBER_CHECK(in.good(), path, ": cannot open the model config file");
   std::stringstream text;

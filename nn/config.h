@@ -1,12 +1,26 @@
 // ModelConfig: the JSON object of SPEC.md section 1 that fully describes a
 // model. Parsing fills every default, rejects unknown keys and wrong types,
-// and checks the relations between keys; each error names the key.
+// checks each size against the bounds below and the relations between keys,
+// and bounds the parameter count (counted without overflow); each error
+// names the file and the key.
 #pragma once
 #include <cstdint>
 #include <optional>
 #include <string>
 
 namespace ember::nn {
+
+// Inclusive upper bounds of the size keys (each must also be positive). They
+// are far above any published model and keep every size product within int64.
+inline constexpr int64_t kMaxVocabSize = int64_t{1} << 24;   // 16,777,216
+inline constexpr int64_t kMaxDModel = int64_t{1} << 20;      // d_model: 1,048,576
+inline constexpr int64_t kMaxLayers = int64_t{1} << 16;      // n_layers: 65,536
+inline constexpr int64_t kMaxHeads = int64_t{1} << 16;       // n_heads, n_kv_heads
+inline constexpr int64_t kMaxHeadDim = int64_t{1} << 16;     // head_dim
+inline constexpr int64_t kMaxFfnHidden = int64_t{1} << 22;   // ffn_hidden, moe.expert_hidden: 4,194,304
+inline constexpr int64_t kMaxSeqLen = int64_t{1} << 24;      // max_seq_len: 16,777,216
+inline constexpr int64_t kMaxExperts = int64_t{1} << 16;     // moe.n_experts, moe.top_k, moe.n_shared
+inline constexpr int64_t kMaxParameters = int64_t{1} << 48;  // all parameters: 281,474,976,710,656
 
 struct MoEConfig {
   int64_t n_experts = 8;

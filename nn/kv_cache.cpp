@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "core/kernels/shape_ops.h"
+#include "nn/model_stats.h"
 
 namespace ember::nn {
 
@@ -66,6 +67,7 @@ KVView LayerKVCache::append(const Tensor& k, const Tensor& v, int64_t pos0) {
 KVCache::KVCache(const ModelConfig& cfg, int64_t batch, DType dtype)
     : max_seq_len_(cfg.max_seq_len), batch_(batch), dtype_(dtype) {
   EMBER_CHECK(batch >= 1, "KV cache: batch must be >= 1, got ", batch);
+  require_fits_in_memory(generation_memory(cfg, batch, dtype));  // weights + this cache
   layers_.reserve(static_cast<size_t>(cfg.n_layers));
   for (int64_t i = 0; i < cfg.n_layers; ++i) {
     const int64_t window = cfg.layer_window(i);

@@ -8,9 +8,13 @@
 // The second term is the attention score and value products (Q K^T and P V:
 // 2 x 2 x qd x T_eff FLOPs forward, twice that backward), counted over the
 // full T x T square; a causal kernel needs only about half of them.
+// Every count is exact int64 arithmetic that throws ember::Error rather than
+// wrap around; memory needs are compared with the machine's before a model is built.
 #pragma once
 #include <cstdint>
+#include <string>
 
+#include "core/dtype.h"
 #include "nn/config.h"
 
 namespace ember::nn {
@@ -26,8 +30,31 @@ struct ModelStats {
   // Training step at batch B, length T in float32: weights, grads, AdamW moments,
   // and the activations backward keeps (an estimate).
   int64_t train_memory_bytes = 0;
+  int64_t activation_bytes = 0;        // its activations part
+  int64_t position_table_elements = 0; // RoPE cos/sin or sinusoidal table (buffers, not parameters)
 };
 
+// Throws ember::Error when a count exceeds int64 (possible only for huge batch x seq_len:
+// ModelConfig::from_json bounds every size and the parameter count).
 ModelStats model_stats(const ModelConfig& cfg, int64_t batch = 8, int64_t seq_len = 256);
+
+// Bytes a model needs (an estimate): weights and position tables to run it; for a
+// training step (float32) also gradients, AdamW's two moments and activations.
+struct MemoryNeed {
+  std::string purpose;  // "to run it (float32)", "for training at B = 8, T = 256"
+  int64_t weights = 0, position_tables = 0, gradients = 0, adamw = 0, activations = 0;
+  int64_t kv_cache = 0;
+  int64_t total() const;  // the sum (checked)
+};
+MemoryNeed inference_memory(const ModelConfig& cfg, DType dtype = DType::Float32);
+// inference_memory + a KV cache of `batch` rows x each layer's capacity (max_seq_len, or the window).
+MemoryNeed generation_memory(const ModelConfig& cfg, int64_t batch, DType dtype = DType::Float32);
+MemoryNeed training_memory(const ModelConfig& cfg, int64_t batch, int64_t seq_len);
+
+// Throws ember::Error when `need` exceeds this machine's memory (core/system_memory.h):
+// "the model needs 644 GiB for training at B = 8, T = 256 (weights 161 GiB, ...) but this
+// machine has 23.4 GiB of physical memory" (after "SOURCE: " when a source is given).
+// Nothing is refused when the machine's memory is unknown.
+void require_fits_in_memory(const MemoryNeed& need, const std::string& source = "");
 
 }  // namespace ember::nn

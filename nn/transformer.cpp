@@ -6,6 +6,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
+#include "nn/model_stats.h"
 
 namespace ember::nn {
 namespace {
@@ -87,6 +88,7 @@ Variable TransformerBlock::forward_cached(const Variable& x, LayerKVCache& cache
 
 Transformer::Transformer(const ModelConfig& cfg, uint64_t seed, DType dtype)
     : cfg_(cfg), dtype_(dtype), dropout_gen_(std::make_shared<Generator>(seed ^ 0x9e3779b97f4a7c15ull)) {
+  require_fits_in_memory(inference_memory(cfg, dtype));  // before any layer is allocated
   Generator init_gen(seed);
   auto model = register_module("model", std::make_shared<Group>());
   embed_tokens_ = model->add("embed_tokens", std::make_shared<Embedding>(cfg.vocab_size, cfg.d_model, init_gen, 0.02, dtype));

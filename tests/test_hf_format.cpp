@@ -10,9 +10,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 #include "apps/checkpoint.h"
 #include "apps/hf_format.h"
+#include "apps/model_io.h"
 #include "apps/safetensors.h"
 #include "data/tokenizer.h"
 #include "nn/transformer.h"
@@ -323,4 +325,86 @@ TEST_CASE("hf export: a checkpoint without a tokenizer and a vocabulary below th
   CHECK_THROWS_WITH(import_hf(dir / "hf", dir / "back.h5", {}), Catch::Contains("--no-tokenizer"));
   import_hf(dir / "hf", dir / "back.h5", {"", true});
   check_round_trip(dir / "model.h5", dir / "back.h5");
+}
+
+TEST_CASE("hf import: huge or malformed config.json values are one line naming the key") {
+  const json llama = json::parse(hf_config_json(config(kLlama), HfArch::Llama, std::nullopt));
+  const json gpt2 = json::parse(hf_config_json(config(kGpt2), HfArch::GPT2, 256));
+  const json moe = json::parse(hf_config_json(config(kQwen3Moe), HfArch::Qwen3Moe, std::nullopt));
+  auto with = [](json j, const std::string& key, const json& value) {
+    j[key] = value;
+    return j;
+  };
+  const std::vector<std::tuple<json, std::string, std::string>> cases = {
+      {with(llama, "hidden_size", int64_t{1} << 62), "hidden_size", "between 1 and 1048576"},
+      {with(llama, "num_hidden_layers", 1000000000), "num_hidden_layers", "between 1 and 65536"},
+      {with(llama, "vocab_size", int64_t{1} << 40), "vocab_size", "between 1 and 16777216"},
+      {with(llama, "num_attention_heads", 0), "num_attention_heads", "between 1 and 65536"},
+      {with(llama, "intermediate_size", -1), "intermediate_size", "between 1 and 4194304"},
+      {with(llama, "max_position_embeddings", uint64_t{1} << 63), "max_position_embeddings", "too large"},
+      {with(gpt2, "n_embd", int64_t{1} << 62), "n_embd", "between 1 and 1048576"},
+      {with(gpt2, "n_head", 0), "n_head", "between 1 and 65536"},
+      {with(moe, "num_experts", 1 << 20), "num_experts", "between 1 and 65536"},
+      // wrong types where nlohmann would throw its own type_error
+      {with(llama, "architectures", {1}), "architectures", "must be a list of class names"},
+      {with(llama, "rope_scaling", {{"rope_type", 3}}), "rope_scaling", "\"rope_type\" must be a string"},
+      {with(llama, "rope_scaling", {{"rope_theta", "big"}}), "rope_scaling", "\"rope_theta\" must be a number"},
+  };
+  for (const auto& [j, key, what] : cases) {
+    INFO(key << ": " << what);
+    const std::string err = import_error(j);
+    CHECK(err.starts_with("config.json: key \"" + key + "\""));
+    CHECK(err.find(what) != std::string::npos);
+    CHECK(err.find('\n') == std::string::npos);
+  }
+  // Not JSON, or not an object: the file named, no library text.
+  for (const char* text : {"{\"vocab_size\": ", "[]", "nul"}) {
+    INFO(text);
+    std::string err;
+    try {
+      hf_config_from_json(text, "dir/config.json");
+    } catch (const Error& e) {
+      err = e.what();
+    }
+    CHECK(err.starts_with("dir/config.json: "));
+    CHECK(err.find("json.exception") == std::string::npos);
+  }
+  // Within the bounds but beyond 2^48 parameters: the count, not a wrapped number.
+  json big = with(with(llama, "hidden_size", 1 << 20), "num_hidden_layers", 65536);
+  big = with(with(big, "intermediate_size", 1 << 22), "num_attention_heads", 1024);
+  big.erase("head_dim");
+  CHECK(import_error(big).find("parameters, more than the limit of 281474976710656 (2^48)") !=
+        std::string::npos);
+}
+
+TEST_CASE("a checkpoint whose stored config is too large is refused before a model is built") {
+  TempDir dir("ember_ckpt_huge");
+  Checkpoint c;
+  c.model["model.norm.weight"] = Tensor::ones({16});
+  // Beyond a key's bound: one line naming the file and the key.
+  c.config = config(json::object());
+  c.config.d_model = int64_t{1} << 62;
+  write_checkpoint(dir / "bound.h5", c);
+  CHECK_THROWS_WITH(read_checkpoint_config(dir / "bound.h5"),
+                    Catch::StartsWith(dir / "bound.h5" + ": config: key \"d_model\" must be between 1 and"));
+  CHECK_THROWS_WITH(export_hf(dir / "bound.h5", dir / "out"), Catch::Contains("key \"d_model\""));
+  // Within the bounds but 603 GiB of weights: the model is not built (eval, generate).
+  c.config = nn::ModelConfig::from_json(R"({"d_model": 8192, "n_layers": 200, "n_heads": 64})");
+  write_checkpoint(dir / "memory.h5", c);
+  CHECK_THROWS_WITH(load_model(dir / "memory.h5"),
+                    Catch::StartsWith("the model needs 603 GiB to run it (float32)") &&
+                        Catch::Contains("but this machine has"));
+}
+
+TEST_CASE("hf import: a model larger than this machine is refused before its weights are read") {
+  TempDir dir("ember_hf_huge");
+  fs::create_directories(dir / "in");
+  // 8192 x 200 layers: 603 GiB of float32 weights (no model.safetensors needed to refuse it).
+  dir.write("in/config.json",
+            R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 256, "hidden_size": 8192,
+                "num_hidden_layers": 200, "num_attention_heads": 64, "intermediate_size": 22016})");
+  CHECK_THROWS_WITH(import_hf(dir / "in", dir / "out.h5", HfImportOptions{"", true}),
+                    Catch::StartsWith(dir / "in/config.json" + ": the model needs 603 GiB to run it") &&
+                        Catch::Contains("but this machine has"));
+  CHECK_FALSE(fs::exists(dir / "out.h5"));
 }

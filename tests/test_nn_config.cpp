@@ -1,8 +1,15 @@
-// ModelConfig: SPEC.md section 1 defaults, derived values, and errors that
-// name the key.
+// ModelConfig: SPEC.md section 1 defaults, derived values, errors that
+// name the key, size bounds, exact counts of huge models and the memory check.
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <tuple>
 
+#include "core/json_message.h"
+#include "core/system_memory.h"
 #include "nn/config.h"
+#include "nn/kv_cache.h"
+#include "nn/model_stats.h"
+#include "nn/transformer.h"
 
 using namespace ember;
 using namespace ember::nn;
@@ -82,4 +89,144 @@ TEST_CASE("to_json round-trips", "[config]") {
   CHECK(d.to_json() == c.to_json());
   CHECK(d.n_kv_heads == 2);
   CHECK(d.moe->top_k == 1);
+}
+
+// --- sizes, overflow and memory (issue 14) -----------------------------------------------
+
+namespace {
+
+std::string config_error(const std::string& json_text) {
+  try {
+    ModelConfig::from_json(json_text, "huge.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// d_model 8192 x 200 layers, 64 heads of 128: within every key's bound, but
+// 161,905,516,544 parameters (647.6 GB of float32 weights).
+const char* kHugeDense = R"({"d_model": 8192, "n_layers": 200, "n_heads": 64})";
+
+}  // namespace
+
+TEST_CASE("sizes beyond their bounds are errors naming the key and the bound", "[config]") {
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {R"({"d_model": 4611686018427387904})", "d_model", "1048576 (2^20)"},  // 2^62
+      {R"({"n_layers": 1000000000})", "n_layers", "65536 (2^16)"},
+      {R"({"vocab_size": 1099511627776})", "vocab_size", "16777216 (2^24)"},  // 2^40
+      {R"({"n_heads": 0})", "n_heads", "between 1 and"},
+      {R"({"n_heads": 131072, "head_dim": 2})", "n_heads", "65536 (2^16)"},
+      {R"({"n_kv_heads": -2})", "n_kv_heads", "between 1 and"},
+      {R"({"head_dim": 131072})", "head_dim", "65536 (2^16)"},
+      {R"({"ffn_hidden": 9223372036854775807})", "ffn_hidden", "4194304 (2^22)"},
+      {R"({"max_seq_len": 1073741824})", "max_seq_len", "16777216 (2^24)"},
+      {R"({"moe": {"n_experts": 1048576}})", "n_experts", "65536 (2^16)"},
+      {R"({"moe": {"expert_hidden": 4611686018427387904}})", "expert_hidden", "4194304 (2^22)"},
+      {R"({"moe": {"n_shared": 4611686018427387904}})", "n_shared", "65536 (2^16)"},
+      // beyond int64: not wrapped around to a negative or small number
+      {R"({"sliding_window": 18446744073709551615})", "sliding_window", "too large"},
+      {R"({"max_seq_len": 9223372036854775808})", "max_seq_len", "too large"},
+  };
+  for (const auto& [text, key, bound] : cases) {
+    INFO(text);
+    const std::string err = config_error(text);
+    CHECK(err.starts_with("huge.json"));
+    CHECK(err.find("\"" + key + "\"") != std::string::npos);
+    CHECK(err.find(bound) != std::string::npos);
+    CHECK(err.find('\n') == std::string::npos);
+  }
+}
+
+TEST_CASE("a parameter count beyond 2^48 is an error, counted without overflow", "[config]") {
+  // Every key within its bound; the counts are 2^62-ish (dense) and past 2^63 (MoE):
+  // 65536 layers x 65536 experts x 3 x 2^20 x 2^22 = 3 x 2^90 parameters.
+  for (const char* text :
+       {R"({"d_model": 1048576, "n_layers": 65536, "n_heads": 1024, "ffn_hidden": 4194304})",
+        R"({"d_model": 1048576, "n_layers": 65536, "n_heads": 1024,
+            "moe": {"n_experts": 65536, "top_k": 65536, "expert_hidden": 4194304}})",
+        R"({"d_model": 8192, "n_layers": 65536, "n_heads": 64, "vocab_size": 16777216,
+            "tie_embeddings": false, "moe": {"n_experts": 4096}})"}) {
+    INFO(text);
+    const std::string err = config_error(text);
+    CHECK(err.starts_with("huge.json: the model has "));
+    CHECK(err.find("parameters, more than the limit of 281474976710656 (2^48)") != std::string::npos);
+  }
+}
+
+TEST_CASE("model_stats of a huge config is exact, and its memory exceeds this machine's", "[config]") {
+  const ModelConfig c = ModelConfig::from_json(kHugeDense);
+  // By hand: ffn_hidden = 256 * ceil(21845 / 256) = 22016; per layer 4 d^2 attention +
+  // 3 d 22016 SwiGLU + 2 d norms = 809,517,056; x 200 + 256 d embedding + d final norm.
+  const ModelStats s = model_stats(c, 8, 256);
+  CHECK(s.total_params == 161905516544);
+  // 16 bytes per parameter + 4 x B x T x (200 x (4d + 4 x 8192 + 3 x 22016) + 2 x 256) floats
+  CHECK(s.train_memory_bytes == 2806079684608);
+  const MemoryNeed run = inference_memory(c), train = training_memory(c, 8, 256);
+  CHECK(run.weights == 4 * 161905516544);
+  CHECK(run.position_tables == 4 * 256 * 128);  // RoPE cos and sin, head_dim / 2 each
+  CHECK(train.total() == s.train_memory_bytes + 4 * 256 * 128);
+  REQUIRE(system_memory().bytes < run.total());  // 603 GiB: more than this test machine has
+  CHECK_THROWS_WITH(require_fits_in_memory(run),
+                    Catch::StartsWith("the model needs 603 GiB to run it (float32) (weights 603 GiB") &&
+                        Catch::Contains("but this machine has " + bytes_str(system_memory().bytes)));
+  CHECK_THROWS_WITH(require_fits_in_memory(train),
+                    Catch::StartsWith("the model needs 2.55 TiB for training at B = 8, T = 256") &&
+                        Catch::Contains("AdamW moments 1.18 TiB"));
+  // Building it is refused before the first layer is allocated.
+  CHECK_THROWS_WITH(Transformer(c, 0), Catch::Contains("but this machine has"));
+  // A small model fits; a batch x length whose activations overflow int64 is an error.
+  const ModelConfig small = ModelConfig::from_json("{}");
+  CHECK_NOTHROW(require_fits_in_memory(training_memory(small, 8, 256)));
+  CHECK_THROWS_WITH(model_stats(small, int64_t{1} << 40, int64_t{1} << 20),
+                    Catch::Contains("overflows 64-bit integers"));
+}
+
+TEST_CASE("bytes_str uses powers of 1024", "[config]") {
+  CHECK(bytes_str(512) == "512 bytes");
+  CHECK(bytes_str(1536) == "1.50 KiB");
+  CHECK(bytes_str(23.4L * (1 << 30)) == "23.4 GiB");
+  CHECK(bytes_str(647622197248.0L) == "603 GiB");
+}
+
+TEST_CASE("a config that is not JSON, or of the wrong shape, is one line naming the file", "[config]") {
+  for (const char* text : {"{", "not json", "{\"d_model\": 16,}", "[1, 2]", "\"text\"", ""}) {
+    INFO(text);
+    const std::string err = config_error(text);
+    CHECK(err.starts_with("huge.json: "));
+    CHECK(err.find("json.exception") == std::string::npos);
+    CHECK(err.find('\n') == std::string::npos);
+  }
+  CHECK(config_error("{").find("invalid JSON: line 1, column 2") != std::string::npos);
+  CHECK(config_error("[1, 2]") == "huge.json: a model config must be a JSON object, got array");
+  CHECK(config_error(R"({"moe": [1]})").find("\"moe\" must be an object or null") != std::string::npos);
+  CHECK(config_error(R"({"rope_theta": "big"})") ==
+        "huge.json: key \"rope_theta\" must be a number, got \"big\"");
+  // A folder given as the config file.
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  CHECK_THROWS_WITH(ModelConfig::from_file(dir), Catch::StartsWith(dir + ": is a folder"));
+}
+
+TEST_CASE("json_message drops nlohmann's exception tag", "[config]") {
+  CHECK(json_message("[json.exception.parse_error.101] parse error at line 1, column 2: syntax error") ==
+        "line 1, column 2: syntax error");
+  CHECK(json_message("[json.exception.type_error.302] type must be string, but is number") ==
+        "type must be string, but is number");
+  CHECK(json_message("plain") == "plain");
+}
+
+TEST_CASE("a KV cache beyond this machine's memory is refused before allocation", "[config]") {
+  // 64 layers x 2 x 512 floats per token x 2^24 positions = 4 TiB (64 GiB a layer).
+  const ModelConfig c = ModelConfig::from_json(
+      R"({"d_model": 512, "n_layers": 64, "n_heads": 4, "max_seq_len": 16777216})");
+  const MemoryNeed need = generation_memory(c, 1);
+  CHECK(need.kv_cache == int64_t{64} * 2 * 512 * 4 * 16777216);
+  CHECK(need.weights == inference_memory(c).weights);
+  CHECK_THROWS_WITH(KVCache(c), Catch::StartsWith("the model needs 4.") &&
+                                    Catch::Contains("to generate with a KV cache of 1 x 16777216 tokens") &&
+                                    Catch::Contains("KV cache 4.00 TiB"));
+  // A sliding window caps a layer's slots.
+  const ModelConfig w = ModelConfig::from_json(
+      R"({"d_model": 512, "n_layers": 2, "n_heads": 4, "max_seq_len": 1024, "sliding_window": 16, "global_every": 2})");
+  CHECK(generation_memory(w, 3).kv_cache == 3 * (16 + 1024) * 2 * 512 * 4);
 }
