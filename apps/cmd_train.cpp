@@ -28,6 +28,8 @@ CommandRunner add_train_command(CLI::App& app) {
   opt("--init-from", o->init_from, "start from this checkpoint's weights (fine-tuning)")->check(CLI::ExistingFile);
   opt("--resume", o->resume, "continue the run in this folder from its newest complete checkpoint");
   opt("--data", o->data, "text file/folder, or llm.c token shards (file, folder, glob); default: fortunes");
+  CLI::Option* tokenizer = opt("--tokenizer", o->tokenizer, "tokenizer.json the --data shards were encoded with (default: the checkpoint's, "
+                                   "else tokenizer.json beside the shards, else bytes); stored in the checkpoints");
   opt("--val-data", o->val_data, "validation token shards (default: a held-out tail of --data text)");
   opt("--batch-size", o->batch_size, "rows per micro-batch (per rank)");
   opt("--seq-len", o->seq_len, "tokens per row");
@@ -53,7 +55,8 @@ CommandRunner add_train_command(CLI::App& app) {
   opt("--eval-every", o->eval_every, "validation loss every N steps (0: at the end)");
   opt("--eval-batches", o->eval_batches, "validation batches per evaluation");
   opt("--val-fraction", o->val_fraction, "held-out tail of a text corpus used for validation");
-  opt("--vocab-size", o->vocab_size, "train a BPE tokenizer of this many tokens on the text --data (model vocab follows)");
+  opt("--vocab-size", o->vocab_size, "train a BPE tokenizer of this many tokens on the text --data (model vocab follows)")
+      ->excludes(tokenizer);
   opt("--sample-tokens", o->sample_tokens, "print a sample of N tokens at the end");
   opt("--sample-prompt", o->sample_prompt, "prompt of the end-of-run sample");
   opt("--dtype", o->dtype, "matmul precision: float32, or bf16 (bfloat16 operands; float32 weights, grads, AdamW)");

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "data/json_error.h"
 
 namespace ember::apps {
 namespace {
@@ -74,6 +75,10 @@ double read_rope_theta(KeyReader& r) {
     if (!r.given(key)) continue;
     const json& s = r.j.at(key);
     EMBER_CHECK(s.is_object(), r.where(key), " must be an object or null");
+    for (const char* k : {"rope_type", "type"}) {
+      EMBER_CHECK(!s.contains(k) || s.at(k).is_string(), r.where(key), ": \"", k, "\" must be a string, got ",
+                  s.contains(k) ? s.at(k).dump() : "");
+    }
     const std::string type = s.value("rope_type", s.value("type", std::string("default")));
     EMBER_CHECK(type == "default", r.where(key), ": rope_type \"", type,
                 "\" rescales RoPE, which ember does not implement");
@@ -81,7 +86,11 @@ double read_rope_theta(KeyReader& r) {
       EMBER_CHECK(k == "rope_type" || k == "type" || k == "rope_theta", r.where(key), ": \"", k,
                   "\" changes RoPE, which ember does not implement");
     }
-    if (s.contains("rope_theta")) theta = s.at("rope_theta").get<double>();
+    if (s.contains("rope_theta")) {
+      EMBER_CHECK(s.at("rope_theta").is_number(), r.where(key), ": \"rope_theta\" must be a number, got ",
+                  s.at("rope_theta").dump());
+      theta = s.at("rope_theta").get<double>();
+    }
   }
   return theta;
 }
@@ -242,7 +251,7 @@ HfModelConfig hf_config_from_json(const std::string& text, const std::string& so
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {
-    throw Error(source + ": invalid JSON: " + e.what());
+    throw Error(source + ": invalid JSON: " + json_error_text(e.what()));
   }
   EMBER_CHECK(j.is_object(), source, ": config.json must be a JSON object");
   KeyReader r{j, source, {}};
@@ -251,6 +260,8 @@ HfModelConfig hf_config_from_json(const std::string& text, const std::string& so
             "use_cache", "tokenizer_class"});
   std::string arch_name;
   if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty()) {
+    EMBER_CHECK(j["architectures"][0].is_string(), source, ": \"architectures\" must list class names, got ",
+                j["architectures"].dump());
     arch_name = j["architectures"][0].get<std::string>();
   }
   HfModelConfig out;
