@@ -376,6 +376,7 @@ TEST_CASE("hostile command-line values and files get one plain line naming the o
   dir.write("corpus.txt", "some text\n");
   dir.write("garbage.json", "{\"model\": ");
   fs::create_directories(dir.path / "folder");
+  write_checkpoint(dir / "zero300.h5", zero_checkpoint(tiny_config(300)));  // stores no tokenizer
   const std::string ckpt = " --checkpoint " + dir / "zero.h5";
   // A huge --max-tokens ends at the context, as any other.
   CHECK(run_ember("generate" + ckpt + " --max-tokens 1000000000000 --seed 1").code == 0);
@@ -392,6 +393,7 @@ TEST_CASE("hostile command-line values and files get one plain line naming the o
            dir / "corpus.txt",
        "--out"},
       {"generate" + ckpt + " --tokenizer " + dir / "garbage.json", "garbage.json"},
+      {"generate --checkpoint " + dir / "zero300.h5", "--tokenizer"},
       {"import --from " + dir.path.string() + " --tokenizer " + dir / "folder" + " --out " + dir / "x.h5", "folder"},
       {"import --from " + dir / "folder" + " --out " + dir / "x.h5", "config.json"},
       {"import --from " + dir.path.string() + " --out " + dir / "folder", "--out"},
