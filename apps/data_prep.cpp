@@ -134,7 +134,7 @@ PreparedData prepare_data(const std::string& data, const std::string& val_data,
     const std::string dir = (fs::path(out_dir) / "data").string();
     fs::create_directories(dir);
     const bool need_val = val_data.empty();
-    if (!tokenizer.find_special(kEndOfText)) {
+    if (!tokenizer.find_special(kEndOfText) && tokenizer.vocab_size() == 256) {  // the plain byte tokenizer
       out = prepare_bytes(files, dir, val_fraction, need_val);
     } else {
       CorpusEncodeOptions opt;
