@@ -15,24 +15,21 @@
 namespace ember::apps {
 
 HfExport export_hf(const std::string& checkpoint, const std::string& out_dir) {
-  const Checkpoint c = read_checkpoint(checkpoint, /*with_optim=*/false);
+  Checkpoint c = read_checkpoint(checkpoint, /*with_optim=*/false);
   HfExport done;
   done.arch = hf_arch_for(c.config);  // fails before anything is written
-  // The checkpoint's tokenizer, else the byte tokenizer when the vocabulary holds it; a model
-  // of token shards with a smaller vocabulary may have none.
-  std::optional<Tokenizer> tokenizer;
-  if (!c.tokenizer_json.empty()) {
-    tokenizer = Tokenizer::from_json(c.tokenizer_json);
-  } else if (c.config.vocab_size >= 256) {
-    tokenizer = default_tokenizer(c.config);
-  }
+  // Every tensor checked against the config (names, shapes, finite values) before anything is written.
+  const std::map<std::string, Tensor> weights = model_from_checkpoint(c, checkpoint)->state_dict();
+  c.model.clear();
+  // The tokenizer of the checkpoint's ids (none for a model of token shards stored without one).
+  const std::optional<Tokenizer> tokenizer = checkpoint_tokenizer(c);
   EMBER_CHECK(!tokenizer || static_cast<int64_t>(tokenizer->vocab_size()) <= c.config.vocab_size,
               checkpoint, ": the tokenizer has more tokens than the model's vocab_size");
   const std::optional<uint32_t> eos =
       tokenizer ? tokenizer->find_special(kEndOfText) : std::nullopt;
   const std::optional<int64_t> eos_id = eos ? std::optional<int64_t>(*eos) : std::nullopt;
 
-  const std::map<std::string, Tensor> tensors = hf_tensors_from_ember(c.config, done.arch, c.model);
+  const std::map<std::string, Tensor> tensors = hf_tensors_from_ember(c.config, done.arch, weights);
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   EMBER_CHECK(std::filesystem::is_directory(out_dir), "--out ", out_dir,

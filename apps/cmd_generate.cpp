@@ -16,7 +16,7 @@ namespace ember::apps {
 namespace {
 
 struct GenerateOptions {
-  std::string checkpoint, prompt, prompt_file;
+  std::string checkpoint, prompt, prompt_file, tokenizer;
   int64_t max_tokens = 256, top_k = 0, num_samples = 1;
   double temperature = 1.0, top_p = 1.0, repetition_penalty = 1.0;
   uint64_t seed = 0;
@@ -68,6 +68,9 @@ void run_one(const LoadedModel& lm, const std::string& prompt, const GenerateOpt
   out.write(prompt);
   const nn::GenerationResult r = nn::generate(*lm.model, ids, s, [&](int64_t t) {
     const uint32_t u = static_cast<uint32_t>(t);
+    EMBER_CHECK(u < tok.vocab_size(), o.checkpoint, ": the model produced token id ", t, ", outside its tokenizer (",
+                tok.vocab_size(), " tokens): the tokenizer is not the one its training data was encoded with; "
+                "give that one with --tokenizer FILE");
     out.write(tok.decode(std::span<const uint32_t>(&u, 1)));
     return true;
   });
@@ -96,9 +99,18 @@ CommandRunner add_generate_command(CLI::App& app) {
   sub->add_option("--seed", o->seed, "sampling seed (sample i uses seed + i)")->capture_default_str();
   sub->add_option("--num-samples", o->num_samples, "independent samples")->capture_default_str();
   sub->add_flag("--interactive", o->interactive, "read prompts line by line from the terminal");
+  sub->add_option("--tokenizer", o->tokenizer, "tokenizer.json to use instead of the checkpoint's")
+      ->check(CLI::ExistingFile);
   return [o]() {
     EMBER_CHECK(o->num_samples > 0 && o->max_tokens >= 0, "--num-samples must be positive and --max-tokens >= 0");
-    const LoadedModel lm = load_model(o->checkpoint);
+    LoadedModel lm = load_model(o->checkpoint);
+    if (!o->tokenizer.empty()) {
+      lm.tokenizer = Tokenizer::load(o->tokenizer);
+      lm.has_tokenizer = true;
+    }
+    EMBER_CHECK(lm.has_tokenizer, o->checkpoint, ": the checkpoint stores no tokenizer and its vocabulary (",
+                lm.model->config().vocab_size,
+                " tokens) is not bytes; give --tokenizer FILE (the tokenizer.json its training data was encoded with)");
     if (o->interactive) {
       std::string line;
       uint64_t i = 0;

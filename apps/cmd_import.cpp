@@ -12,6 +12,7 @@
 #include "apps/commands.h"
 #include "apps/hf_format.h"
 #include "apps/safetensors.h"
+#include "core/json_message.h"
 #include "data/tokenizer.h"
 #include "nn/model_stats.h"
 #include "nn/transformer.h"
@@ -21,6 +22,8 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string read_text(const fs::path& path) {
+  std::error_code ec;
+  EMBER_CHECK(!fs::is_directory(path, ec), path.string(), ": is a folder, expected a file");
   std::ifstream in(path, std::ios::binary);
   EMBER_CHECK(in.good(), path.string(), ": cannot open");
   std::stringstream s;
@@ -44,7 +47,7 @@ std::map<std::string, Tensor> read_hf_weights(const fs::path& dir) {
   try {
     j = nlohmann::json::parse(read_text(index));
   } catch (const nlohmann::json::exception& e) {
-    throw Error(index.string() + ": invalid JSON: " + e.what());
+    throw Error(index.string() + ": invalid JSON: " + json_message(e.what()));
   }
   EMBER_CHECK(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(),
               index.string(), ": needs a \"weight_map\" object");
@@ -70,7 +73,10 @@ std::map<std::string, Tensor> read_hf_weights(const fs::path& dir) {
 void import_hf(const std::string& dir_name, const std::string& out_checkpoint,
                const HfImportOptions& opt) {
   const fs::path dir(dir_name);
-  EMBER_CHECK(fs::is_directory(dir), "--from ", dir_name, ": no such folder");
+  std::error_code ec;
+  EMBER_CHECK(fs::is_directory(dir, ec), "--from ", dir_name, ": no such folder");
+  EMBER_CHECK(!fs::is_directory(out_checkpoint, ec), "--out ", out_checkpoint,
+              ": is a folder; give the checkpoint file to write (.h5)");
   const fs::path config_path = dir / "config.json";
   EMBER_CHECK(fs::exists(config_path), config_path.string(),
               ": missing (a Hugging Face model folder needs one)");

@@ -72,6 +72,9 @@ CommandRunner add_info_command(CLI::App& app) {
   sub->add_option("--seq-len", opt->seq_len, "sequence length (0: the model's max_seq_len)");
   return [opt]() {
     const nn::ModelConfig cfg = resolve_model_config(opt->config, opt->preset, opt->checkpoint);
+    EMBER_CHECK(opt->batch > 0, "--batch-size must be positive, got ", opt->batch);
+    EMBER_CHECK(opt->seq_len >= 0 && opt->seq_len <= cfg.max_seq_len, "--seq-len must be between 1 and the model's "
+                "max_seq_len ", cfg.max_seq_len, " (or 0: max_seq_len), got ", opt->seq_len);
     const int64_t T = opt->seq_len > 0 ? opt->seq_len : cfg.max_seq_len;
     const nn::ModelStats s = nn::model_stats(cfg, opt->batch, T);
     std::printf("parameters            %s (%lld)\n", human(static_cast<double>(s.total_params)).c_str(),

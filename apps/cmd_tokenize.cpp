@@ -1,11 +1,15 @@
 // `ember tokenize`: train a byte-level BPE tokenizer on a corpus
 // (--train --vocab-size N CORPUS... --out tokenizer.json) and/or encode a
-// corpus into llm.c token shards (--encode CORPUS... --tokenizer F --out DIR).
+// corpus into llm.c token shards (--encode CORPUS... --tokenizer F --out DIR),
+// with the tokenizer beside them as DIR/tokenizer.json.
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
+#include <filesystem>
 
 #include "apps/commands.h"
+#include "apps/data_prep.h"
 #include "data/bpe_trainer.h"
 #include "data/corpus_encoder.h"
 
@@ -51,6 +55,20 @@ CommandRunner add_tokenize_command(CLI::App& app) {
   sub->add_option("--separator", o->separator, "a line equal to this ends a document (e.g. % for fortunes)");
   return [o]() {
     EMBER_CHECK(o->train || o->encode, "tokenize: give --train, --encode or both");
+    // Options checked before any work, each error naming its option.
+    EMBER_CHECK(!o->train || (o->vocab_size >= 257 && o->vocab_size <= INT32_MAX),
+                "--vocab-size must be between 257 (the 256 bytes and <|endoftext|>) and 2^31 - 1, got ", o->vocab_size);
+    EMBER_CHECK(o->val_fraction >= 0 && o->val_fraction < 1, "--val-fraction must be in [0, 1), got ", o->val_fraction);
+    EMBER_CHECK(o->shard_tokens >= 1 && o->shard_tokens <= INT32_MAX,
+                "--shard-tokens must be between 1 and 2^31 - 1, got ", o->shard_tokens);
+    std::error_code ec;
+    if (o->encode) {
+      EMBER_CHECK(!std::filesystem::exists(o->out, ec) || std::filesystem::is_directory(o->out, ec), "--out ", o->out,
+                  ": is a file; --encode writes shards into a folder");
+    }
+    const std::string tokenizer_out = o->encode ? o->tokenizer : o->out;
+    EMBER_CHECK(!o->train || !std::filesystem::is_directory(tokenizer_out, ec), o->encode ? "--tokenizer " : "--out ",
+                tokenizer_out, ": is a folder; give the tokenizer.json file to write");
     CorpusOptions corpus;
     corpus.separator_line = o->separator;
     Tokenizer tok;
@@ -75,12 +93,16 @@ CommandRunner add_tokenize_command(CLI::App& app) {
       e.corpus = corpus;
       e.progress = progress_printer();
       const CorpusEncodeResult r = encode_corpus(tok, o->corpus, e);
+      // The shards' tokenizer beside them: `ember train --data OUT/train` stores it in its checkpoints.
+      const std::string beside = (std::filesystem::path(o->out) / kShardTokenizerName).string();
+      tok.save(beside);
       std::printf("encoded %llu documents (%.1f MB) into %llu train tokens (%zu shards) and %llu validation tokens "
                   "in %.1f s: %.2f bytes per token\n",
                   static_cast<unsigned long long>(r.documents), r.bytes / 1e6,
                   static_cast<unsigned long long>(r.train_tokens), r.train_shards.size(),
                   static_cast<unsigned long long>(r.val_tokens), r.seconds,
                   static_cast<double>(r.bytes) / std::max<double>(1, static_cast<double>(r.train_tokens + r.val_tokens)));
+      std::printf("wrote %s (the shards' tokenizer)\n", beside.c_str());
     }
     return 0;
   };

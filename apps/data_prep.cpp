@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "apps/model_io.h"
 #include "data/corpus.h"
 #include "data/corpus_encoder.h"
 #include "data/token_shard.h"
@@ -29,6 +30,62 @@ bool is_shard_spec(const std::string& spec) {
     if (!in || magic != kShardMagic) return false;
   }
   return true;
+}
+
+std::string find_shard_tokenizer(const std::string& spec) {
+  std::vector<std::string> files;
+  try {
+    files = list_shards(spec);
+  } catch (const Error&) {
+    return "";
+  }
+  if (files.empty()) return "";
+  const fs::path folder = fs::path(files.front()).parent_path();
+  std::error_code ec;
+  for (const fs::path& dir : {folder, folder.parent_path()}) {
+    const fs::path candidate = (dir.empty() ? fs::path(".") : dir) / kShardTokenizerName;
+    if (fs::is_regular_file(candidate, ec)) return candidate.string();
+    if (dir.empty()) break;
+  }
+  return "";
+}
+
+TrainingTokenizer training_tokenizer(const std::string& tokenizer_file, const std::string& checkpoint_json,
+                                     const nn::ModelConfig& cfg, const std::string& data) {
+  TrainingTokenizer t;
+  const std::string beside = is_shard_spec(data) ? find_shard_tokenizer(data) : "";
+  if (!tokenizer_file.empty()) {
+    t.tokenizer = Tokenizer::load(tokenizer_file);
+    t.source = "--tokenizer " + tokenizer_file;
+  } else if (!checkpoint_json.empty()) {
+    t.tokenizer = Tokenizer::from_json(checkpoint_json);
+    t.source = "the checkpoint's tokenizer";
+    if (!beside.empty()) {
+      EMBER_CHECK(Tokenizer::load(beside).to_json() == t.tokenizer->to_json(), "--data ", data,
+                  ": the shards' tokenizer ", beside,
+                  " differs from the checkpoint's; give --tokenizer FILE with the one the shards were encoded with");
+    }
+  } else if (!beside.empty()) {
+    t.tokenizer = Tokenizer::load(beside);
+    t.source = beside + " (beside the shards)";
+  } else if (cfg.vocab_size >= 256) {
+    t.tokenizer = default_tokenizer(cfg);
+    t.source = "the byte tokenizer";
+  }
+  if (t.tokenizer) {
+    EMBER_CHECK(static_cast<int64_t>(t.tokenizer->vocab_size()) <= cfg.vocab_size, t.source, ": ",
+                t.tokenizer->vocab_size(), " tokens do not fit the model's vocab_size ", cfg.vocab_size);
+  }
+  return t;
+}
+
+void check_tokenizer_covers(const TrainingTokenizer& t, uint32_t max_id, const std::string& data) {
+  if (!t.tokenizer || max_id < t.tokenizer->vocab_size()) return;
+  throw Error(detail::concat("--data ", data, ": token id ", max_id, " is outside ", t.source, " (",
+                             t.tokenizer->vocab_size(),
+                             " tokens): the shards were encoded with another tokenizer; give it with --tokenizer FILE "
+                             "(`ember tokenize --encode` writes it beside the shards as ",
+                             kShardTokenizerName, ")"));
 }
 
 namespace {
@@ -77,7 +134,7 @@ PreparedData prepare_data(const std::string& data, const std::string& val_data,
     const std::string dir = (fs::path(out_dir) / "data").string();
     fs::create_directories(dir);
     const bool need_val = val_data.empty();
-    if (!tokenizer.find_special(kEndOfText)) {
+    if (!tokenizer.find_special(kEndOfText) && tokenizer.vocab_size() == 256) {  // the plain byte tokenizer
       out = prepare_bytes(files, dir, val_fraction, need_val);
     } else {
       CorpusEncodeOptions opt;
@@ -95,6 +152,7 @@ PreparedData prepare_data(const std::string& data, const std::string& val_data,
         out.val_tokens = r.val_tokens;
       }
     }
+    tokenizer.save((fs::path(dir) / kShardTokenizerName).string());  // the shards' tokenizer travels with them
   }
   if (!val_data.empty()) {
     EMBER_CHECK(is_shard_spec(val_data), "--val-data: ", val_data,

@@ -8,8 +8,10 @@
 // `ember train` after it wrote a checkpoint (130 for Ctrl-C).
 #include <cstdio>
 #include <map>
+#include <string>
 
 #include "apps/commands.h"
+#include "apps/user_message.h"
 #include "core/error.h"
 #include "dist/communicator.h"
 #include "dist/consistency.h"
@@ -52,13 +54,19 @@ int main(int argc, char** argv) {
     if (comm.is_root()) app.exit(e);  // the message and "Run with --help ..."
     return kExitUsage;
   }
+  std::string command;
   try {
     if (comm.uses_mpi()) ember::dist::set_threads_per_rank(comm);
     for (auto& [sub, run] : runners) {
-      if (sub->parsed()) return run();
+      if (sub->parsed()) {
+        command = sub->get_name();
+        return run();
+      }
     }
-  } catch (const std::exception& e) {
+  } catch (const ember::Error& e) {
     return comm.fail(e, "ember: error: ");
+  } catch (const std::exception& e) {  // the library's own: one sentence, never its raw text
+    return comm.fail(ember::Error(ember::apps::user_message(e, command)), "ember: error: ");
   }
   return 0;
 }

@@ -24,22 +24,65 @@ std::string default_corpus() {
   return dir;
 }
 
-std::vector<int64_t> token_byte_lengths(const Tokenizer& tokenizer, int64_t vocab_size) {
-  std::vector<int64_t> out(static_cast<size_t>(vocab_size), 0);
-  for (int64_t id = 0; id < vocab_size && id < static_cast<int64_t>(tokenizer.vocab_size()); ++id) {
-    const uint32_t u = static_cast<uint32_t>(id);
-    out[id] = static_cast<int64_t>(tokenizer.decode(std::span<const uint32_t>(&u, 1)).size());
+std::optional<Tokenizer> checkpoint_tokenizer(const Checkpoint& c) {
+  if (!c.tokenizer_json.empty()) return Tokenizer::from_json(c.tokenizer_json);
+  if (c.config.vocab_size == 256 || c.config.vocab_size == 257) return default_tokenizer(c.config);
+  return std::nullopt;
+}
+
+namespace {
+
+// c.model against the parameters of `model`, a model of c.config.
+void check_tensors_against(const Checkpoint& c, const std::string& path, const nn::Module& model) {
+  std::map<std::string, Shape> expected;
+  for (const auto& [name, v] : model.named_parameters()) expected.emplace(name, v.shape());
+  for (const auto& [name, t] : c.model) {
+    if (!expected.count(name)) {
+      const bool tied_head = name == "lm_head.weight" && c.config.tie_embeddings;
+      throw Error(path + ": unexpected tensor /model/" + name + " of shape " + shape_str(t.shape()) +
+                  (tied_head ? " (the config ties the output layer to the embedding: tie_embeddings is true)"
+                             : " (not a parameter of the model its config describes)"));
+    }
   }
-  return out;
+  for (const auto& [name, shape] : expected) {
+    const auto it = c.model.find(name);
+    EMBER_CHECK(it != c.model.end(), path, ": missing tensor /model/", name, " (expected shape ",
+                shape_str(shape), " from the checkpoint's config)");
+    const Tensor& t = it->second;
+    EMBER_CHECK(t.shape() == shape, path, ": tensor /model/", name, " has shape ", shape_str(t.shape()),
+                ", expected ", shape_str(shape), " from the checkpoint's config");
+    EMBER_CHECK(t.dtype() == DType::Float32 || t.dtype() == DType::Float64, path, ": tensor /model/", name,
+                " is ", dtype_name(t.dtype()), ", expected float32");
+    const Tensor f = t.to(DType::Float32).contiguous();
+    const float* p = f.data<float>();
+    for (int64_t i = 0; i < f.numel(); ++i) {
+      EMBER_CHECK(std::isfinite(p[i]), path, ": tensor /model/", name, " holds a non-finite value (", p[i],
+                  " at flat index ", i, ")");
+    }
+  }
+}
+
+}  // namespace
+
+void check_model_tensors(const Checkpoint& c, const std::string& path) {
+  check_tensors_against(c, path, nn::Transformer(c.config, 0));
+}
+
+std::unique_ptr<nn::Transformer> model_from_checkpoint(const Checkpoint& c, const std::string& path) {
+  auto model = std::make_unique<nn::Transformer>(c.config, 0);
+  check_tensors_against(c, path, *model);
+  model->load_state_dict(c.model);
+  model->eval();
+  return model;
 }
 
 LoadedModel load_model(const std::string& checkpoint_path) {
   const Checkpoint c = read_checkpoint(checkpoint_path, /*with_optim=*/false);
   LoadedModel out;
-  out.model = std::make_unique<nn::Transformer>(c.config, 0);
-  out.model->load_state_dict(c.model);
-  out.model->eval();
-  out.tokenizer = c.tokenizer_json.empty() ? default_tokenizer(c.config) : Tokenizer::from_json(c.tokenizer_json);
+  out.model = model_from_checkpoint(c, checkpoint_path);
+  std::optional<Tokenizer> tokenizer = checkpoint_tokenizer(c);
+  out.has_tokenizer = tokenizer.has_value();
+  out.tokenizer = tokenizer ? std::move(*tokenizer) : default_tokenizer(c.config);
   return out;
 }
 

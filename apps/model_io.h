@@ -1,10 +1,13 @@
 // Shared pieces of the commands: the default tokenizer and corpus, building a
-// model from a checkpoint, byte lengths of tokens (for bits per byte), and a
-// plain sampler for the end-of-training sample.
+// model from a checkpoint (every tensor checked against its config) with the
+// tokenizer its ids are in, and a plain sampler for the end-of-training sample.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "apps/checkpoint.h"
 
 #include "data/tokenizer.h"
 #include "nn/transformer.h"
@@ -16,12 +19,23 @@ namespace ember::apps {
 Tokenizer default_tokenizer(const nn::ModelConfig& cfg);
 // Debian's fortunes (package `fortunes`): /usr/share/games/fortunes.
 std::string default_corpus();
-// Bytes each token id decodes to (0 for ids the tokenizer lacks).
-std::vector<int64_t> token_byte_lengths(const Tokenizer& tokenizer, int64_t vocab_size);
+// The tokenizer a checkpoint's token ids are in: the one it stores; else the byte
+// tokenizer when its vocabulary is the bytes (256, or 257 with <|endoftext|>); else
+// none (a model of token shards whose tokenizer was not stored).
+std::optional<Tokenizer> checkpoint_tokenizer(const Checkpoint& c);
+
+// The tensors of c.model against the model c.config describes: exactly its
+// parameter names, each of its shape, float and finite. An Error names the file
+// (path), the tensor, and the expected and found shape.
+void check_model_tensors(const Checkpoint& c, const std::string& path);
+// The model of a checkpoint (after check_model_tensors), float32, eval mode.
+std::unique_ptr<nn::Transformer> model_from_checkpoint(const Checkpoint& c, const std::string& path);
 
 struct LoadedModel {
   std::unique_ptr<nn::Transformer> model;
+  // checkpoint_tokenizer(), else the byte tokenizer as a stand-in (has_tokenizer false).
   Tokenizer tokenizer;
+  bool has_tokenizer = true;
 };
 // Model weights (float32) and tokenizer of a checkpoint; eval mode.
 LoadedModel load_model(const std::string& checkpoint_path);

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "data/atomic_file.h"
+#include "core/json_message.h"
 
 namespace ember::apps {
 namespace {
@@ -75,7 +76,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   try {
     h = json::parse(header);
   } catch (const json::exception& e) {
-    throw Error(path + ": safetensors header is not valid JSON: " + e.what());
+    throw Error(path + ": safetensors header is not valid JSON: " + json_message(e.what()));
   }
   EMBER_CHECK(h.is_object(), path, ": safetensors header must be a JSON object");
   data_start_ = 8 + n;

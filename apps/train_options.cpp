@@ -62,6 +62,10 @@ const std::vector<Field>& fields() {
        OnResume::NotSaved, kAny},
       {"--data", &O::data, "text file/folder, or llm.c token shards (file, folder, glob); default: fortunes",
        OnResume::DataChange, kAny},
+      {"--tokenizer", &O::tokenizer,
+       "tokenizer.json the --data shards were encoded with (default: the checkpoint's, else tokenizer.json beside "
+       "the shards, else bytes); stored in the checkpoints",
+       OnResume::DataChange, kAny, true},
       {"--val-data", &O::val_data, "validation token shards (default: a held-out tail of --data text)",
        OnResume::DataChange, kAny},
       {"--allow-data-change", &O::allow_data_change,
@@ -213,6 +217,9 @@ void validate_options(const TrainOptions& o) {
   EMBER_CHECK(o.vocab_size == 0 || o.vocab_size > 256,
               "--vocab-size must be 0 (no tokenizer training) or more than 256 (the byte tokens); got ",
               o.vocab_size);
+  EMBER_CHECK(o.tokenizer.empty() || o.vocab_size == 0,
+              "--tokenizer and --vocab-size exclude each other: give the tokenizer the shards were made with, or "
+              "train one on text");
 }
 
 json options_to_json(const TrainOptions& o) {

@@ -21,6 +21,7 @@ struct TrainOptions {
   // Model source: exactly one of config / preset / init_from / resume (none: the default preset).
   std::string config, preset, init_from, resume;
   std::string data, val_data, out = "runs/ember";
+  std::string tokenizer;  // tokenizer.json of --data (default: the checkpoint's, or the one beside the shards)
   int64_t batch_size = 8, seq_len = 256, grad_accum = 1, steps = 1000;
   double lr = 3e-4, min_lr = 3e-5, weight_decay = 0.1, clip = 1.0, beta1 = 0.9, beta2 = 0.95;
   int64_t warmup = 100;

@@ -19,6 +19,7 @@
 #include "apps/data_parallel.h"
 #include "apps/data_prep.h"
 #include "apps/finite_parameters.h"
+#include "apps/evaluation.h"
 #include "apps/matmul_peak.h"
 #include "apps/model_io.h"
 #include "apps/presets.h"
@@ -52,29 +53,6 @@ using Clock = std::chrono::steady_clock;
 
 std::atomic<int> g_stop_signal{0};
 extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
-
-struct EvalResult {
-  double loss = 0, bits_per_byte = 0;
-};
-
-// Mean ce over `batches` sequential batches of the validation data.
-EvalResult evaluate(const nn::Transformer& model, const BatchLoader& loader, int64_t batches,
-                    const std::vector<int64_t>& token_bytes) {
-  NoGradGuard no_grad;
-  double ce = 0, bytes = 0, tokens = 0;
-  const int64_t T = loader.options().seq_len;
-  for (int64_t i = 0; i < batches; ++i) {
-    const Tensor b = loader.batch(i, 0);
-    const Tensor y = b.narrow(1, 1, T).contiguous();
-    ce += model.loss(model.forward(b.narrow(1, 0, T).contiguous()), y).ce;
-    for (int64_t t : y.to_vector<int64_t>()) bytes += static_cast<double>(token_bytes[t]);
-    tokens += static_cast<double>(y.numel());
-  }
-  EvalResult r;
-  r.loss = ce / static_cast<double>(batches);
-  r.bits_per_byte = r.loss * tokens / std::max(bytes, 1.0) / std::log(2.0);
-  return r;
-}
 
 }  // namespace
 
@@ -181,6 +159,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
   }
   note_global_batch_change(comm, saved_world, saved_batch, o.batch_size);
   std::optional<Tokenizer> tokenizer;
+  TrainingTokenizer run_tokenizer;  // with where it came from (unset with --vocab-size)
   std::unique_ptr<BatchLoader> loader_ptr, val_loader;
   std::optional<RunLock> run_lock;  // one run per --out folder (rank 0 writes it)
   std::shared_ptr<TokenDataset> train_set;
@@ -198,14 +177,14 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     }
 
     // --- tokenizer and data -------------------------------------------------------------
-    // The checkpoint's tokenizer, else the byte tokenizer when the vocabulary holds the bytes;
-    // a model over token shards of its own vocabulary may have none.
+    // --tokenizer, the checkpoint's, the one beside the shards, else the byte tokenizer when
+    // the vocabulary holds the bytes (data_prep.h); a model over token shards of its own
+    // vocabulary may have none.
     if (trained_tokenizer) {
       tokenizer = trained_tokenizer;
-    } else if (!start.tokenizer_json.empty()) {
-      tokenizer = Tokenizer::from_json(start.tokenizer_json);
-    } else if (cfg.vocab_size >= 256) {
-      tokenizer = default_tokenizer(cfg);
+    } else {
+      run_tokenizer = training_tokenizer(o.tokenizer, start.tokenizer_json, cfg, o.data);
+      tokenizer = run_tokenizer.tokenizer;
     }
     if (!is_shard_spec(o.data)) {
       EMBER_CHECK(tokenizer && static_cast<int64_t>(tokenizer->vocab_size()) <= cfg.vocab_size,
@@ -225,6 +204,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     const uint32_t max_id = max_token_id(*train_set);
     EMBER_CHECK(static_cast<int64_t>(max_id) < cfg.vocab_size, "--data: token id ", max_id,
                 " is outside the model's vocabulary (vocab_size ", cfg.vocab_size, ")");
+    check_tokenizer_covers(run_tokenizer, max_id, o.data);
     loader_ptr = std::make_unique<BatchLoader>(
         train_set, BatchLoaderOptions{o.batch_size, o.seq_len, o.grad_accum, world, comm.rank(), o.sequential, o.seed});
     if (!data.val.empty()) {
@@ -240,9 +220,8 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     }
   });
   const BatchLoader& loader = *loader_ptr;
-  // Bytes per token for bits per byte (1 each without a tokenizer: then it is bits per token).
-  const std::vector<int64_t> token_bytes =
-      tokenizer ? token_byte_lengths(*tokenizer, cfg.vocab_size) : std::vector<int64_t>(cfg.vocab_size, 1);
+  // Bytes per token for bits per byte (none without a tokenizer: then it is bits per token).
+  const std::vector<int64_t> token_bytes = tokenizer ? token_byte_lengths(*tokenizer, cfg.vocab_size) : std::vector<int64_t>();
 
   // --- model and optimizer ---------------------------------------------------------------
   nn::Transformer model(cfg, o.seed);

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_message.h"
 #include "data/tokenizer.h"
 #include "data/vocab_builder.h"
 
@@ -29,7 +30,7 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std:
   try {
     encoder = nlohmann::json::parse(read_text(encoder_json));
   } catch (const nlohmann::json::exception& e) {
-    throw Error(encoder_json + ": malformed JSON: " + e.what());
+    throw Error(encoder_json + ": malformed JSON: " + json_message(e.what()));
   }
   EMBER_CHECK(encoder.is_object(), encoder_json, ": expected an object of token -> id");
   for (auto it = encoder.begin(); it != encoder.end(); ++it) {

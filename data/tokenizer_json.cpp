@@ -3,12 +3,14 @@
 // [a, b] pairs); to_json writes a file that library loads with the same ids.
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <unordered_set>
 
 #include "core/error.h"
 #include "data/atomic_file.h"
+#include "core/json_message.h"
 #include "data/tokenizer.h"
 #include "data/vocab_builder.h"
 
@@ -133,12 +135,12 @@ Tokenizer Tokenizer::from_json(std::string_view json_text) {
   try {
     root = json::parse(json_text.begin(), json_text.end());
   } catch (const json::exception& e) {
-    throw Error(std::string("tokenizer.json: malformed JSON: ") + e.what());
+    throw Error("tokenizer.json: malformed JSON: " + json_message(e.what()));
   }
   try {
     return tokenizer_from_strings(parse(root), "tokenizer.json");
   } catch (const json::exception& e) {
-    throw Error(std::string("tokenizer.json: unexpected content: ") + e.what());
+    throw Error("tokenizer.json: unexpected content: " + json_message(e.what()));
   }
 }
 
@@ -189,6 +191,8 @@ std::string Tokenizer::to_json() const {
 }
 
 Tokenizer Tokenizer::load(const std::string& path) {
+  std::error_code ec;
+  EMBER_CHECK(!std::filesystem::is_directory(path, ec), path, ": is a folder, not a tokenizer.json file");
   std::ifstream in(path, std::ios::binary);
   EMBER_CHECK(in, "cannot open tokenizer file '", path, "'");
   std::ostringstream text;

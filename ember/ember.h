@@ -35,4 +35,5 @@
 #include "data/tokenizer.h"
 
 #include "apps/checkpoint.h"
+#include "apps/evaluation.h"
 #include "apps/model_io.h"

@@ -3,6 +3,7 @@
 // the two phases timed separately.
 #include "nn/generate.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace ember::nn {
@@ -60,7 +61,8 @@ GenerationResult generate(const Transformer& model, KVCache& cache,
   r.prompt_tokens = P;
   if (opt.max_tokens == 0) return r;
   std::vector<int64_t> history = prompt;
-  history.reserve(prompt.size() + static_cast<size_t>(opt.max_tokens));
+  // The context ends generation after at most L + 1 - cache.length() tokens, whatever max_tokens says.
+  history.reserve(prompt.size() + static_cast<size_t>(std::min<int64_t>(opt.max_tokens, L + 1)));
 
   auto t0 = Clock::now();
   const Tensor ids = Tensor::from_vector(prompt, {1, P});

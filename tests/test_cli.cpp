@@ -180,6 +180,11 @@ Run run_ember(const std::string& args) { return ember(args); }
 #include "apps/checkpoint.h"
 #include "apps/finite_parameters.h"
 #include "apps/run_files.h"
+#include <cmath>
+#include <functional>
+
+#include "data/token_shard.h"
+#include "data/tokenizer.h"
 #include "nn/transformer.h"
 #include "temp_dir.h"
 
@@ -468,3 +473,232 @@ TEST_CASE("ember info prints the shipped presets' figures of the README", "[cli]
   CHECK(gpt2.out.starts_with("parameters            124.44M ("));
   CHECK(gpt2.out.find("training memory       10.12G bytes at B = 8, T = 1024") != std::string::npos);
 }
+
+// ---------------------------------------------------------------------------
+// Evaluation, --grads-out, shard tokenizers, checkpoint tensors, messages (issue 14).
+namespace eval_cli {
+namespace {
+using ember::testing::TempDir;
+
+const char* kTinyConfig = R"({"vocab_size": VOCAB, "d_model": 16, "n_layers": 1, "n_heads": 2,
+  "ffn_hidden": 32, "max_seq_len": 32})";
+
+std::string tiny_config(int vocab) {
+  std::string s = kTinyConfig;
+  s.replace(s.find("VOCAB"), 5, std::to_string(vocab));
+  return s;
+}
+
+// A corpus of fortune-like documents separated by "%" lines.
+void write_corpus(const TempDir& dir, const std::string& name) {
+  std::ofstream f(dir.path / name);
+  for (int i = 0; i < 120; ++i) {
+    f << "fortune " << i << ": the quick brown fox jumps over the lazy dog, " << (i * 7) % 13 << " times.\n";
+    if (i % 4 == 3) f << "%\n";
+  }
+}
+
+// The number after `key` in a line of text ("val_loss":5.56 or "loss 5.56").
+double number_after(const std::string& text, const std::string& key) {
+  const size_t at = text.rfind(key);
+  REQUIRE(at != std::string::npos);
+  return std::stod(text.substr(at + key.size()));
+}
+
+// No raw library text in a message.
+void check_plain_message(const std::string& err) {
+  CHECK(err.starts_with("ember: error: "));
+  CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+  for (const char* raw : {"std::", "bad_alloc", "basic_string", "[json.exception", "filesystem error"})
+    CHECK(err.find(raw) == std::string::npos);
+}
+
+// A checkpoint of the tiny model (vocab 257, every weight zero: logits 0, CE = ln 257 per token).
+ember::apps::Checkpoint zero_checkpoint(const std::string& config_json) {
+  ember::apps::Checkpoint c;
+  c.config = ember::nn::ModelConfig::from_json(config_json, "test config");
+  for (const auto& [name, t] : ember::nn::Transformer(c.config, 0).state_dict())
+    c.model[name] = ember::Tensor::zeros(t.shape());
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("ember eval and ember train's validation give the same loss and bits per byte", "[cli][eval]") {
+  TempDir dir("cli_eval_same");
+  write_corpus(dir, "corpus.txt");
+  dir.write("tiny.json", tiny_config(256));
+  const Run t = run_ember("train --config " + dir / "tiny.json" + " --data " + dir / "corpus.txt" + " --out " +
+                      dir / "run" + " --vocab-size 300 --steps 3 --batch-size 2 --seq-len 16 --eval-batches 2 "
+                      "--val-fraction 0.3 --log-every 100");
+  REQUIRE(t.code == 0);
+  // The last metrics line holds the end-of-run validation: 2 batches of 2 x 16 of OUT/data/val.
+  const std::string metrics = read_text(dir.path / "run" / "metrics.jsonl");
+  const double val_loss = number_after(metrics, "\"val_loss\":"), val_bpb = number_after(metrics, "\"val_bpb\":");
+  const Run e = run_ember("eval --checkpoint " + dir / "run/step_00000003.h5" + " --data " + dir / "run/data/val" +
+                      " --batch-size 2 --seq-len 16 --batches 2");
+  REQUIRE(e.code == 0);
+  INFO(e.out);
+  CHECK(std::abs(number_after(e.out, "loss ") - val_loss) < 1e-6);
+  REQUIRE(e.out.find(" bits per byte") != std::string::npos);  // the checkpoint stores the BPE tokenizer
+  CHECK(std::abs(number_after(e.out, "tokens; ") - val_bpb) < 1e-6);
+  CHECK(t.out.find("bits/byte") != std::string::npos);
+}
+
+TEST_CASE("bits per byte: CE in nats over the targets / (ln 2 x their text's bytes); <|endoftext|> has none",
+          "[cli][eval]") {
+  TempDir dir("cli_eval_bpb");
+  write_checkpoint(dir / "zero.h5", zero_checkpoint(tiny_config(257)));
+  // T = 4, B = 1, 2 batches: targets 'b' EOT 'c' 0xC3 | 0xA9 EOT 'd' 'e' = 8 tokens, 6 bytes of text.
+  const std::vector<uint32_t> tokens = {'a', 'b', 256, 'c', 0xC3, 0xA9, 256, 'd', 'e'};
+  ember::write_shard(dir / "tokens.bin", tokens, 257);
+  const Run r = run_ember("eval --checkpoint " + dir / "zero.h5" + " --data " + dir / "tokens.bin" +
+                      " --batch-size 1 --seq-len 4 --batches 2");
+  REQUIRE(r.code == 0);
+  INFO(r.out);
+  const double ce = std::log(257.0);  // uniform logits
+  CHECK(std::abs(number_after(r.out, "loss ") - ce) < 1e-5);
+  CHECK(r.out.find("(8 tokens, 6 bytes)") != std::string::npos);
+  CHECK(std::abs(number_after(r.out, "tokens; ") - 8 * ce / (std::log(2.0) * 6)) < 1e-5);
+  // Without a tokenizer (vocab 300, none stored) the figure is bits per token.
+  write_checkpoint(dir / "zero300.h5", zero_checkpoint(tiny_config(300)));
+  const Run p = run_ember("eval --checkpoint " + dir / "zero300.h5" + " --data " + dir / "tokens.bin" +
+                      " --batch-size 1 --seq-len 4 --batches 2");
+  REQUIRE(p.code == 0);
+  CHECK(p.out.find("bits per token") != std::string::npos);
+  CHECK(std::abs(number_after(p.out, "tokens; ") - std::log2(300.0)) < 1e-5);
+}
+
+TEST_CASE("eval --grads-out never overwrites a file and leaves no temporary", "[cli][eval]") {
+  TempDir dir("cli_grads_out");
+  write_checkpoint(dir / "zero.h5", zero_checkpoint(tiny_config(257)));
+  const std::vector<uint32_t> tokens = {'a', 'b', 256, 'c', 0xC3, 0xA9, 256, 'd', 'e'};
+  ember::write_shard(dir / "tokens.bin", tokens, 257);
+  const std::string args = "eval --checkpoint " + dir / "zero.h5" + " --data " + dir / "tokens.bin" +
+                           " --batch-size 1 --seq-len 4 --grads-out ";
+  const std::string before = read_text(dir.path / "zero.h5");
+  const Run r = run_ember(args + dir / "zero.h5");  // the checkpoint itself
+  CHECK(r.code == 1);
+  check_plain_message(r.err);
+  CHECK(r.err.find("--grads-out") != std::string::npos);
+  CHECK(read_text(dir.path / "zero.h5") == before);
+  const Run ok = run_ember(args + dir / "grads.h5");
+  CHECK(ok.code == 0);
+  CHECK(fs::exists(dir.path / "grads.h5"));
+  int files = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir.path)) ++files;
+  CHECK(files == 3);  // zero.h5, tokens.bin, grads.h5: no temporary left
+  CHECK(run_ember(args + dir / "grads.h5").code == 1);
+}
+
+TEST_CASE("train on BPE shards stores the shards' tokenizer; without one it asks for --tokenizer", "[cli][tokenizer]") {
+  TempDir dir("cli_shard_tok");
+  write_corpus(dir, "corpus.txt");
+  dir.write("v300.json", tiny_config(300));
+  REQUIRE(run_ember("tokenize --train --encode --vocab-size 300 --separator % " + dir / "corpus.txt" + " --tokenizer " +
+                dir / "tok.json" + " --out " + dir / "shards" + " --val-fraction 0.2")
+              .code == 0);
+  REQUIRE(fs::exists(dir.path / "shards" / "tokenizer.json"));  // written beside the shards
+  const std::string train = "train --config " + dir / "v300.json" + " --data " + dir / "shards/train" +
+                            " --val-data " + dir / "shards/val" + " --steps 2 --batch-size 2 --seq-len 16 "
+                            "--eval-batches 1 --log-every 100 --out ";
+  REQUIRE(run_ember(train + dir / "run").code == 0);
+  const ember::apps::Checkpoint c = ember::apps::read_checkpoint(dir / "run/step_00000002.h5", false);
+  CHECK(ember::Tokenizer::from_json(c.tokenizer_json).vocab_size() == 300);
+  CHECK(run_ember("generate --checkpoint " + dir / "run/step_00000002.h5" + " --max-tokens 40 --seed 3").code == 0);
+  CHECK(run_ember("eval --checkpoint " + dir / "run/step_00000002.h5" + " --data " + dir / "shards/val" +
+              " --batch-size 1 --seq-len 16 --batches 1")
+            .out.find("bits per byte") != std::string::npos);
+  // The shards alone (their ids exceed the byte tokenizer): a clear refusal naming --tokenizer.
+  fs::rename(dir.path / "shards" / "tokenizer.json", dir.path / "elsewhere.json");
+  const Run refused = run_ember(train + dir / "run2");
+  CHECK(refused.code == 1);
+  check_plain_message(refused.err);
+  CHECK(refused.err.find("--tokenizer") != std::string::npos);
+  // ... and --tokenizer FILE makes it work.
+  CHECK(run_ember(train + dir / "run3 --tokenizer " + dir / "elsewhere.json").code == 0);
+}
+
+TEST_CASE("export and eval refuse a checkpoint whose tensors do not match its config", "[cli][export]") {
+  TempDir dir("cli_bad_tensors");
+  const std::string cfg = tiny_config(257);
+  std::vector<std::pair<std::string, std::function<void(ember::apps::Checkpoint&)>>> variants = {
+      {"model.norm.weight", [](auto& c) { c.model.erase("model.norm.weight"); }},
+      {"model.extra.weight", [](auto& c) { c.model["model.extra.weight"] = ember::Tensor::zeros({2, 2}); }},
+      {"model.embed_tokens.weight", [](auto& c) { c.model["model.embed_tokens.weight"] = ember::Tensor::zeros({257, 8}); }},
+      {"model.norm.weight", [](auto& c) { c.model["model.norm.weight"] = ember::Tensor::zeros({16, 1}); }},
+      {"model.norm.weight", [](auto& c) { c.model["model.norm.weight"] = ember::Tensor::zeros({}); }},
+      {"lm_head.weight", [](auto& c) { c.model["lm_head.weight"] = ember::Tensor::zeros({257, 16}); }},
+      {"model.layers.0.mlp.up_proj.weight",
+       [](auto& c) { c.model["model.layers.0.mlp.up_proj.weight"].template data<float>()[5] = NAN; }},
+      {"model.layers.0.self_attn.q_proj.weight", [](auto& c) {
+         c.model.erase("model.layers.0.self_attn.q_proj.weight");
+         c.model["model.layers.0.self_attn.q_proj.weights"] = ember::Tensor::zeros({16, 16});
+       }},
+  };
+  const std::vector<uint32_t> tokens = {'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i'};
+  ember::write_shard(dir / "tokens.bin", tokens, 257);
+  int i = 0;
+  for (auto& [tensor, breakit] : variants) {
+    ember::apps::Checkpoint c = zero_checkpoint(cfg);
+    breakit(c);
+    const std::string path = dir / ("bad" + std::to_string(i++) + ".h5");
+    write_checkpoint(path, c);
+    INFO(path << " " << tensor);
+    const Run r = run_ember("export --checkpoint " + path + " --out " + dir / "hf");
+    CHECK(r.code == 1);
+    check_plain_message(r.err);
+    CHECK(r.err.find(tensor) != std::string::npos);
+    CHECK(r.err.find(path) != std::string::npos);
+    CHECK(!fs::exists(dir.path / "hf"));
+    const Run e = run_ember("eval --checkpoint " + path + " --data " + dir / "tokens.bin" + " --batch-size 1 --seq-len 4");
+    CHECK(e.code == 1);
+    CHECK(e.err.find(tensor) != std::string::npos);
+  }
+  const Run shape = run_ember("export --checkpoint " + dir / "bad2.h5" + " --out " + dir / "hf");
+  CHECK(shape.err.find("[257, 8], expected [257, 16]") != std::string::npos);
+  write_checkpoint(dir / "good.h5", zero_checkpoint(cfg));
+  CHECK(run_ember("export --checkpoint " + dir / "good.h5" + " --out " + dir / "hf").code == 0);
+}
+
+TEST_CASE("hostile command-line values and files get one plain line naming the option or file", "[cli][messages]") {
+  TempDir dir("cli_hostile");
+  write_checkpoint(dir / "zero.h5", zero_checkpoint(tiny_config(257)));
+  const std::vector<uint32_t> tokens = {'a', 'b', 256, 'c', 0xC3, 0xA9, 256, 'd', 'e'};
+  ember::write_shard(dir / "tokens.bin", tokens, 257);
+  dir.write("corpus.txt", "some text\n");
+  dir.write("garbage.json", "{\"model\": ");
+  fs::create_directories(dir.path / "folder");
+  write_checkpoint(dir / "zero300.h5", zero_checkpoint(tiny_config(300)));  // stores no tokenizer
+  const std::string ckpt = " --checkpoint " + dir / "zero.h5";
+  // A huge --max-tokens ends at the context, as any other.
+  CHECK(run_ember("generate" + ckpt + " --max-tokens 1000000000000 --seed 1").code == 0);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"eval" + ckpt + " --data " + dir / "tokens.bin" + " --seq-len 4 --batch-size 100000000000", "--batch-size"},
+      {"eval" + ckpt + " --data " + dir / "tokens.bin" + " --seq-len -1", "--seq-len"},
+      {"tokenize --train " + dir / "corpus.txt" + " --vocab-size -1 --out " + dir / "t.json", "--vocab-size"},
+      {"tokenize --encode " + dir / "corpus.txt" + " --tokenizer " + dir / "garbage.json" + " --out " + dir / "sh",
+       "garbage.json"},
+      {"tokenize --encode " + dir / "corpus.txt" + " --tokenizer " + dir / "garbage.json" + " --shard-tokens -5 --out " +
+           dir / "sh",
+       "--shard-tokens"},
+      {"tokenize --train " + dir / "corpus.txt" + " --encode --tokenizer " + dir / "t.json" + " --out " +
+           dir / "corpus.txt",
+       "--out"},
+      {"generate" + ckpt + " --tokenizer " + dir / "garbage.json", "garbage.json"},
+      {"generate --checkpoint " + dir / "zero300.h5", "--tokenizer"},
+      {"import --from " + dir.path.string() + " --tokenizer " + dir / "folder" + " --out " + dir / "x.h5", "folder"},
+      {"import --from " + dir / "folder" + " --out " + dir / "x.h5", "config.json"},
+      {"import --from " + dir.path.string() + " --out " + dir / "folder", "--out"},
+      {"info --preset dense-small --batch-size 0", "--batch-size"},
+      {"info --preset dense-small --seq-len -5", "--seq-len"},
+  };
+  for (const auto& [args, names] : cases) {
+    INFO(args);
+    const Run r = run_ember(args);
+    CHECK(r.code == 1);
+    check_plain_message(r.err);
+    CHECK(r.err.find(names) != std::string::npos);
+  }
+}
+}  // namespace eval_cli

@@ -113,6 +113,8 @@ def case_data(name, work):
 def check_eval(ember, name, work):
     c, params, tokens, shard, ckpt, d, B, T, N = case_data(name, work)
     gpath = os.path.join(d, "grads.h5")
+    if os.path.exists(gpath):  # from an earlier run: `ember eval --grads-out` never overwrites a file
+        os.remove(gpath)
     _, secs = run([ember, "eval", "--checkpoint", ckpt, "--data", shard, "--batch-size", str(B),
                    "--seq-len", str(T), "--batches", str(N), "--grads-out", gpath])
     batches = [ref.sequential_batch(tokens, s, B, T) for s in range(N)]
