@@ -188,7 +188,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     EMBER_CHECK(o.zero == 0 || o.zero == 1, "--zero must be 0 or 1, got ", o.zero);
     EMBER_CHECK(o.bucket_mb > 0, "--bucket-mb must be positive, got ", o.bucket_mb);
     autocast = parse_autocast_dtype(o.dtype);
-    if (root) ensure_writable_dir(o.out, "--out"), remove_stale_temporaries(o.out);
+    if (root) { ensure_writable_dir(o.out, "--out"); remove_stale_temporaries(o.out); }
 
     // --- tokenizer and data -------------------------------------------------------------
     // The checkpoint's tokenizer, else the byte tokenizer when the vocabulary holds the bytes;
