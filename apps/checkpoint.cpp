@@ -1,25 +1,16 @@
 // Checkpoint read/write over core::H5File, with atomic replacement.
 #include "apps/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <filesystem>
 
 #include "core/hdf5_file.h"
+#include "data/atomic_file.h"
 
 namespace ember::apps {
 namespace fs = std::filesystem;
 
 namespace {
-
-void fsync_path(const std::string& path, bool directory) {
-  const int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
 
 void check_header(const H5File& f) {
   EMBER_CHECK(f.has_attr("/", "format") && f.read_attr_string("/", "format") == "ember-checkpoint",
@@ -56,10 +47,8 @@ void write_checkpoint(const std::string& path, const Checkpoint& ckpt) {
       f.write_attr("/train", "state", *ckpt.train_state);
     }
     if (!ckpt.tokenizer_json.empty()) f.write_string("/tokenizer/json", ckpt.tokenizer_json);
-    f.close();
-    fsync_path(tmp, false);
-    fs::rename(tmp, target);
-    fsync_path(dir.string(), true);
+    f.close();  // seals the checksum
+    commit_temporary_file(tmp, path);
   } catch (...) {
     std::error_code ec;
     fs::remove(tmp, ec);

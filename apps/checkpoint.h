@@ -6,6 +6,8 @@
 //   /train       attrs: step, and state = JSON of everything exact resume needs
 //   /tokenizer/json                    the tokenizer (Hugging Face tokenizer.json text)
 // Writes are atomic: a temporary file in the same folder, fsync, rename.
+// A whole-file CRC-32C in the HDF5 user block is verified before each read
+// (core/file_digest.h).
 #pragma once
 #include <map>
 #include <optional>

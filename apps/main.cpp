@@ -6,6 +6,7 @@
 // Exit codes (docs/cli.md): 0 success, 1 error (bad input, runtime failure),
 // 2 command-line usage error, 128 + signal when SIGINT/SIGTERM stopped
 // `ember train` after it wrote a checkpoint (130 for Ctrl-C).
+#include <csignal>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -22,6 +23,9 @@ constexpr int kExitUsage = 2;  // as getopt-style tools; CLI11's own codes (100+
 }
 
 int main(int argc, char** argv) {
+  // A file-size limit (ulimit -f) makes writes fail with EFBIG, reported as
+  // one line like a full disk, instead of killing the process mid-checkpoint.
+  std::signal(SIGXFSZ, SIG_IGN);
   ember::dist::Communicator comm;
   CLI::App app{"ember: a small PyTorch-style LLM training framework in C++"};
   app.set_version_flag("--version", "ember " EMBER_VERSION "\nbuild: " EMBER_BUILD_INFO);

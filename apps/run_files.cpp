@@ -9,6 +9,7 @@
 
 #include "apps/checkpoint.h"
 #include "core/error.h"
+#include "data/atomic_file.h"
 
 namespace ember::apps {
 namespace fs = std::filesystem;
@@ -20,13 +21,15 @@ std::string checkpoint_name(int64_t step) {
 }
 
 void write_latest(const std::string& out_dir, const std::string& name) {
-  const fs::path tmp = fs::path(out_dir) / ".latest.tmp";
-  {
-    std::ofstream f(tmp);
-    f << name << "\n";
-    EMBER_CHECK(f.good(), tmp.string(), ": cannot write");
-  }
-  fs::rename(tmp, fs::path(out_dir) / "latest");
+  write_file_atomically((fs::path(out_dir) / "latest").string(), name + "\n");
+}
+
+// The name OUT/latest points at ("" when there is none).
+static std::string latest_name(const std::string& out_dir) {
+  std::ifstream latest(fs::path(out_dir) / "latest");
+  std::string pointed;
+  latest >> pointed;
+  return pointed;
 }
 
 static int64_t step_of(const std::string& name) {
@@ -52,9 +55,13 @@ std::vector<std::string> list_checkpoints(const std::string& out_dir) {
 void prune_checkpoints(const std::string& out_dir, int64_t keep, int64_t keep_every) {
   if (keep <= 0) return;
   const auto names = list_checkpoints(out_dir);
+  const std::string pointed = latest_name(out_dir);
   for (size_t i = static_cast<size_t>(keep); i < names.size(); ++i) {
     const int64_t step = step_of(names[i]);
     if (keep_every > 0 && step % keep_every == 0) continue;
+    // A newer (corrupt) checkpoint left by a resumed run can rank above the
+    // one just written: `latest`'s checkpoint is never the one pruned.
+    if (names[i] == pointed) continue;
     std::error_code ec;
     fs::remove(fs::path(out_dir) / names[i], ec);
   }
@@ -63,9 +70,8 @@ void prune_checkpoints(const std::string& out_dir, int64_t keep, int64_t keep_ev
 std::string find_resume_checkpoint(const std::string& dir) {
   EMBER_CHECK(fs::is_directory(dir), "--resume: ", dir, " is not a run folder");
   std::vector<std::string> candidates;
-  std::ifstream latest(fs::path(dir) / "latest");
-  std::string pointed;
-  if (latest >> pointed) candidates.push_back(pointed);
+  const std::string pointed = latest_name(dir);
+  if (step_of(pointed) >= 0) candidates.push_back(pointed);
   for (const std::string& n : list_checkpoints(dir)) {
     if (n != pointed) candidates.push_back(n);
   }
@@ -74,13 +80,33 @@ std::string find_resume_checkpoint(const std::string& dir) {
   for (const std::string& name : candidates) {
     const std::string path = (fs::path(dir) / name).string();
     try {
-      read_checkpoint(path, /*with_optim=*/true);  // reads every dataset: catches truncation
+      read_checkpoint(path, /*with_optim=*/true);  // verifies the checksum, reads every dataset
       return path;
-    } catch (const Error& e) {
-      std::fprintf(stderr, "ember: warning: skipping %s: %s\n", path.c_str(), e.what());
+    } catch (const std::exception& e) {  // any failure (bad_alloc, json, filesystem): the next one
+      const std::string why = e.what();  // names the file, mostly
+      std::fprintf(stderr, "ember: warning: skipping %s\n", (why.starts_with(path) ? why : path + ": " + why).c_str());
     }
   }
   throw Error("--resume: no usable checkpoint in " + dir);
+}
+
+int remove_stale_temporaries(const std::string& out_dir) {
+  // The temporaries of write_checkpoint, write_latest (old and new names),
+  // ensure_writable_dir and the loss plot in OUT; shard writers' in OUT/data.
+  static const std::regex in_out(R"(\.step_\d{8,}\.h5\.tmp|\.latest\.tmp|latest\.tmp\d+|\.ember_write_test|\.loss\.svg\.tmp)");
+  static const std::regex in_data(R"((train|val)_\d{6,}\.bin\.tmp)");
+  int removed = 0;
+  for (const auto& [folder, pattern] : {std::pair{fs::path(out_dir), &in_out}, {fs::path(out_dir) / "data", &in_data}}) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(folder, ec)) {
+      std::error_code ignored;
+      if (std::regex_match(e.path().filename().string(), *pattern) && e.is_regular_file(ignored) &&
+          fs::remove(e.path(), ignored)) {
+        ++removed;
+      }
+    }
+  }
+  return removed;
 }
 
 void ensure_writable_dir(const std::string& dir, const char* option) {

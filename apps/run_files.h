@@ -13,11 +13,18 @@ std::string checkpoint_name(int64_t step);  // "step_00000123.h5"
 void write_latest(const std::string& out_dir, const std::string& name);
 // Checkpoints in the folder, newest step first.
 std::vector<std::string> list_checkpoints(const std::string& out_dir);
-// Deletes all but the newest `keep` (0: keeps all), sparing steps divisible by keep_every.
+// Deletes all but the newest `keep` (0: keeps all), sparing steps divisible by
+// keep_every and the checkpoint `latest` names.
 void prune_checkpoints(const std::string& out_dir, int64_t keep, int64_t keep_every);
-// The newest checkpoint that opens and reads completely; a truncated or
-// corrupt one is skipped with a warning on stderr. An Error when none is usable.
+// The newest checkpoint that opens, passes its checksum and reads completely;
+// one that fails in any way (truncated, corrupt, unreadable) is skipped with a
+// warning on stderr. An Error when none is usable. Changes no file.
 std::string find_resume_checkpoint(const std::string& dir);
+// Deletes the temporary files ember's writers leave in a run folder when a
+// process dies mid-write (.step_*.h5.tmp, .latest.tmp, shard .tmp files in
+// OUT/data, ...), and nothing else; returns how many. Call it only while no
+// other process writes to the folder (after taking the run's lock).
+int remove_stale_temporaries(const std::string& out_dir);
 // Fails with a clear error when the folder cannot be created or written.
 void ensure_writable_dir(const std::string& dir, const char* option);
 

@@ -21,6 +21,7 @@
 #include "apps/finite_parameters.h"
 #include "apps/evaluation.h"
 #include "apps/matmul_peak.h"
+#include "apps/metrics_log.h"
 #include "apps/model_io.h"
 #include "apps/presets.h"
 #include "apps/profile_report.h"
@@ -173,7 +174,8 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     autocast = parse_autocast_dtype(o.dtype);
     if (root) {
       ensure_writable_dir(o.out, "--out");
-      run_lock.emplace(o.out);
+      run_lock.emplace(o.out);            // one run per folder; then its temporaries are stale
+      remove_stale_temporaries(o.out);
     }
 
     // --- tokenizer and data -------------------------------------------------------------
@@ -314,8 +316,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
   // can be low, so the summary of a longer run re-measures and takes the better.
   const MatmulPeak start_peak = measure_peak(3, 2, autocast);
   const double peak = start_peak.flops * static_cast<double>(world);
-  std::ofstream metrics;
-  if (root) metrics.open(fs::path(o.out) / "metrics.jsonl", std::ios::app);
+  MetricsLog metrics(root ? (fs::path(o.out) / "metrics.jsonl").string() : "");
   // Plain lines, plus a bar redrawn in place when stdout is a terminal.
   TrainProgress progress(stdout, root && TrainProgress::stdout_is_terminal());
   const auto run_start = Clock::now();
@@ -435,7 +436,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     if (world > 1 && o.check_every > 0 && (step % o.check_every == 0 || step == o.steps)) {
       dist::check_parameters_consistent(comm, params, step);
     }
-    if (root) metrics << m.dump() << "\n" << std::flush;
+    metrics.append(m.dump());
     if (root) {
       const StepReport r{step, o.steps, ce, lr, norm, tok_s, dt * 1e3, mfu, eta,
                          eval_now, last_eval.loss, last_eval.bits_per_byte, tokenizer.has_value()};

@@ -1,10 +1,16 @@
 // HDF5 read/write through the C API (libhdf5, serial). Errors are turned
-// into ember::Error; HDF5's own error stack printing is silenced.
+// into ember::Error; HDF5's own error stack printing is silenced. Files are
+// made with a user block for the whole-file checksum (core/file_digest.h),
+// verified before libhdf5 reads a byte of the file.
 #include "core/hdf5_file.h"
 
 #include <hdf5.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "core/file_digest.h"
 
 namespace ember {
 namespace {
@@ -29,12 +35,26 @@ struct Handle {
   }
 };
 
-void silence_hdf5_errors() {
+// Before the first HDF5 call: no error stack printing, and no atexit handler.
+// libhdf5 1.10 keeps a file's id after an H5Fclose that failed to write (a
+// full disk) while freeing the file, and its atexit handler then crashes on
+// it; every file here is closed by its H5File, so the handler has nothing to do.
+void init_hdf5() {
   static bool done = [] {
+    H5dont_atexit();
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
     return true;
   }();
   (void)done;
+}
+
+// The reason of a failed write when the system gave one the user can act on
+// (libhdf5 keeps errno from its failed write()): ": No space left on device".
+std::string write_failure_reason() {
+  const int err = errno;
+  return err == ENOSPC || err == EFBIG || err == EDQUOT || err == EIO || err == EROFS
+             ? std::string(": ") + std::strerror(err)
+             : std::string();
 }
 
 std::string parent_of(const std::string& path) {
@@ -45,13 +65,17 @@ std::string parent_of(const std::string& path) {
 }  // namespace
 
 H5File::H5File(const std::string& path, Mode mode) : path_(path) {
-  silence_hdf5_errors();
+  init_hdf5();
   if (mode == Mode::Read) {
+    verify_file_digest(path);  // a corrupt file never reaches libhdf5
     file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
     EMBER_CHECK(file_ >= 0, path, ": cannot open as an HDF5 file (missing, truncated or not HDF5)");
   } else {
-    file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    Handle fcpl{H5Pcreate(H5P_FILE_CREATE), H5Pclose};
+    H5Pset_userblock(fcpl.id, kDigestBlockBytes);
+    file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.id, H5P_DEFAULT);
     EMBER_CHECK(file_ >= 0, path, ": cannot create the HDF5 file (is the folder writable?)");
+    seal_on_close_ = true;
   }
 }
 
@@ -61,10 +85,14 @@ H5File::~H5File() {
 
 void H5File::close() {
   if (file_ < 0) return;
+  errno = 0;
   const herr_t flushed = H5Fflush(file_, H5F_SCOPE_GLOBAL);
+  const std::string reason = write_failure_reason();
   const herr_t closed = H5Fclose(file_);
   file_ = -1;
-  EMBER_CHECK(flushed >= 0 && closed >= 0, path_, ": writing the HDF5 file failed (disk full?)");
+  EMBER_CHECK(flushed >= 0 && closed >= 0, path_, ": writing the HDF5 file failed",
+              reason.empty() ? " (disk full?)" : reason);
+  if (seal_on_close_) seal_file_digest(path_);
 }
 
 bool H5File::exists(const std::string& object_path) const {
@@ -102,9 +130,10 @@ void H5File::write_tensor(const std::string& dataset_path, const Tensor& t) {
                        H5P_DEFAULT, H5P_DEFAULT),
             H5Dclose};
   EMBER_CHECK(ds.id >= 0, path_, ": cannot create dataset ", dataset_path, " (does it exist already?)");
+  errno = 0;
   EMBER_CHECK(c.numel() == 0 || H5Dwrite(ds.id, h5_type(c.dtype()), H5S_ALL, H5S_ALL, H5P_DEFAULT,
                                          c.raw_data()) >= 0,
-              path_, ": cannot write dataset ", dataset_path);
+              path_, ": cannot write dataset ", dataset_path, write_failure_reason());
 }
 
 Tensor H5File::read_tensor(const std::string& dataset_path) const {
@@ -151,8 +180,9 @@ void H5File::write_string(const std::string& dataset_path, const std::string& va
             H5Dclose};
   EMBER_CHECK(ds.id >= 0, path_, ": cannot create dataset ", dataset_path);
   const std::string padded = value.empty() ? std::string(1, '\0') : value;
+  errno = 0;
   EMBER_CHECK(H5Dwrite(ds.id, type.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, padded.data()) >= 0, path_,
-              ": cannot write dataset ", dataset_path);
+              ": cannot write dataset ", dataset_path, write_failure_reason());
 }
 
 std::string H5File::read_string(const std::string& dataset_path) const {

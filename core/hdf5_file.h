@@ -1,7 +1,9 @@
 // HDF5 named-tensor files: the one place that includes hdf5.h. Datasets are
 // addressed by path ("/model/model.norm.weight"); groups on the way are made
 // as needed. Attributes (strings, integers, doubles) hang on groups.
-// Every failure is an ember::Error naming the file and the object.
+// Every failure is an ember::Error naming the file and the object. Files
+// written here carry a whole-file checksum, sealed by close() and verified
+// on opening (core/file_digest.h); files without one are read unverified.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -41,13 +43,15 @@ class H5File {
   int64_t read_attr_int(const std::string& group_path, const std::string& name) const;
   double read_attr_double(const std::string& group_path, const std::string& name) const;
 
-  // Flushes to disk and closes; called by the destructor otherwise.
+  // Flushes to disk, closes and seals the checksum. Without it (the
+  // destructor) a written file stays unsealed and later reads refuse it.
   void close();
 
  private:
   int64_t open_or_create_group(const std::string& group_path);
   std::string path_;
   int64_t file_ = -1;  // hid_t
+  bool seal_on_close_ = false;
 };
 
 }  // namespace ember

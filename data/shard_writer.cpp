@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "data/atomic_file.h"
 #include "data/token_shard.h"
 
 namespace ember {
@@ -59,12 +60,13 @@ void ShardWriter::close() {
                   std::fwrite(header.data(), 4, kShardHeaderInts, file_) == kShardHeaderInts &&
                   std::fflush(file_) == 0;
   const int err = errno;
-  std::fclose(file_);
+  const bool closed = std::fclose(file_) == 0;
   file_ = nullptr;
-  if (!ok || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+  if (!ok || !closed) {
     std::remove(tmp_.c_str());
     throw Error(detail::concat("cannot write shard '", path_, "': ", std::strerror(ok ? errno : err)));
   }
+  commit_temporary_file(tmp_, path_);  // fsync, rename, fsync of the folder
 }
 
 void write_shard(const std::string& path, std::span<const uint32_t> tokens, size_t vocab_size) {

@@ -1,0 +1,183 @@
+// `ember` under file faults (issue 14): corrupt checkpoints give one error
+// line and exit 1 from eval and generate; --resume falls back past a corrupt
+// checkpoint and removes stale temporaries; a full disk (a small tmpfs, as
+// root) and a file-size limit (ulimit -f) end training with one line and
+// exit 1, never a crash, leaving earlier checkpoints, `latest` and
+// metrics.jsonl intact and no temporary file behind.
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "apps/checkpoint.h"
+#include "temp_dir.h"
+
+namespace fs = std::filesystem;
+using ember::testing::read_text;
+using ember::testing::TempDir;
+
+namespace {
+
+struct Run {
+  int code = -1;  // the exit code; 128 + n when signal n ended it
+  std::string out, err;
+};
+
+// Runs `bash -c "PREFIX ember ARGS"` and collects its exit code and output.
+Run run_ember(const TempDir& dir, const std::string& args, const std::string& prefix = "") {
+  const std::string cmd = "bash -c '" + prefix + " exec " + EMBER_BINARY + " " + args + "' > " +
+                          (dir / "stdout") + " 2> " + (dir / "stderr") + " < /dev/null";
+  const int status = std::system(cmd.c_str());
+  Run r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_text(dir / "stdout");
+  r.err = read_text(dir / "stderr");
+  return r;
+}
+
+// A 1-layer byte-level model and a small text corpus in dir; the train options for them.
+std::string tiny_train_args(const TempDir& dir, const std::string& out) {
+  std::ofstream(dir.path / "tiny.json")
+      << R"({"vocab_size": 256, "d_model": 16, "n_layers": 1, "n_heads": 2, "ffn_hidden": 32, "max_seq_len": 32})";
+  {
+    std::ofstream corpus(dir.path / "corpus.txt");
+    for (int i = 0; i < 200; ++i) corpus << "line " << i << ": the quick brown fox jumps over the lazy dog.\n";
+  }
+  return "train --config " + (dir / "tiny.json") + " --data " + (dir / "corpus.txt") + " --out " + out +
+         " --batch-size 2 --seq-len 16 --log-every 1000000 --eval-batches 1";
+}
+
+void flip_byte(const std::string& path, size_t offset) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(offset));
+  const char c = static_cast<char>(f.get() ^ 0x04);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.put(c);
+}
+
+int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+// Files in `folder` and its data/ subfolder whose name contains ".tmp".
+std::vector<std::string> temporaries(const fs::path& folder) {
+  std::vector<std::string> found;
+  for (const fs::path& d : {folder, folder / "data"}) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(d, ec)) {
+      if (e.path().filename().string().find(".tmp") != std::string::npos) found.push_back(e.path().string());
+    }
+  }
+  return found;
+}
+
+// The run's checkpoints all read, `latest` names one of them, metrics.jsonl has whole lines only.
+void check_run_intact(const fs::path& run, int64_t min_checkpoints) {
+  int64_t checkpoints = 0;
+  for (const auto& e : fs::directory_iterator(run)) {
+    const std::string name = e.path().filename().string();
+    if (!name.starts_with("step_")) continue;
+    ++checkpoints;
+    CHECK_NOTHROW(ember::apps::read_checkpoint(e.path().string(), true));
+  }
+  CHECK(checkpoints >= min_checkpoints);
+  std::string latest;
+  std::ifstream(run / "latest") >> latest;
+  CHECK(fs::exists(run / latest));
+  const std::string metrics = read_text((run / "metrics.jsonl").string());
+  CHECK((metrics.empty() || metrics.back() == '\n'));
+  CHECK(temporaries(run).empty());
+}
+
+}  // namespace
+
+TEST_CASE("eval and generate refuse a corrupt checkpoint with one line and exit 1", "[cli][faults]") {
+  TempDir dir("cli_corrupt");
+  const std::string run = dir / "run";
+  REQUIRE(run_ember(dir, tiny_train_args(dir, run) + " --steps 1").code == 0);
+  const std::string good = run + "/step_00000001.h5", bad = dir / "bad.h5";
+  const std::string shards = run + "/data/train_000000.bin";
+  REQUIRE(run_ember(dir, "eval --checkpoint " + good + " --data " + shards + " --batches 1").code == 0);
+  // The superblock, the first object header, a tensor's data, the end.
+  for (const size_t at : {size_t{520}, size_t{1100}, fs::file_size(good) / 2, fs::file_size(good) - 3}) {
+    fs::copy_file(good, bad, fs::copy_options::overwrite_existing);
+    flip_byte(bad, at);
+    const Run r = run_ember(dir, "eval --checkpoint " + bad + " --data " + shards + " --batches 1");
+    CHECK(r.code == 1);
+    CHECK(lines(r.err) == 1);
+    CHECK(r.err == "ember: error: " + bad + ": checksum mismatch (file corrupt)\n");
+    const Run g = run_ember(dir, "generate --checkpoint " + bad + " --max-tokens 2");
+    CHECK(g.code == 1);
+    CHECK(g.err == "ember: error: " + bad + ": checksum mismatch (file corrupt)\n");
+  }
+}
+
+TEST_CASE("train --resume falls back past a corrupt checkpoint and removes stale temporaries", "[cli][faults]") {
+  TempDir dir("cli_resume");
+  const fs::path run = dir.path / "run";
+  const std::string args = tiny_train_args(dir, run.string());
+  REQUIRE(run_ember(dir, args + " --steps 4 --save-every 2").code == 0);
+  flip_byte((run / "step_00000004.h5").string(), 530);  // the superblock: libhdf5 crashed on such files
+  for (const char* stale : {".step_00000006.h5.tmp", ".latest.tmp", "data/train_000000.bin.tmp"}) {
+    std::ofstream(run / stale) << "partial";
+  }
+  const Run r = run_ember(dir, "train --resume " + run.string() + " --steps 6 --save-every 2");
+  CHECK(r.code == 0);
+  CHECK(r.err.find("warning: skipping " + (run / "step_00000004.h5").string() + ": ") != std::string::npos);
+  CHECK(r.err.find("checksum mismatch") != std::string::npos);
+  CHECK(read_text((run / "latest").string()) == "step_00000006.h5\n");
+  check_run_intact(run, 3);
+}
+
+TEST_CASE("a full disk ends training with one error line, exit 1 and the earlier checkpoints intact",
+          "[cli][faults]") {
+  TempDir dir("cli_disk_full");
+  const fs::path mnt = dir.path / "small";
+  fs::create_directories(mnt);
+  if (geteuid() != 0) {
+    WARN("skipped: mounting a small tmpfs needs root");
+    return;
+  }
+  // Sizes that fill up at different points (a checkpoint, `latest`, metrics.jsonl, shards).
+  for (const char* size : {"300k", "700k", "1100k"}) {
+    const std::string options = std::string("size=") + size;
+    if (mount("tmpfs", mnt.c_str(), "tmpfs", 0, options.c_str()) != 0) {
+      WARN("skipped: cannot mount a tmpfs at " << mnt << " (" << std::strerror(errno) << ")");
+      return;
+    }
+    const fs::path run = mnt / "run";
+    const Run r = run_ember(dir, tiny_train_args(dir, run.string()) + " --steps 100000 --save-every 1");
+    INFO("tmpfs " << size << ": " << r.err);
+    CHECK(r.code == 1);
+    CHECK(lines(r.err) == 1);
+    CHECK(r.err.starts_with("ember: error: "));
+    CHECK((r.err.find("No space left on device") != std::string::npos ||
+           r.err.find("disk full") != std::string::npos));
+    if (fs::exists(run / "latest")) check_run_intact(run, 1);
+    CHECK(temporaries(run).empty());
+    umount(mnt.c_str());
+  }
+}
+
+TEST_CASE("a file-size limit ends training with one error line, exit 1 and no temporary", "[cli][faults]") {
+  TempDir dir("cli_fsize");
+  const fs::path run = dir.path / "run";
+  const std::string args = tiny_train_args(dir, run.string());
+  REQUIRE(run_ember(dir, args + " --steps 2").code == 0);
+  const std::string before = read_text((run / "step_00000002.h5").string());
+  // 64 KiB per file: the data shards and metrics.jsonl fit, a checkpoint does not.
+  REQUIRE(before.size() > 64 * 1024);
+  const Run r = run_ember(dir, "train --resume " + run.string() + " --steps 4", "ulimit -f 64;");
+  CHECK(r.code == 1);
+  CHECK(lines(r.err) == 1);
+  CHECK(r.err.starts_with("ember: error: "));
+  CHECK(r.err.find("File too large") != std::string::npos);
+  CHECK(read_text((run / "step_00000002.h5").string()) == before);
+  CHECK(read_text((run / "latest").string()) == "step_00000002.h5\n");
+  CHECK_FALSE(fs::exists(run / "step_00000004.h5"));
+  check_run_intact(run, 1);
+}
