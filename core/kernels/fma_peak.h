@@ -1,9 +1,8 @@
 // The CPU's raw multiply-add throughput, as opposed to the matmul peak
 // (kernels::measure_matmul_peak): every OpenMP thread runs independent vector
 // multiply-adds on accumulators held in registers, with no memory traffic and
-// no blocking, so no kernel can do its FLOPs faster. A step of F FLOPs
-// therefore takes at least F / measure_fma_peak() seconds (the `floor` of
-// `ember bench`).
+// no blocking, so no float32 kernel can do its FLOPs faster: the float32 part
+// of `ember bench`'s floor (apps::floor_peak).
 #pragma once
 #include "core/dtype.h"
 

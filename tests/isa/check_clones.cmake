@@ -28,7 +28,7 @@ if(full_avx512f EQUAL 0 OR full_avx2 EQUAL 0 OR full_default EQUAL 0)
 endif()
 if(NOT avx2_avx512f EQUAL 0 OR NOT avx2_avx2 EQUAL full_avx2 OR NOT avx2_default EQUAL full_default)
   message(FATAL_ERROR "${AVX2}: expected the ${full_avx2} AVX2 and ${full_default} baseline clones of ${FULL} "
-                      "and no AVX-512 ones")
+                      "and no AVX-512 ones (a source with clones added since cmake last ran? re-run it)")
 endif()
 if(NOT generic_avx512f EQUAL 0 OR NOT generic_avx2 EQUAL 0 OR NOT generic_default EQUAL 0)
   message(FATAL_ERROR "${GENERIC}: expected no clones (baseline code only)")
