@@ -20,7 +20,7 @@ using Clock = std::chrono::steady_clock;
 }
 
 nlohmann::json run_bench_case(const BenchCase& c, const BenchRunOptions& o, double peak_flops,
-                              double fma_peak_flops) {
+                              double floor_peak_flops) {
   const int64_t B = c.batch_size, T = c.seq_len;
   EMBER_CHECK(B > 0 && T > 0 && T <= c.config.max_seq_len, c.name, ": --seq-len ", T,
               " must be between 1 and the model's max_seq_len (", c.config.max_seq_len, "), --batch-size ", B,
@@ -90,7 +90,7 @@ nlohmann::json run_bench_case(const BenchCase& c, const BenchRunOptions& o, doub
   const nn::ModelStats st = nn::model_stats(c.config, B, T);
   const double tokens = static_cast<double>(B * T);
   const double flops = st.flops_per_token * tokens / median;
-  // The floor: every FLOP the step must do at the raw multiply-add peak. A causal
+  // The floor: every FLOP the step must do at the floor peak (apps::floor_peak). A causal
   // kernel computes about half of the full T x T attention square that
   // flops_per_token counts.
   const double needed_flops = (st.flops_per_token - st.attention_flops_per_token / 2) * tokens;
@@ -111,8 +111,8 @@ nlohmann::json run_bench_case(const BenchCase& c, const BenchRunOptions& o, doub
           {"gflops", flops / 1e9},
           {"mfu_percent", 100 * flops / peak_flops},
           {"mfu_percent_best", 100 * st.flops_per_token * tokens / best / peak_flops},
-          {"fma_peak_gflops", fma_peak_flops / 1e9},
-          {"floor_ms", 1e3 * needed_flops / fma_peak_flops},
+          {"floor_peak_gflops", floor_peak_flops / 1e9},
+          {"floor_ms", 1e3 * needed_flops / floor_peak_flops},
           {"final_loss", last_ce},
           {"profile", profile_json(snap, o.warmup_steps, mean * 1e3)},
           {"profile_table", profile_table(snap, o.warmup_steps, mean * 1e3)}};

@@ -4,7 +4,7 @@
 // ms/step (median, best, every step), tokens/s, model GFLOP/s (nn::model_stats
 // FLOPs per token times tokens), % of the given matmul peak, the floor (the
 // step's FLOPs, causal attention counted as half the square, at the given
-// register-only FMA peak: no step can be faster), and the profile.
+// floor peak, apps::floor_peak: no step can be faster), and the profile.
 #pragma once
 #include "core/dtype.h"
 #include <cstdint>
@@ -29,9 +29,9 @@ struct BenchRunOptions {
 };
 
 // Runs in the calling process (`ember bench` calls it in a forked child).
-// peak_flops: the matmul peak the MFU divides by; fma_peak_flops: the
-// multiply-add peak the floor divides by (apps/matmul_peak.h).
+// peak_flops: the matmul peak the MFU divides by; floor_peak_flops: the rate
+// the floor divides by (apps::floor_peak in apps/matmul_peak.h).
 nlohmann::json run_bench_case(const BenchCase& c, const BenchRunOptions& o, double peak_flops,
-                              double fma_peak_flops);
+                              double floor_peak_flops);
 
 }  // namespace ember::apps

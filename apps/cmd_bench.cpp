@@ -1,11 +1,13 @@
 // `ember bench`: training-step benchmark of the presets (dense-small and
 // moe-small at B 8, T 256; gpt2-small at B 4, T 64) or of --config files.
 // Prints, per config: ms/step (median and best of --steps after --warmup),
-// tokens/s, model GFLOP/s, % of the float32 matmul peak (measured once per
-// run), peak RSS, the floor (the step's FLOPs at the CPU's register-only
-// multiply-add peak, also measured once: what no implementation can beat on
-// this machine), and the time split by phase and op family (the profiler is
-// on during the timed steps; --profile prints its full tables). --json FILE
+// tokens/s, model GFLOP/s, % of the matmul peak of --dtype (measured once per
+// run), peak RSS, the floor (the step's FLOPs at the fastest measured rate,
+// apps::floor_peak: the better of the float32 register-only FMA peak and the
+// matmul peak, also measured once; what no implementation can beat on this
+// machine), and the time split by phase and op family (the profiler is
+// on during the timed steps; --profile prints its full tables). The header
+// names the instruction set oneDNN runs. --json FILE
 // writes every figure. Each config runs in a forked child so that its peak
 // RSS (wait4's ru_maxrss) is its own; the parent itself computes nothing,
 // since libgomp's thread pool does not survive a fork.
@@ -27,6 +29,8 @@
 #include "apps/presets.h"
 #include "autograd/autocast.h"
 #include "core/error.h"
+#include "core/kernels/fma_peak.h"
+#include "core/kernels/matmul.h"
 #include "core/threads.h"
 #include "dist/communicator.h"
 
@@ -145,23 +149,25 @@ int run_bench(const BenchOptions& o) {
   const ChildResult peak = run_in_child("matmul peak", [&] {
     set_threads();
     const MatmulPeak p = measure_peak(3, 4, autocast);
-    const FmaPeak fma = measure_fma_peak_for(autocast);
     return json{{"flops", p.flops},
                 {"products", p.products},
-                {"fma_flops", fma.flops},
-                {"fma_dtype", fma.dtype == DType::BFloat16 ? "bf16" : "float32"},
+                {"fma_flops", measure_float32_fma_peak()},
+                {"fma_isa", kernels::fma_peak_isa(DType::Float32)},
+                {"onednn_isa", kernels::onednn_cpu_isa()},
                 {"threads", omp_get_max_threads()}};
   });
   const double peak_flops = peak.result.at("flops").get<double>();
   const double fma_flops = peak.result.at("fma_flops").get<double>();
-  const std::string fma_dtype = peak.result.at("fma_dtype").get<std::string>();
+  const FloorPeak floor = floor_peak(autocast, peak_flops, fma_flops);
+  const std::string onednn_isa = peak.result.at("onednn_isa").get<std::string>();
   const int threads = peak.result.at("threads").get<int>();
-  std::printf("ember bench: %d threads, %s, %lld timed steps after %lld warm-up; %s matmul peak %.1f GFLOP/s "
-              "(best of %d 1024^3 products); %s FMA peak %.1f GFLOP/s (register-only multiply-adds%s)\n",
+  std::printf("ember bench: %d threads, %s, %lld timed steps after %lld warm-up; oneDNN ISA %s; %s matmul peak "
+              "%.1f GFLOP/s (best of %d 1024^3 products); float32 FMA peak %.1f GFLOP/s (%s register-only "
+              "multiply-adds); floor at the %s peak\n",
               threads, o.dtype.c_str(), static_cast<long long>(o.steps), static_cast<long long>(o.warmup),
-              autocast == DType::BFloat16 ? "bf16" : "float32", peak_flops / 1e9, peak.result.at("products").get<int>(),
-              fma_dtype.c_str(), fma_flops / 1e9,
-              autocast == DType::BFloat16 && fma_dtype != "bf16" ? "; no AVX512-BF16" : "");
+              onednn_isa.c_str(), autocast == DType::BFloat16 ? "bf16" : "float32", peak_flops / 1e9,
+              peak.result.at("products").get<int>(), fma_flops / 1e9,
+              peak.result.at("fma_isa").get<std::string>().c_str(), floor.source);
   std::printf("%-16s %4s %5s %10s %10s %10s %9s %7s %10s %9s\n", "config", "B", "T", "ms median", "ms best",
               "tokens/s", "GFLOP/s", "%peak", "peak RSS", "floor ms");
   std::fflush(stdout);
@@ -169,15 +175,18 @@ int run_bench(const BenchOptions& o) {
                  {"dtype", o.dtype},
                  {"matmul_peak_gflops", peak_flops / 1e9},
                  {"matmul_peak_products", peak.result.at("products")},
+                 {"onednn_isa", onednn_isa},
                  {"fma_peak_gflops", fma_flops / 1e9},
-                 {"fma_peak_dtype", fma_dtype},
+                 {"fma_peak_isa", peak.result.at("fma_isa")},
+                 {"floor_peak_gflops", floor.flops / 1e9},
+                 {"floor_peak", floor.source},
                  {"configs", json::array()}};
   const BenchRunOptions run{o.steps, o.warmup, o.seed, autocast};
   for (const BenchCase& c : cases) {
     ChildResult r = run_in_child(c.name, [&] {
       set_threads();
       pin_threads();  // in the child: the parent's mask stays whole for the next child
-      return run_bench_case(c, run, peak_flops, fma_flops);
+      return run_bench_case(c, run, peak_flops, floor.flops);
     });
     json& j = r.result;
     j["peak_rss_mb"] = r.peak_rss_mb;

@@ -1,4 +1,4 @@
-// Robust matmul peak (see matmul_peak.h).
+// Robust peaks and the floor's rule (see matmul_peak.h).
 #include "apps/matmul_peak.h"
 
 #include <algorithm>
@@ -20,14 +20,20 @@ MatmulPeak measure_peak(int rounds, int products_per_round, DType operands) {
   return p;
 }
 
-FmaPeak measure_fma_peak_for(DType operands) {
-  FmaPeak p;
-  p.dtype = operands == DType::BFloat16 && kernels::cpu_has_avx512_bf16() ? DType::BFloat16 : DType::Float32;
+double measure_float32_fma_peak() {
+  double best = 0;
   for (int r = 0; r < 3; ++r) {  // 3 x 5 rounds of 50 ms, pauses between, as measure_peak
     if (r > 0) std::this_thread::sleep_for(std::chrono::milliseconds(30));
-    p.flops = std::max(p.flops, kernels::measure_fma_peak(p.dtype));
+    best = std::max(best, kernels::measure_fma_peak(DType::Float32));
   }
-  return p;
+  return best;
+}
+
+FloorPeak floor_peak(DType operands, double matmul_peak_flops, double float32_fma_peak_flops) {
+  if (matmul_peak_flops > float32_fma_peak_flops) {
+    return {matmul_peak_flops, operands == DType::BFloat16 ? "bf16 matmul" : "float32 matmul"};
+  }
+  return {float32_fma_peak_flops, "float32 FMA"};
 }
 
 }  // namespace ember::apps

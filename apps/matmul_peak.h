@@ -1,9 +1,12 @@
-// The matmul peak (float32, or bf16 under --dtype bf16) that MFU divides by, measured so that a busy moment
-// on a shared machine does not lower it much: the best of several rounds of
-// 1024^3 products (kernels::measure_matmul_peak) with short pauses between
-// rounds, so one burst of another process spoils one round, not the figure.
-// Also the register-only multiply-add peak (kernels::measure_fma_peak) of the
-// same precision: no step can do its FLOPs faster (`ember bench`'s floor).
+// The peaks `ember train` and `ember bench` divide by, measured so that a busy
+// moment on a shared machine does not lower them much: the best of several
+// rounds with short pauses between, so one burst of another process spoils
+// one round, not the figure.
+//   measure_peak: the matmul peak MFU divides by, 1024^3 oneDNN products with
+//     float32 or, for --dtype bf16, bf16 operands (AMX tiles where oneDNN uses them).
+//   measure_float32_fma_peak: the register-only float32 multiply-add peak
+//     (kernels::measure_fma_peak).
+//   floor_peak: the rate `ember bench`'s floor divides a step's FLOPs by.
 #pragma once
 #include "core/dtype.h"
 
@@ -16,14 +19,21 @@ struct MatmulPeak {
 // operands: Float32, or BFloat16 for the bf16 matmul peak (--dtype bf16).
 MatmulPeak measure_peak(int rounds = 3, int products_per_round = 4, DType operands = DType::Float32);
 
-struct FmaPeak {
-  double flops = 0;                // FLOP/s of all threads
-  DType dtype = DType::Float32;    // the instructions measured
+// FLOP/s of all threads: the best of 3 x 5 rounds of 50 ms.
+double measure_float32_fma_peak();
+
+// The floor's rule: the fastest rate at which any FLOP of a training step with
+// `operands` matmuls was measured to run, the better of
+//   - the float32 register-only FMA peak (float32 matmuls and everything else
+//     of the step, attention included, run float32 FMAs), and
+//   - the matmul peak of the step's operands (float32, or bf16: the best oneDNN
+//     bf16 matmul, which is what bf16 training's products run on, AMX where
+//     present; bf16 vdpbf16ps chains are not used).
+// No step can do its FLOPs faster than at this rate.
+struct FloorPeak {
+  double flops = 0;
+  const char* source = "";  // "float32 FMA", "float32 matmul" or "bf16 matmul"
 };
-// The fastest multiply-adds matmuls with `operands` can run on: bf16 dot
-// products (vdpbf16ps) on CPUs with AVX512-BF16, float32 FMAs otherwise (and
-// for Float32), where bf16 matmuls convert to float32. (AMX tiles, which
-// oneDNN uses for bf16 where the CPU has them, are faster still; not measured.)
-FmaPeak measure_fma_peak_for(DType operands);
+FloorPeak floor_peak(DType operands, double matmul_peak_flops, double float32_fma_peak_flops);
 
 }  // namespace ember::apps

@@ -1,7 +1,7 @@
 # `ember bench` on a tiny MoE model (2 timed steps) and `ember train --profile`
 # (3 steps): the printed lines are there, and the JSON fields (bench --json,
 # OUT/profile.json) exist and hold positive numbers. Wrong options fail.
-# Run as: cmake -DEMBER=... -DWORK=... -DDATA=... -P bench_smoke.cmake
+# Run as: cmake -DEMBER=... -DWORK=... -DDATA=... [-DISA_VARIANT=avx2|generic] -P bench_smoke.cmake
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
 file(WRITE ${WORK}/tiny.json [=[{"vocab_size": 256, "d_model": 32, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2,
@@ -39,11 +39,19 @@ endfunction()
 # --- ember bench --------------------------------------------------------------------------
 run_ember(out bench --config ${WORK}/tiny.json --steps 2 --warmup 1 --threads 2 --json ${WORK}/bench.json
           --profile)
-expect_lines("${out}" "matmul peak [0-9.]+ GFLOP/s" "float32 FMA peak [0-9.]+ GFLOP/s" "floor ms\n"
+expect_lines("${out}" "oneDNN ISA [a-z0-9_]+;" "matmul peak [0-9.]+ GFLOP/s" "float32 FMA peak [0-9.]+ GFLOP/s"
+             "floor at the (float32 FMA|float32 matmul) peak" "floor ms\n"
              "\ntiny +8 +32 +[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9.]+% +[0-9]+ MB +[0-9.]+\n"
              "phases: .*forward [0-9.]+%" "families: .*matmul [0-9.]+%" "moe_dispatch" "op family +ms/step")
+# Under the caps of tests/isa (ISA_VARIANT avx2 or generic) the header names the capped instruction sets.
+if(ISA_VARIANT STREQUAL "avx2")
+  expect_lines("${out}" "oneDNN ISA (avx2|avx|sse41);" "float32 FMA peak [0-9.]+ GFLOP/s \\((avx2|generic) register-only")
+elseif(ISA_VARIANT STREQUAL "generic")
+  expect_lines("${out}" "oneDNN ISA sse41;" "float32 FMA peak [0-9.]+ GFLOP/s \\(generic register-only")
+endif()
 file(READ ${WORK}/bench.json bench)
-expect_positive("${bench}" matmul_peak_gflops fma_peak_gflops threads configs.0.fma_peak_gflops configs.0.floor_ms
+expect_positive("${bench}" matmul_peak_gflops fma_peak_gflops floor_peak_gflops threads
+                configs.0.floor_peak_gflops configs.0.floor_ms
                 configs.0.ms_per_step_median configs.0.ms_per_step_best configs.0.tokens_per_s
                 configs.0.gflops configs.0.mfu_percent configs.0.peak_rss_mb configs.0.flops_per_token
                 configs.0.ms_per_step.1 configs.0.profile.steps
@@ -51,6 +59,10 @@ expect_positive("${bench}" matmul_peak_gflops fma_peak_gflops threads configs.0.
                 configs.0.profile.phases.optimizer.ms_per_step
                 configs.0.profile.families.matmul.ms_per_step configs.0.profile.families.matmul.calls_per_step
                 configs.0.profile.families.moe_dispatch.calls_per_step)
+string(JSON isa GET "${bench}" onednn_isa)
+if(NOT isa MATCHES "^[a-z0-9_]+$")
+  message(FATAL_ERROR "bench JSON onednn_isa: expected an ISA name, got \"${isa}\"")
+endif()
 string(JSON steps GET "${bench}" configs 0 profile steps)
 if(NOT steps EQUAL 2)
   message(FATAL_ERROR "bench profile: ${steps} steps, expected the 2 timed ones")

@@ -1,12 +1,15 @@
 // apps::run_bench_case on a tiny model: the JSON figures it derives from the
-// step times and the given peaks, against hand counts of the model's FLOPs.
+// step times and the given peaks, against hand counts of the model's FLOPs;
+// and apps::floor_peak's rule on given peaks.
 #include <catch2/catch.hpp>
+#include <string>
 
 #include "apps/bench_runner.h"
+#include "apps/matmul_peak.h"
 
 using namespace ember;
 
-TEST_CASE("bench floor: the step's FLOPs, causal attention halved, at the FMA peak", "[bench]") {
+TEST_CASE("bench floor: the step's FLOPs, causal attention halved, at the floor peak", "[bench]") {
   // d 16, 2 layers, 4 heads of 4 (qd 16), 2 kv heads (kvd 8), SwiGLU hidden 32, vocab 40 tied.
   const apps::BenchCase c{"tiny",
                           nn::ModelConfig::from_json(R"({"vocab_size": 40, "d_model": 16, "n_layers": 2,
@@ -21,9 +24,26 @@ TEST_CASE("bench floor: the step's FLOPs, causal attention halved, at the FMA pe
   const double attention_full = 2 * 12.0 * 16 * 16;
   const double tokens = 2 * 16;
   CHECK(j.at("flops_per_token").get<double>() == Approx(6 * weights + attention_full));
-  CHECK(j.at("fma_peak_gflops").get<double>() == Approx(2.0));
+  CHECK(j.at("floor_peak_gflops").get<double>() == Approx(2.0));
   CHECK(j.at("floor_ms").get<double>() == Approx(1e3 * (6 * weights + attention_full / 2) * tokens / 2e9));
   const double median_s = j.at("ms_per_step_median").get<double>() / 1e3;
   CHECK(j.at("mfu_percent").get<double>() ==
         Approx(100 * (6 * weights + attention_full) * tokens / median_s / 4e9));
+}
+
+TEST_CASE("bench floor peak: the better of the float32 FMA peak and the step's matmul peak", "[bench]") {
+  // bf16 on AVX512-BF16 or AMX: the bf16 matmul outruns float32 FMAs, and the floor takes it.
+  apps::FloorPeak p = apps::floor_peak(DType::BFloat16, 440e9, 235e9);
+  CHECK(p.flops == 440e9);
+  CHECK(std::string(p.source) == "bf16 matmul");
+  // bf16 without bf16 instructions (emulated, slower than float32): float32 FMAs bound the step.
+  p = apps::floor_peak(DType::BFloat16, 90e9, 235e9);
+  CHECK(p.flops == 235e9);
+  CHECK(std::string(p.source) == "float32 FMA");
+  p = apps::floor_peak(DType::Float32, 215e9, 235e9);
+  CHECK(p.flops == 235e9);
+  CHECK(std::string(p.source) == "float32 FMA");
+  p = apps::floor_peak(DType::Float32, 250e9, 235e9);
+  CHECK(p.flops == 250e9);
+  CHECK(std::string(p.source) == "float32 matmul");
 }

@@ -10,6 +10,8 @@
 // of AVX2 as well as in the 32 of AVX-512.
 #include "core/kernels/fma_peak.h"
 
+#include "core/kernels/cpu_isa.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -96,22 +98,23 @@ __attribute__((target("avx512f,avx512bf16"))) float dot_bf16_avx512(int64_t iter
 struct Kernel {
   float (*run)(int64_t iters) = nullptr;
   double flops_per_iter = 0;  // per thread: kChains instructions x FLOP per instruction
+  Isa isa = Isa::Generic;
 };
 
+// The widest kernel the CPU runs and EMBER_MAX_ISA allows; no kernel (run null) for bf16 without AVX512-BF16.
 Kernel pick_kernel(DType dtype) {
   EMBER_CHECK(dtype == DType::Float32 || dtype == DType::BFloat16,
               "measure_fma_peak: float32 or bfloat16, got ", dtype_name(dtype));
 #ifdef EMBER_FMA_PEAK_X86
-  __builtin_cpu_init();
   if (dtype == DType::BFloat16) {
-    return cpu_has_avx512_bf16() ? Kernel{dot_bf16_avx512, kChains * 64.0} : Kernel{};
+    return isa_available(Isa::Avx512Bf16) ? Kernel{dot_bf16_avx512, kChains * 64.0, Isa::Avx512Bf16} : Kernel{};
   }
-  if (__builtin_cpu_supports("avx512f")) return {fma_avx512, kChains * 16 * 2.0};
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return {fma_avx2, kChains * 8 * 2.0};
+  if (isa_available(Isa::Avx512)) return {fma_avx512, kChains * 16 * 2.0, Isa::Avx512};
+  if (isa_available(Isa::Avx2)) return {fma_avx2, kChains * 8 * 2.0, Isa::Avx2};
 #else
   if (dtype == DType::BFloat16) return {};
 #endif
-  return {mul_add_generic, kChains * 4 * 2.0};
+  return {mul_add_generic, kChains * 4 * 2.0, Isa::Generic};
 }
 
 volatile float g_sink;  // where the folded accumulators go, so the loops stay
@@ -140,13 +143,9 @@ double timed_round(const Kernel& k, double round_seconds) {
 
 }  // namespace
 
-bool cpu_has_avx512_bf16() {
-#ifdef EMBER_FMA_PEAK_X86
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f");
-#else
-  return false;
-#endif
+const char* fma_peak_isa(DType dtype) {
+  const Kernel k = pick_kernel(dtype);
+  return k.run ? isa_name(k.isa) : "";
 }
 
 double measure_fma_peak(DType dtype, int rounds, double round_seconds) {

@@ -10,12 +10,14 @@
 #include <omp.h>
 
 #include "core/kernels/bf16.h"
+#include "core/kernels/cpu_isa.h"
 #include "core/kernels/gemv.h"
 
 #include <algorithm>
 #include <array>
 #include <bit>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -150,7 +152,19 @@ struct Cached {
 
 using Key = std::array<int64_t, 16>;
 
+// EMBER_MAX_ISA, when set and ONEDNN_MAX_CPU_ISA is not, caps oneDNN too. oneDNN
+// takes a cap only before its first use: every oneDNN call goes through runtime().
+bool pass_isa_cap_to_onednn() {
+  const Isa cap = max_isa();
+  if (std::getenv("ONEDNN_MAX_CPU_ISA") || std::getenv("DNNL_MAX_CPU_ISA") || cap == Isa::Avx512Bf16) return false;
+  using dnnl::cpu_isa;
+  const cpu_isa level = cap == Isa::Generic ? cpu_isa::sse41 : cap == Isa::Avx2 ? cpu_isa::avx2 : cpu_isa::avx512_core;
+  dnnl::set_max_cpu_isa(level);
+  return true;
+}
+
 struct Runtime {
+  bool isa_capped = pass_isa_cap_to_onednn();  // first: before the engine exists
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
   std::mutex mutex;
@@ -282,6 +296,7 @@ bool sgemm_suits(const Gemm& g) {
 
 // C = alpha op(A) op(B) + beta C through dnnl_sgemm (row-major, transposes as flags).
 void onednn_sgemm(const Gemm& g) {
+  runtime();  // EMBER_MAX_ISA's cap first
   const char ta = g.a.cs == 1 ? 'N' : 'T', tb = g.b.cs == 1 ? 'N' : 'T';
   const int64_t lda = ta == 'N' ? g.a.rs : g.a.cs, ldb = tb == 'N' ? g.b.rs : g.b.cs;
   const dnnl_status_t status =
@@ -487,9 +502,27 @@ double measure_matmul_peak(int reps, DType operands) {
 }
 
 bool bf16_matmul_native() {
+  runtime();  // EMBER_MAX_ISA's cap first
   const int isa = static_cast<int>(dnnl::get_effective_cpu_isa());
   const int bf16 = static_cast<int>(dnnl::cpu_isa::avx512_core_bf16);  // ISA values are nested bit masks
   return (isa & bf16) == bf16;
+}
+
+const char* onednn_cpu_isa() {
+  runtime();  // EMBER_MAX_ISA's cap first
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_mic: return "avx512_mic";
+    case dnnl::cpu_isa::avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "reference";  // cpu_isa::all: no JIT code at all
+  }
 }
 
 }  // namespace ember::kernels

@@ -29,6 +29,12 @@ int64_t matmul_primitive_cache_size();
 double measure_matmul_peak(int reps = 6, DType operands = DType::Float32);
 // True when oneDNN runs bfloat16 matmuls on native instructions (AVX512-BF16 or
 // AMX); elsewhere they are emulated or fall back to the reference kernel, slower than float32.
+// Follows ONEDNN_MAX_CPU_ISA and EMBER_MAX_ISA (kernels/cpu_isa.h).
 bool bf16_matmul_native();
+// The instruction set oneDNN generates code for: its dnnl_cpu_isa_t name
+// ("avx2", "avx512_core_bf16", "avx512_core_amx", ...), the CPU's capped by
+// ONEDNN_MAX_CPU_ISA, or else by EMBER_MAX_ISA, which ember passes on to oneDNN
+// (generic -> sse41, oneDNN's lowest; avx2 -> avx2; avx512 -> avx512_core).
+const char* onednn_cpu_isa();
 
 }  // namespace ember::kernels
