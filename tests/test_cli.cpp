@@ -291,7 +291,7 @@ TEST_CASE("a second ember train on the same --out refuses at once", "[cli][train
   CHECK(resumed.code == 0);
 }
 
-TEST_CASE("--resume restores every option of the run and notes the ones a flag overrides", "[cli][train]") {
+TEST_CASE("ember train --resume restores every option of the run and notes the ones a flag overrides", "[cli][train]") {
   TempDir dir("cli_resume");
   const Run first = run_ember(tiny_train(dir) + " --steps 4 --save-every 1 --keep 2 --eval-every 2 --keep-every 0"
                           " --sample-tokens 3 --check-every 7 --bucket-mb 3");
@@ -315,7 +315,7 @@ TEST_CASE("--resume restores every option of the run and notes the ones a flag o
   CHECK(ember::apps::list_checkpoints(dir / "run") == std::vector<std::string>{"step_00000006.h5", "step_00000005.h5"});
 }
 
-TEST_CASE("--resume refuses another data order, other data, or a corpus changed since the run started", "[cli][train]") {
+TEST_CASE("ember train --resume refuses another data order, other data, or a corpus changed since the run started", "[cli][train]") {
   TempDir dir("cli_resume_data");
   REQUIRE(run_ember(tiny_train(dir) + " --steps 2").code == 0);
   const std::string resume = "train --resume " + (dir / "run") + " --steps 3";
