@@ -1,17 +1,17 @@
 // Data fingerprints (see data_fingerprint.h): file list from the shard or
-// corpus rules of the data layer; hash = splitmix64-chained 8-byte words.
+// corpus rules of the data layer; hash = CRC-32C (core/crc32c.h) of the bytes read.
 #include "apps/data_fingerprint.h"
 
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "apps/data_prep.h"
+#include "core/crc32c.h"
 #include "core/error.h"
 #include "data/corpus.h"
 #include "data/token_shard.h"
@@ -22,25 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-uint64_t mix64(uint64_t x) {  // splitmix64's finalizer
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-uint64_t hash_block(uint64_t h, const char* data, size_t n) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, data + i, 8);
-    h = mix64(h ^ w) + i;
-  }
-  for (; i < n; ++i) h = mix64(h ^ static_cast<unsigned char>(data[i]));
-  return h;
-}
-
 // All bytes of the file when `samples` is 0 (or the file is small); else
 // `samples` evenly spread 1 MiB blocks and the last one.
 std::string file_hash(const std::string& path, uint64_t size, uint64_t samples) {
@@ -48,12 +29,12 @@ std::string file_hash(const std::string& path, uint64_t size, uint64_t samples) 
   std::ifstream in(path, std::ios::binary);
   EMBER_CHECK(in.good(), path, ": cannot read the data file");
   std::vector<char> buf(kBlock);
-  uint64_t h = mix64(size);
+  uint32_t h = 0;
   auto read_at = [&](uint64_t offset, uint64_t n) {
     in.seekg(static_cast<std::streamoff>(offset));
     in.read(buf.data(), static_cast<std::streamsize>(n));
     EMBER_CHECK(static_cast<uint64_t>(in.gcount()) == n, path, ": cannot read the data file");
-    h = hash_block(mix64(h + offset), buf.data(), n);
+    h = crc32c_extend(h, buf.data(), n);
   };
   if (samples == 0 || size <= (samples + 1) * kBlock) {
     for (uint64_t at = 0; at < size; at += kBlock) read_at(at, std::min(kBlock, size - at));
@@ -61,8 +42,8 @@ std::string file_hash(const std::string& path, uint64_t size, uint64_t samples) 
     for (uint64_t k = 0; k < samples; ++k) read_at((size - kBlock) / samples * k, kBlock);
     read_at(size - kBlock, kBlock);
   }
-  char text[32];
-  std::snprintf(text, sizeof text, "%016" PRIx64, h);
+  char text[16];
+  std::snprintf(text, sizeof text, "%08" PRIx32, h);
   return text;
 }
 
