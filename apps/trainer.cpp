@@ -32,6 +32,7 @@
 #include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
+#include "core/json_message.h"
 #include "core/kernels/matmul.h"
 #include "core/profiler.h"
 #include "core/threads.h"
@@ -54,6 +55,18 @@ using Clock = std::chrono::steady_clock;
 
 std::atomic<int> g_stop_signal{0};
 extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+// Runs f on the checkpoint's /train state (JSON that ember writes): a state
+// that does not parse or lacks a key (another tool's file whose digest is
+// fine) is one line naming the checkpoint, not the JSON library's text.
+template <class F>
+void with_train_state(const std::string& path, const std::string& state, F&& f) {
+  try {
+    f(json::parse(state));
+  } catch (const json::exception& e) {
+    throw Error(path + ": the training state (/train) is not ember's: " + json_message(e.what()));
+  }
+}
 
 }  // namespace
 
@@ -82,11 +95,12 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
       start_path = find_resume_checkpoint(o.resume);
       start = read_checkpoint(start_path, /*with_optim=*/true);
       EMBER_CHECK(start.train_state, start_path, ": has no training state (/train); use --init-from");
-      const json st = json::parse(*start.train_state);
-      resume_notes = restore_options(st.at("options"), o);
-      saved_data_fingerprint = st.value("data_fingerprint", json());
-      saved_batch = st.at("options").value("batch_size", int64_t{0});
-      saved_world = st.value("world_size", int64_t{1});
+      with_train_state(start_path, *start.train_state, [&](const json& st) {
+        resume_notes = restore_options(st.at("options"), o);
+        saved_data_fingerprint = st.value("data_fingerprint", json());
+        saved_batch = st.at("options").value("batch_size", int64_t{0});
+        saved_world = st.value("world_size", int64_t{1});
+      });
       if (!o.given.count("out")) o.out = o.resume;
     } else if (!o.init_from.empty()) {
       start_path = o.init_from;
@@ -239,12 +253,13 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
   int64_t tokens_seen = 0;
   agreed(comm, [&] {
     if (!o.resume.empty()) {
-      const json st = json::parse(*start.train_state);
       EMBER_CHECK(start.optim_step, start_path, ": has no optimizer state");
       opt.load_state_dict(start.optim, *start.optim_step, start.optim_param_steps);
-      step = st.at("step").get<int64_t>();
-      tokens_seen = st.at("tokens_seen").get<int64_t>();
-      model.dropout_generator().offset = st.at("dropout_offset").get<uint64_t>();
+      with_train_state(start_path, *start.train_state, [&](const json& st) {
+        step = st.at("step").get<int64_t>();
+        tokens_seen = st.at("tokens_seen").get<int64_t>();
+        model.dropout_generator().offset = st.at("dropout_offset").get<uint64_t>();
+      });
       EMBER_CHECK(step <= o.steps, "--resume: the checkpoint is at step ", step, ", beyond --steps ", o.steps);
     }
   });
