@@ -702,3 +702,60 @@ TEST_CASE("hostile command-line values and files get one plain line naming the o
   }
 }
 }  // namespace eval_cli
+
+// ---------------------------------------------------------------------------
+// Runs and resume as a hostile user tries them (issue 14, after the merge).
+namespace hostile_runs {
+namespace {
+using ember::testing::TempDir;
+}  // namespace
+
+TEST_CASE("a killed BPE run's temporaries in data/, data/train/ and data/val/ go at the next start", "[cli][train]") {
+  TempDir dir("cli_bpe_tmp");
+  const std::string run = dir / "run";
+  REQUIRE(run_ember(tiny_train(dir) + " --steps 1 --vocab-size 300").code == 0);
+  REQUIRE(fs::exists(dir.path / "run/data/train/train_000000.bin"));  // BPE shards live one level down
+  fs::create_directories(dir.path / "run/data/val");
+  // What a process killed while encoding leaves: shard temporaries and the tokenizer's (tokenizer.json.tmp<pid>).
+  const std::vector<std::string> stale = {"data/train/train_000001.bin.tmp", "data/val/val_000000.bin.tmp",
+                                          "data/tokenizer.json.tmp4242"};
+  for (const std::string& f : stale) std::ofstream(dir.path / "run" / f) << "partial";
+  std::ofstream(dir.path / "run/data/train/notes.txt") << "the user's";  // not ember's: stays
+  const Run r = run_ember("train --resume " + run + " --steps 2");
+  CHECK(r.code == 0);
+  for (const std::string& f : stale) {
+    INFO(f);
+    CHECK_FALSE(fs::exists(dir.path / "run" / f));
+  }
+  CHECK(fs::exists(dir.path / "run/data/train/notes.txt"));
+  CHECK(fs::exists(dir.path / "run/data/train/train_000000.bin"));
+  CHECK(latest_name(run) == "step_00000002.h5");
+}
+
+TEST_CASE("--resume of a checkpoint whose /train state is not ember's JSON: one line naming it", "[cli][train]") {
+  TempDir dir("cli_bad_state");
+  const std::string run = dir / "run";
+  REQUIRE(run_ember(tiny_train(dir) + " --steps 1").code == 0);
+  const std::string path = run + "/step_00000001.h5";
+  const ember::apps::Checkpoint good = ember::apps::read_checkpoint(path, true);
+  // Written with a valid digest (as another tool would): only the state's text is wrong.
+  nlohmann::json wrong_step = nlohmann::json::parse(*good.train_state);
+  wrong_step["step"] = "one";
+  for (const std::string& state : {std::string("{\"options\": {\"lr\": 0.01"), std::string("{}"),
+                                   std::string("[1, 2]"), wrong_step.dump()}) {
+    INFO(state);
+    ember::apps::Checkpoint c = good;
+    c.train_state = state;
+    fs::remove(path);
+    ember::apps::write_checkpoint(path, c);
+    const Run r = run_ember("train --resume " + run + " --steps 2");
+    CHECK(r.code == 1);
+    CHECK(lines(r.err) == 1);
+    INFO(r.err);
+    CHECK(r.err.starts_with("ember: error: " + path + ": the training state (/train) is not ember's: "));
+    CHECK(r.err.find("json.exception") == std::string::npos);
+    CHECK(latest_name(run) == "step_00000001.h5");
+  }
+}
+
+}  // namespace hostile_runs
