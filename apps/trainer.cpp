@@ -149,10 +149,6 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     fields.emplace_back("the data files (size and content)", files);
     dist::check_ranks_agree(comm, fields);
   }
-  if (root) {
-    for (const std::string& note : resume_notes) std::printf("%s\n", note.c_str());
-    std::fflush(stdout);
-  }
   // --vocab-size: a BPE tokenizer trained here on the text corpus (rank 0; the
   // others receive it); the model's vocabulary follows it.
   std::optional<Tokenizer> trained_tokenizer;
@@ -172,7 +168,6 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     c.vocab_size = static_cast<int64_t>(trained_tokenizer->vocab_size());
     cfg = nn::ModelConfig::from_json(c.to_json(), "config with --vocab-size");
   }
-  note_global_batch_change(comm, saved_world, saved_batch, o.batch_size);
   std::optional<Tokenizer> tokenizer;
   TrainingTokenizer run_tokenizer;  // with where it came from (unset with --vocab-size)
   std::unique_ptr<BatchLoader> loader_ptr, val_loader;
@@ -208,6 +203,12 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
                   cfg.vocab_size, "); the byte tokenizer needs at least 256");
     }
   });
+  // What --resume changes, once the run has its folder (a refused run prints only its error).
+  if (root) {
+    for (const std::string& note : resume_notes) std::printf("%s\n", note.c_str());
+    std::fflush(stdout);
+  }
+  note_global_batch_change(comm, saved_world, saved_batch, o.batch_size);
   // Text is tokenised into OUT/data by rank 0 alone; the others wait, then open the shards.
   PreparedData data;
   agreed(comm, [&] {

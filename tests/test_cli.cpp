@@ -732,7 +732,7 @@ TEST_CASE("a killed BPE run's temporaries in data/, data/train/ and data/val/ go
   CHECK(latest_name(run) == "step_00000002.h5");
 }
 
-TEST_CASE("--resume of a checkpoint whose /train state is not ember's JSON: one line naming it", "[cli][train]") {
+TEST_CASE("train --resume of a checkpoint whose /train state is not ember's JSON: one line naming it", "[cli][train]") {
   TempDir dir("cli_bad_state");
   const std::string run = dir / "run";
   REQUIRE(run_ember(tiny_train(dir) + " --steps 1").code == 0);
@@ -756,6 +756,35 @@ TEST_CASE("--resume of a checkpoint whose /train state is not ember's JSON: one 
     CHECK(r.err.find("json.exception") == std::string::npos);
     CHECK(latest_name(run) == "step_00000001.h5");
   }
+}
+
+TEST_CASE("train --resume of a folder another run is using prints its one error line and nothing else", "[cli][train]") {
+  TempDir dir("cli_resume_busy");
+  REQUIRE(run_ember(tiny_train(dir) + " --steps 2").code == 0);
+  const std::vector<std::string> args = {EMBER_BINARY, "train", "--resume", dir / "run", "--steps", "1000000",
+                                         "--log-every", "1000000"};
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t quiet;
+  posix_spawn_file_actions_init(&quiet);
+  posix_spawn_file_actions_addopen(&quiet, 1, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  REQUIRE(posix_spawn(&pid, EMBER_BINARY, &quiet, nullptr, argv.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&quiet);
+  for (int i = 0; i < 6000 && latest_name(dir / "run") == "step_00000002.h5"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // until the first run saves (it holds the lock)
+  }
+  // Flags that would each print a note ("--steps 9 overrides the run's ...", the global batch).
+  const Run second = run_ember("train --resume " + (dir / "run") + " --steps 2000000 --batch-size 4");
+  kill(pid, SIGINT);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CHECK(second.code == 1);
+  CHECK(second.err.find("another ember train (pid " + std::to_string(pid) + ") is using this folder") !=
+        std::string::npos);
+  CHECK(lines(second.err) == 1);
+  CHECK(second.out.empty());
 }
 
 }  // namespace hostile_runs
