@@ -488,13 +488,18 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
       return 128 + sig;  // the shell's code for "ended by this signal": 130 for Ctrl-C
     }
   }
+  // A --resume already at --steps trains nothing; its checkpoint is written
+  // again into --out, so that the run ends with one and `latest` names it
+  // (a run killed between a checkpoint and `latest` left it pointing earlier).
+  if (step == first_step) save(step);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   progress.clear();
   if (!root) return 0;
   const double total = std::chrono::duration<double>(Clock::now() - run_start).count();
-  std::printf("done: %lld steps, %lld tokens in %.1f s; final loss %.4f", static_cast<long long>(step),
-              static_cast<long long>(tokens_seen), total, last_loss);
+  std::printf("done: %lld steps, %lld tokens in %.1f s", static_cast<long long>(step),
+              static_cast<long long>(tokens_seen), total);
+  if (step > first_step) std::printf("; final loss %.4f", last_loss);
   if (have_eval) {
     std::printf(", val loss %.4f (%.3f bits/%s)", last_eval.loss, last_eval.bits_per_byte, tokenizer ? "byte" : "token");
   }

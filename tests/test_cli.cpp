@@ -787,4 +787,19 @@ TEST_CASE("train --resume of a folder another run is using prints its one error 
   CHECK(second.out.empty());
 }
 
+TEST_CASE("train --resume of a run already at --steps ends with latest on its checkpoint and no nan", "[cli][train]") {
+  TempDir dir("cli_resume_done");
+  const std::string run = dir / "run";
+  REQUIRE(run_ember(tiny_train(dir) + " --steps 3 --save-every 1").code == 0);
+  // kill -9 between writing step 3 and moving `latest` to it leaves `latest` one behind.
+  std::ofstream(dir.path / "run/latest") << "step_00000002.h5\n";
+  const Run r = run_ember("train --resume " + run + " --steps 3");
+  CHECK(r.code == 0);
+  CHECK(r.err.empty());
+  CHECK(r.out.find("nan") == std::string::npos);
+  CHECK(r.out.find("done: 3 steps, 96 tokens in ") != std::string::npos);
+  CHECK(latest_name(run) == "step_00000003.h5");
+  CHECK(ember::apps::read_checkpoint(run + "/step_00000003.h5", true).train_step == 3);
+}
+
 }  // namespace hostile_runs
