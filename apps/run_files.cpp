@@ -115,6 +115,14 @@ int remove_stale_temporaries(const std::string& out_dir) {
   return removed;
 }
 
+void check_no_other_run(const std::string& out_dir, const std::string& resume_dir) {
+  std::error_code ec;
+  if (!resume_dir.empty() && fs::equivalent(out_dir, resume_dir, ec)) return;
+  const std::vector<std::string> names = list_checkpoints(out_dir);
+  EMBER_CHECK(names.empty(), "--out ", out_dir, " already holds another run's checkpoints (newest ", names.front(),
+              "); continue that run with --resume ", out_dir, ", or give another --out");
+}
+
 void ensure_writable_dir(const std::string& dir, const char* option) {
   std::error_code ec;
   fs::create_directories(dir, ec);

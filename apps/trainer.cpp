@@ -203,12 +203,6 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
                   cfg.vocab_size, "); the byte tokenizer needs at least 256");
     }
   });
-  // What --resume changes, once the run has its folder (a refused run prints only its error).
-  if (root) {
-    for (const std::string& note : resume_notes) std::printf("%s\n", note.c_str());
-    std::fflush(stdout);
-  }
-  note_global_batch_change(comm, saved_world, saved_batch, o.batch_size);
   // Text is tokenised into OUT/data by rank 0 alone; the others wait, then open the shards.
   PreparedData data;
   agreed(comm, [&] {
@@ -236,6 +230,15 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
       }
     }
   });
+  agreed(comm, [&] {  // under the lock, before the run writes its first file of its own
+    if (root) check_no_other_run(o.out, o.resume);
+  });
+  // What --resume changes, once the run has its folder and data (a refused run prints only its error).
+  if (root) {
+    for (const std::string& note : resume_notes) std::printf("%s\n", note.c_str());
+    std::fflush(stdout);
+  }
+  note_global_batch_change(comm, saved_world, saved_batch, o.batch_size);
   const BatchLoader& loader = *loader_ptr;
   // Bytes per token for bits per byte (none without a tokenizer: then it is bits per token).
   const std::vector<int64_t> token_bytes = tokenizer ? token_byte_lengths(*tokenizer, cfg.vocab_size) : std::vector<int64_t>();

@@ -802,4 +802,30 @@ TEST_CASE("train --resume of a run already at --steps ends with latest on its ch
   CHECK(ember::apps::read_checkpoint(run + "/step_00000003.h5", true).train_step == 3);
 }
 
+TEST_CASE("a new run refuses an --out that holds another run's checkpoints, and changes nothing there", "[cli][train]") {
+  TempDir dir("cli_other_run");
+  const std::string run = dir / "run";
+  REQUIRE(run_ember(tiny_train(dir) + " --steps 4 --save-every 1").code == 0);
+  const std::string metrics = read_text(dir / "run/metrics.jsonl");
+  const auto step2 = fs::last_write_time(dir / "run/step_00000002.h5");
+  // A fresh run would have overwritten steps 1-2 and left 3-4, newer, for --resume to mix in.
+  Run r = run_ember(tiny_train(dir) + " --steps 2 --seed 9");
+  CHECK(r.code == 1);
+  CHECK(lines(r.err) == 1);
+  CHECK(r.err.find("ember: error: --out " + run + " already holds another run's checkpoints (newest "
+                   "step_00000004.h5); continue that run with --resume " + run) != std::string::npos);
+  CHECK(r.out.empty());
+  // A --resume writing into another run's folder, likewise.
+  REQUIRE(run_ember(tiny_train(dir, "other") + " --steps 1").code == 0);
+  r = run_ember("train --resume " + (dir / "other") + " --steps 3 --out " + run);
+  CHECK(r.code == 1);
+  CHECK(r.err.find("already holds another run's checkpoints") != std::string::npos);
+  CHECK(r.out.empty());
+  CHECK(read_text(dir / "run/metrics.jsonl") == metrics);
+  CHECK(fs::last_write_time(dir / "run/step_00000002.h5") == step2);
+  CHECK(latest_name(run) == "step_00000004.h5");
+  // Its own folder: --resume goes on.
+  CHECK(run_ember("train --resume " + run + " --steps 5 --out " + run).code == 0);
+}
+
 }  // namespace hostile_runs
