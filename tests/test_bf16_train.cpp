@@ -95,5 +95,5 @@ TEST_CASE("train --dtype bf16: float32 state, close to float32, resumes in bf16 
 TEST_CASE("train --dtype rejects an unknown precision by name", "[bf16][train]") {
   TempDir dir("bf16_train");
   TrainOptions o = tiny_options(dir, "bad", "fp16");
-  CHECK_THROWS_WITH(run_train(o), Catch::Contains("--dtype: expected float32 or bf16, got 'fp16'"));
+  CHECK_THROWS_WITH(run_train(o), Catch::Contains("--dtype must be one of float32, bf16; got 'fp16'"));
 }
