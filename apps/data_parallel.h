@@ -8,6 +8,7 @@
 #include <string>
 
 #include "apps/trainer.h"
+#include "apps/user_message.h"
 #include "dist/communicator.h"
 #include "dist/reducer.h"
 #include "nn/transformer.h"
@@ -17,7 +18,8 @@ namespace ember::apps {
 
 // Runs f on every rank and agrees on the outcome: when f threw on any rank,
 // every rank throws the lowest failing rank's message, so no rank is left
-// waiting in a collective. One process: f's own exception, unchanged.
+// waiting in a collective. The message is user_message's, as main's for one
+// process (no raw library text). One process: f's own exception, unchanged.
 template <class F>
 void agreed(const dist::Communicator& comm, F&& f) {
   if (comm.world_size() == 1) {
@@ -28,7 +30,7 @@ void agreed(const dist::Communicator& comm, F&& f) {
   try {
     f();
   } catch (const std::exception& e) {
-    error = e.what();
+    error = user_message(e, "train");
   }
   comm.raise_if_any_failed(error);
 }

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "apps/commands.h"
@@ -50,16 +51,38 @@ int main(int argc, char** argv) {
   add(ember::apps::add_import_command);
   add(ember::apps::add_plot_command);
   add(ember::apps::add_bench_command);
+  std::optional<CLI::ParseError> parse_error;  // a usage error, or --help / --version (exit code 0)
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // Every rank parses the same arguments, so every rank ends here alike.
-    if (e.get_exit_code() == 0) return comm.is_root() ? app.exit(e) : 0;  // --help, --version
-    if (comm.is_root()) app.exit(e);  // the message and "Run with --help ..."
+    parse_error = e;
+  }
+  // Under mpirun each rank parses its own arguments (an MPMD job may give
+  // them different ones): they agree on the outcome before anything else, so
+  // one rank's usage error never leaves the others waiting in a collective.
+  // The lowest rank that stopped prints its message; every rank exits with its code.
+  if (comm.world_size() > 1) {
+    try {
+      comm.raise_if_any_failed(parse_error ? std::to_string(parse_error->get_exit_code() == 0 ? 0 : kExitUsage) : "");
+    } catch (const ember::dist::CollectiveError& e) {
+      const std::string what = e.what();  // "rank r: <exit code>"
+      if (e.failed_rank() != comm.rank()) return std::stoi(what.substr(what.rfind(' ') + 1));
+    }
+  }
+  if (parse_error) {
+    if (parse_error->get_exit_code() == 0) return app.exit(*parse_error);  // --help, --version
+    app.exit(*parse_error);  // the message and "Run with --help ..."
     return kExitUsage;
   }
   std::string command;
   try {
+    if (comm.world_size() > 1) {  // an MPMD job whose ranks run different commands would hang
+      std::string name;
+      for (auto& [sub, run] : runners) {
+        if (sub->parsed()) name = sub->get_name();
+      }
+      ember::dist::check_ranks_agree(comm, {{"the command", "ember " + name}});
+    }
     if (comm.uses_mpi()) ember::dist::set_threads_per_rank(comm);
     for (auto& [sub, run] : runners) {
       if (sub->parsed()) {

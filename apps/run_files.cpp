@@ -92,11 +92,17 @@ std::string find_resume_checkpoint(const std::string& dir) {
 
 int remove_stale_temporaries(const std::string& out_dir) {
   // The temporaries of write_checkpoint, write_latest (old and new names),
-  // ensure_writable_dir and the loss plot in OUT; shard writers' in OUT/data.
+  // ensure_writable_dir and the loss plot in OUT; in OUT/data those of the
+  // byte shards and of tokenizer.json (write_file_atomically: <name>.tmp<pid>);
+  // in OUT/data/train and OUT/data/val those of the BPE shards (corpus_encoder).
   static const std::regex in_out(R"(\.step_\d{8,}\.h5\.tmp|\.latest\.tmp|latest\.tmp\d+|\.ember_write_test|\.loss\.svg\.tmp)");
-  static const std::regex in_data(R"((train|val)_\d{6,}\.bin\.tmp)");
+  static const std::regex in_data(R"((train|val)_\d{6,}\.bin\.tmp|tokenizer\.json\.tmp\d+)");
+  static const std::regex in_split(R"((train|val)_\d{6,}\.bin\.tmp)");
+  const fs::path out(out_dir);
+  const std::pair<fs::path, const std::regex*> folders[] = {
+      {out, &in_out}, {out / "data", &in_data}, {out / "data" / "train", &in_split}, {out / "data" / "val", &in_split}};
   int removed = 0;
-  for (const auto& [folder, pattern] : {std::pair{fs::path(out_dir), &in_out}, {fs::path(out_dir) / "data", &in_data}}) {
+  for (const auto& [folder, pattern] : folders) {
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(folder, ec)) {
       std::error_code ignored;
@@ -107,6 +113,14 @@ int remove_stale_temporaries(const std::string& out_dir) {
     }
   }
   return removed;
+}
+
+void check_no_other_run(const std::string& out_dir, const std::string& resume_dir) {
+  std::error_code ec;
+  if (!resume_dir.empty() && fs::equivalent(out_dir, resume_dir, ec)) return;
+  const std::vector<std::string> names = list_checkpoints(out_dir);
+  EMBER_CHECK(names.empty(), "--out ", out_dir, " already holds another run's checkpoints (newest ", names.front(),
+              "); continue that run with --resume ", out_dir, ", or give another --out");
 }
 
 void ensure_writable_dir(const std::string& dir, const char* option) {

@@ -25,6 +25,11 @@ std::string find_resume_checkpoint(const std::string& dir);
 // OUT/data, ...), and nothing else; returns how many. Call it only while no
 // other process writes to the folder (after taking the run's lock).
 int remove_stale_temporaries(const std::string& out_dir);
+// Refuses (one line naming the newest one) when out_dir holds checkpoints and
+// is not the folder being resumed (resume_dir, "" for a new run): a run there
+// would overwrite some of another run's checkpoints and leave the rest newer
+// than its own for a later --resume to pick up.
+void check_no_other_run(const std::string& out_dir, const std::string& resume_dir);
 // Fails with a clear error when the folder cannot be created or written.
 void ensure_writable_dir(const std::string& dir, const char* option);
 

@@ -32,6 +32,7 @@
 #include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
+#include "core/json_message.h"
 #include "core/kernels/matmul.h"
 #include "core/profiler.h"
 #include "core/threads.h"
@@ -54,6 +55,18 @@ using Clock = std::chrono::steady_clock;
 
 std::atomic<int> g_stop_signal{0};
 extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+// Runs f on the checkpoint's /train state (JSON that ember writes): a state
+// that does not parse or lacks a key (another tool's file whose digest is
+// fine) is one line naming the checkpoint, not the JSON library's text.
+template <class F>
+void with_train_state(const std::string& path, const std::string& state, F&& f) {
+  try {
+    f(json::parse(state));
+  } catch (const json::exception& e) {
+    throw Error(path + ": the training state (/train) is not ember's: " + json_message(e.what()));
+  }
+}
 
 }  // namespace
 
@@ -82,11 +95,12 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
       start_path = find_resume_checkpoint(o.resume);
       start = read_checkpoint(start_path, /*with_optim=*/true);
       EMBER_CHECK(start.train_state, start_path, ": has no training state (/train); use --init-from");
-      const json st = json::parse(*start.train_state);
-      resume_notes = restore_options(st.at("options"), o);
-      saved_data_fingerprint = st.value("data_fingerprint", json());
-      saved_batch = st.at("options").value("batch_size", int64_t{0});
-      saved_world = st.value("world_size", int64_t{1});
+      with_train_state(start_path, *start.train_state, [&](const json& st) {
+        resume_notes = restore_options(st.at("options"), o);
+        saved_data_fingerprint = st.value("data_fingerprint", json());
+        saved_batch = st.at("options").value("batch_size", int64_t{0});
+        saved_world = st.value("world_size", int64_t{1});
+      });
       if (!o.given.count("out")) o.out = o.resume;
     } else if (!o.init_from.empty()) {
       start_path = o.init_from;
@@ -135,10 +149,6 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     fields.emplace_back("the data files (size and content)", files);
     dist::check_ranks_agree(comm, fields);
   }
-  if (root) {
-    for (const std::string& note : resume_notes) std::printf("%s\n", note.c_str());
-    std::fflush(stdout);
-  }
   // --vocab-size: a BPE tokenizer trained here on the text corpus (rank 0; the
   // others receive it); the model's vocabulary follows it.
   std::optional<Tokenizer> trained_tokenizer;
@@ -158,7 +168,6 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     c.vocab_size = static_cast<int64_t>(trained_tokenizer->vocab_size());
     cfg = nn::ModelConfig::from_json(c.to_json(), "config with --vocab-size");
   }
-  note_global_batch_change(comm, saved_world, saved_batch, o.batch_size);
   std::optional<Tokenizer> tokenizer;
   TrainingTokenizer run_tokenizer;  // with where it came from (unset with --vocab-size)
   std::unique_ptr<BatchLoader> loader_ptr, val_loader;
@@ -221,6 +230,15 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
       }
     }
   });
+  agreed(comm, [&] {  // under the lock, before the run writes its first file of its own
+    if (root) check_no_other_run(o.out, o.resume);
+  });
+  // What --resume changes, once the run has its folder and data (a refused run prints only its error).
+  if (root) {
+    for (const std::string& note : resume_notes) std::printf("%s\n", note.c_str());
+    std::fflush(stdout);
+  }
+  note_global_batch_change(comm, saved_world, saved_batch, o.batch_size);
   const BatchLoader& loader = *loader_ptr;
   // Bytes per token for bits per byte (none without a tokenizer: then it is bits per token).
   const std::vector<int64_t> token_bytes = tokenizer ? token_byte_lengths(*tokenizer, cfg.vocab_size) : std::vector<int64_t>();
@@ -239,12 +257,13 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
   int64_t tokens_seen = 0;
   agreed(comm, [&] {
     if (!o.resume.empty()) {
-      const json st = json::parse(*start.train_state);
       EMBER_CHECK(start.optim_step, start_path, ": has no optimizer state");
       opt.load_state_dict(start.optim, *start.optim_step, start.optim_param_steps);
-      step = st.at("step").get<int64_t>();
-      tokens_seen = st.at("tokens_seen").get<int64_t>();
-      model.dropout_generator().offset = st.at("dropout_offset").get<uint64_t>();
+      with_train_state(start_path, *start.train_state, [&](const json& st) {
+        step = st.at("step").get<int64_t>();
+        tokens_seen = st.at("tokens_seen").get<int64_t>();
+        model.dropout_generator().offset = st.at("dropout_offset").get<uint64_t>();
+      });
       EMBER_CHECK(step <= o.steps, "--resume: the checkpoint is at step ", step, ", beyond --steps ", o.steps);
     }
   });
@@ -472,13 +491,18 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
       return 128 + sig;  // the shell's code for "ended by this signal": 130 for Ctrl-C
     }
   }
+  // A --resume already at --steps trains nothing; its checkpoint is written
+  // again into --out, so that the run ends with one and `latest` names it
+  // (a run killed between a checkpoint and `latest` left it pointing earlier).
+  if (step == first_step) save(step);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   progress.clear();
   if (!root) return 0;
   const double total = std::chrono::duration<double>(Clock::now() - run_start).count();
-  std::printf("done: %lld steps, %lld tokens in %.1f s; final loss %.4f", static_cast<long long>(step),
-              static_cast<long long>(tokens_seen), total, last_loss);
+  std::printf("done: %lld steps, %lld tokens in %.1f s", static_cast<long long>(step),
+              static_cast<long long>(tokens_seen), total);
+  if (step > first_step) std::printf("; final loss %.4f", last_loss);
   if (have_eval) {
     std::printf(", val loss %.4f (%.3f bits/%s)", last_eval.loss, last_eval.bits_per_byte, tokenizer ? "byte" : "token");
   }

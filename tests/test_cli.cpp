@@ -702,3 +702,130 @@ TEST_CASE("hostile command-line values and files get one plain line naming the o
   }
 }
 }  // namespace eval_cli
+
+// ---------------------------------------------------------------------------
+// Runs and resume as a hostile user tries them (issue 14, after the merge).
+namespace hostile_runs {
+namespace {
+using ember::testing::TempDir;
+}  // namespace
+
+TEST_CASE("a killed BPE run's temporaries in data/, data/train/ and data/val/ go at the next start", "[cli][train]") {
+  TempDir dir("cli_bpe_tmp");
+  const std::string run = dir / "run";
+  REQUIRE(run_ember(tiny_train(dir) + " --steps 1 --vocab-size 300").code == 0);
+  REQUIRE(fs::exists(dir.path / "run/data/train/train_000000.bin"));  // BPE shards live one level down
+  fs::create_directories(dir.path / "run/data/val");
+  // What a process killed while encoding leaves: shard temporaries and the tokenizer's (tokenizer.json.tmp<pid>).
+  const std::vector<std::string> stale = {"data/train/train_000001.bin.tmp", "data/val/val_000000.bin.tmp",
+                                          "data/tokenizer.json.tmp4242"};
+  for (const std::string& f : stale) std::ofstream(dir.path / "run" / f) << "partial";
+  std::ofstream(dir.path / "run/data/train/notes.txt") << "the user's";  // not ember's: stays
+  const Run r = run_ember("train --resume " + run + " --steps 2");
+  CHECK(r.code == 0);
+  for (const std::string& f : stale) {
+    INFO(f);
+    CHECK_FALSE(fs::exists(dir.path / "run" / f));
+  }
+  CHECK(fs::exists(dir.path / "run/data/train/notes.txt"));
+  CHECK(fs::exists(dir.path / "run/data/train/train_000000.bin"));
+  CHECK(latest_name(run) == "step_00000002.h5");
+}
+
+TEST_CASE("train --resume of a checkpoint whose /train state is not ember's JSON: one line naming it", "[cli][train]") {
+  TempDir dir("cli_bad_state");
+  const std::string run = dir / "run";
+  REQUIRE(run_ember(tiny_train(dir) + " --steps 1").code == 0);
+  const std::string path = run + "/step_00000001.h5";
+  const ember::apps::Checkpoint good = ember::apps::read_checkpoint(path, true);
+  // Written with a valid digest (as another tool would): only the state's text is wrong.
+  nlohmann::json wrong_step = nlohmann::json::parse(*good.train_state);
+  wrong_step["step"] = "one";
+  for (const std::string& state : {std::string("{\"options\": {\"lr\": 0.01"), std::string("{}"),
+                                   std::string("[1, 2]"), wrong_step.dump()}) {
+    INFO(state);
+    ember::apps::Checkpoint c = good;
+    c.train_state = state;
+    fs::remove(path);
+    ember::apps::write_checkpoint(path, c);
+    const Run r = run_ember("train --resume " + run + " --steps 2");
+    CHECK(r.code == 1);
+    CHECK(lines(r.err) == 1);
+    INFO(r.err);
+    CHECK(r.err.starts_with("ember: error: " + path + ": the training state (/train) is not ember's: "));
+    CHECK(r.err.find("json.exception") == std::string::npos);
+    CHECK(latest_name(run) == "step_00000001.h5");
+  }
+}
+
+TEST_CASE("train --resume of a folder another run is using prints its one error line and nothing else", "[cli][train]") {
+  TempDir dir("cli_resume_busy");
+  REQUIRE(run_ember(tiny_train(dir) + " --steps 2").code == 0);
+  const std::vector<std::string> args = {EMBER_BINARY, "train", "--resume", dir / "run", "--steps", "1000000",
+                                         "--log-every", "1000000"};
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t quiet;
+  posix_spawn_file_actions_init(&quiet);
+  posix_spawn_file_actions_addopen(&quiet, 1, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  REQUIRE(posix_spawn(&pid, EMBER_BINARY, &quiet, nullptr, argv.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&quiet);
+  for (int i = 0; i < 6000 && latest_name(dir / "run") == "step_00000002.h5"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // until the first run saves (it holds the lock)
+  }
+  // Flags that would each print a note ("--steps 9 overrides the run's ...", the global batch).
+  const Run second = run_ember("train --resume " + (dir / "run") + " --steps 2000000 --batch-size 4");
+  kill(pid, SIGINT);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CHECK(second.code == 1);
+  CHECK(second.err.find("another ember train (pid " + std::to_string(pid) + ") is using this folder") !=
+        std::string::npos);
+  CHECK(lines(second.err) == 1);
+  CHECK(second.out.empty());
+}
+
+TEST_CASE("train --resume of a run already at --steps ends with latest on its checkpoint and no nan", "[cli][train]") {
+  TempDir dir("cli_resume_done");
+  const std::string run = dir / "run";
+  REQUIRE(run_ember(tiny_train(dir) + " --steps 3 --save-every 1").code == 0);
+  // kill -9 between writing step 3 and moving `latest` to it leaves `latest` one behind.
+  std::ofstream(dir.path / "run/latest") << "step_00000002.h5\n";
+  const Run r = run_ember("train --resume " + run + " --steps 3");
+  CHECK(r.code == 0);
+  CHECK(r.err.empty());
+  CHECK(r.out.find("nan") == std::string::npos);
+  CHECK(r.out.find("done: 3 steps, 96 tokens in ") != std::string::npos);
+  CHECK(latest_name(run) == "step_00000003.h5");
+  CHECK(ember::apps::read_checkpoint(run + "/step_00000003.h5", true).train_step == 3);
+}
+
+TEST_CASE("a new run refuses an --out that holds another run's checkpoints, and changes nothing there", "[cli][train]") {
+  TempDir dir("cli_other_run");
+  const std::string run = dir / "run";
+  REQUIRE(run_ember(tiny_train(dir) + " --steps 4 --save-every 1").code == 0);
+  const std::string metrics = read_text(dir / "run/metrics.jsonl");
+  const auto step2 = fs::last_write_time(dir / "run/step_00000002.h5");
+  // A fresh run would have overwritten steps 1-2 and left 3-4, newer, for --resume to mix in.
+  Run r = run_ember(tiny_train(dir) + " --steps 2 --seed 9");
+  CHECK(r.code == 1);
+  CHECK(lines(r.err) == 1);
+  CHECK(r.err.find("ember: error: --out " + run + " already holds another run's checkpoints (newest "
+                   "step_00000004.h5); continue that run with --resume " + run) != std::string::npos);
+  CHECK(r.out.empty());
+  // A --resume writing into another run's folder, likewise.
+  REQUIRE(run_ember(tiny_train(dir, "other") + " --steps 1").code == 0);
+  r = run_ember("train --resume " + (dir / "other") + " --steps 3 --out " + run);
+  CHECK(r.code == 1);
+  CHECK(r.err.find("already holds another run's checkpoints") != std::string::npos);
+  CHECK(r.out.empty());
+  CHECK(read_text(dir / "run/metrics.jsonl") == metrics);
+  CHECK(fs::last_write_time(dir / "run/step_00000002.h5") == step2);
+  CHECK(latest_name(run) == "step_00000004.h5");
+  // Its own folder: --resume goes on.
+  CHECK(run_ember("train --resume " + run + " --steps 5 --out " + run).code == 0);
+}
+
+}  // namespace hostile_runs

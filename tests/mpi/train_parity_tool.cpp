@@ -1,6 +1,8 @@
 // Helper of train_parity.cmake (data-parallel `ember train` against one process):
 //   train_parity_tool data DIR [SEED] writes DIR/tiny.json (no dropout) and DIR/train.bin
 //                                     (20000 random tokens; SEED 7 by default)
+//   train_parity_tool bad-state CKPT  rewrites CKPT with /train state "{" (valid digest:
+//                                     as another tool would write it)
 //   train_parity_tool compare A B     every /model tensor of checkpoint A within a
 //                                     relative error of 1e-5 of B's (exit 1 otherwise)
 #include <cmath>
@@ -28,6 +30,13 @@ int main(int argc, char** argv) {
     std::vector<uint32_t> tokens(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) tokens[static_cast<size_t>(i)] = static_cast<uint32_t>(r.at({i}));
     write_shard((dir / "train.bin").string(), tokens, 64);
+    return 0;
+  }
+  if (mode == "bad-state" && argc == 3) {
+    apps::Checkpoint c = apps::read_checkpoint(argv[2], true);
+    c.train_state.emplace(1, '{');  // "{"
+    std::filesystem::remove(argv[2]);
+    apps::write_checkpoint(argv[2], c);
     return 0;
   }
   if (mode == "compare" && argc == 4) {
@@ -63,6 +72,6 @@ int main(int argc, char** argv) {
     std::printf("%zu tensors equal within %.3g\n", a.model.size(), worst);
     return 0;
   }
-  std::fprintf(stderr, "usage: train_parity_tool data DIR [SEED] | compare A B\n");
+  std::fprintf(stderr, "usage: train_parity_tool data DIR [SEED] | bad-state CKPT | compare A B\n");
   return 2;
 }
