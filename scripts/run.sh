@@ -9,7 +9,10 @@ cd "$(dirname "$0")/.."
 EMBER_EXTRA_PACKAGES="fortunes" bash scripts/install_deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release > /dev/null
 cmake --build build -j "$(nproc)" --target ember
-./build/apps/ember train --out runs/fortunes --vocab-size 1024 --steps 800 --lr 1e-3 --min-lr 1e-4 --warmup 50 \
+# A new run never reuses a folder that holds one: runs/fortunes, then runs/fortunes-2, ...
+out=runs/fortunes
+for n in $(seq 2 1000); do [ -e "$out" ] || break; out=runs/fortunes-$n; done
+./build/apps/ember train --out "$out" --vocab-size 1024 --steps 800 --lr 1e-3 --min-lr 1e-4 --warmup 50 \
   --eval-every 200 --log-every 25 "$@"
-./build/apps/ember generate --checkpoint "runs/fortunes/$(cat runs/fortunes/latest)" \
+./build/apps/ember generate --checkpoint "$out/$(cat "$out/latest")" \
   --max-tokens 250 --temperature 0.8 --top-k 40 --num-samples 3 --seed 7
