@@ -92,8 +92,8 @@ std::string find_resume_checkpoint(const std::string& dir) {
 
 int remove_stale_temporaries(const std::string& out_dir) {
   // The temporaries of write_checkpoint, write_latest (old and new names),
-  // ensure_writable_dir and the loss plot in OUT; shard writers' in OUT/data.
-  static const std::regex in_out(R"(\.step_\d{8,}\.h5\.tmp|\.latest\.tmp|latest\.tmp\d+|\.ember_write_test|\.loss\.svg\.tmp)");
+  // ensure_writable_dir, the loss plot and profile.json in OUT; shard writers' in OUT/data.
+  static const std::regex in_out(R"(\.step_\d{8,}\.h5\.tmp|\.latest\.tmp|latest\.tmp\d+|\.ember_write_test|\.loss\.svg\.tmp|(loss\.svg|profile\.json)\.tmp\d+)");
   static const std::regex in_data(R"((train|val)_\d{6,}\.bin\.tmp)");
   int removed = 0;
   for (const auto& [folder, pattern] : {std::pair{fs::path(out_dir), &in_out}, {fs::path(out_dir) / "data", &in_data}}) {
