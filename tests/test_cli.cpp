@@ -774,6 +774,21 @@ TEST_CASE("eval, generate and export refuse checkpoint tensors of a wrong kind o
   }
 }
 
+TEST_CASE("a checkpoint whose stored tokenizer does not parse is one line naming the checkpoint", "[cli][hostile]") {
+  TempDir dir("cli_hostile_stored_tok");
+  ember::apps::Checkpoint c = zero_checkpoint(tiny_config(257));
+  c.tokenizer_json = R"({"model": 3})";
+  write_checkpoint(dir / "c.h5", c);
+  for (const std::string& args : {"generate --checkpoint " + dir / "c.h5" + " --max-tokens 2",
+                                  "export --checkpoint " + dir / "c.h5" + " --out " + dir / "hf"}) {
+    INFO(args);
+    const Run r = run_ember(args);
+    CHECK(r.code == 1);
+    check_plain_message(r.err);
+    CHECK(r.err.starts_with("ember: error: " + dir / "c.h5" + ": the stored tokenizer"));  // was: "tokenizer.json: ..."
+  }
+}
+
 TEST_CASE("tokenizer.json ids out of range or given twice are one line naming the file", "[cli][hostile]") {
   TempDir dir("cli_hostile_tokenizer");
   dir.write("corpus.txt", "some text\n");
