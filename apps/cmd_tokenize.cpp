@@ -10,6 +10,7 @@
 
 #include "apps/commands.h"
 #include "apps/data_prep.h"
+#include "apps/output_file.h"
 #include "data/bpe_trainer.h"
 #include "data/corpus_encoder.h"
 
@@ -69,6 +70,7 @@ CommandRunner add_tokenize_command(CLI::App& app) {
     const std::string tokenizer_out = o->encode ? o->tokenizer : o->out;
     EMBER_CHECK(!o->train || !std::filesystem::is_directory(tokenizer_out, ec), o->encode ? "--tokenizer " : "--out ",
                 tokenizer_out, ": is a folder; give the tokenizer.json file to write");
+    if (o->train) require_replaceable(o->encode ? "--tokenizer" : "--out", tokenizer_out, "a JSON", {"{"});
     CorpusOptions corpus;
     corpus.separator_line = o->separator;
     Tokenizer tok;

@@ -854,13 +854,19 @@ TEST_CASE("import never overwrites a file and refuses non-finite weights", "[cli
   CHECK(!fs::exists(dir.path / "nan.h5"));
 }
 
-TEST_CASE("plot and bench --json replace only a file of their kind", "[cli][hostile]") {
+TEST_CASE("tokenize --train, plot and bench --json replace only a file of their kind", "[cli][hostile]") {
   TempDir dir("cli_hostile_replace");
   write_checkpoint(dir / "zero.h5", zero_checkpoint(tiny_config(257)));
   const std::string before = read_text(dir.path / "zero.h5");
   fs::create_directories(dir.path / "run");
   dir.write("run/metrics.jsonl", "{\"step\":1,\"loss\":5.0,\"lr\":0.001,\"tokens\":32}\n"
                                  "{\"step\":2,\"loss\":4.0,\"lr\":0.001,\"tokens\":64}\n");
+  dir.write("corpus.txt", "some text to train a tokenizer on\n");
+  const Run tok = run_ember("tokenize --train " + dir / "corpus.txt" + " --vocab-size 300 --out " + dir / "zero.h5");
+  CHECK(tok.code == 1);  // was: the checkpoint replaced by a tokenizer.json
+  check_plain_message(tok.err);
+  CHECK(tok.err.find("--out " + dir / "zero.h5") != std::string::npos);
+  CHECK(read_text(dir.path / "zero.h5") == before);
   const Run plot = run_ember("plot " + dir / "run" + " --out " + dir / "zero.h5");
   CHECK(plot.code == 1);
   check_plain_message(plot.err);
