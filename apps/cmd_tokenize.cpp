@@ -95,6 +95,9 @@ CommandRunner add_tokenize_command(CLI::App& app) {
       e.corpus = corpus;
       e.progress = progress_printer();
       const CorpusEncodeResult r = encode_corpus(tok, o->corpus, e);
+      EMBER_CHECK(r.train_shards.size() + r.val_shards.size() > 0, "tokenize --encode: the corpus (",
+                  o->corpus.front(), o->corpus.size() > 1 ? ", ..." : "", ") holds no text; no shards written to ",
+                  o->out);
       // The shards' tokenizer beside them: `ember train --data OUT/train` stores it in its checkpoints.
       const std::string beside = (std::filesystem::path(o->out) / kShardTokenizerName).string();
       tok.save(beside);

@@ -818,6 +818,17 @@ TEST_CASE("tokenizer.json ids out of range or given twice are one line naming th
   }
 }
 
+TEST_CASE("tokenize --encode of an empty corpus says so", "[cli][hostile]") {
+  TempDir dir("cli_hostile_empty_corpus");
+  dir.write("empty.txt", "");
+  dir.write("tok.json", ember::Tokenizer::bytes({"<|endoftext|>"}).to_json());
+  const Run r = run_ember("tokenize --encode " + dir / "empty.txt" + " --tokenizer " + dir / "tok.json" + " --out " +
+                          dir / "shards");
+  CHECK(r.code == 1);
+  check_plain_message(r.err);
+  CHECK(r.err.find("holds no text") != std::string::npos);  // was: "cannot write 'DIR/tokenizer.json': No such file"
+}
+
 TEST_CASE("generate --tokenizer with more tokens than the model names the option", "[cli][hostile]") {
   TempDir dir("cli_hostile_gen_tok");
   write_checkpoint(dir / "zero.h5", zero_checkpoint(tiny_config(257)));
