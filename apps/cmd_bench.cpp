@@ -19,26 +19,30 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 
 #include "apps/bench_runner.h"
 #include "apps/commands.h"
 #include "apps/matmul_peak.h"
+#include "apps/output_file.h"
 #include "apps/presets.h"
 #include "autograd/autocast.h"
 #include "core/error.h"
 #include "core/kernels/fma_peak.h"
 #include "core/kernels/matmul.h"
 #include "core/threads.h"
+#include "data/atomic_file.h"
 #include "dist/communicator.h"
+#include "nn/model_stats.h"
 
 namespace ember::apps {
 
 namespace {
 
 using nlohmann::json;
+
+constexpr int kMaxThreads = 1024;  // libgomp crashes creating very many threads
 
 struct BenchOptions {
   std::vector<std::string> presets, configs;
@@ -141,8 +145,24 @@ std::string split_line(const json& group) {
 int run_bench(const BenchOptions& o) {
   EMBER_CHECK(!dist::Communicator::launched_by_mpirun(), "ember bench runs in one process; run it without mpirun");
   EMBER_CHECK(o.steps > 0 && o.warmup >= 0, "--steps must be positive and --warmup non-negative");
+  EMBER_CHECK(o.warmup <= INT64_MAX - o.steps, "--warmup ", o.warmup, " plus --steps ", o.steps,
+              " overflows 64-bit integers");
+  EMBER_CHECK(o.batch_size >= 0, "--batch-size must be positive (or 0: the default), got ", o.batch_size);
+  EMBER_CHECK(o.seq_len >= 0, "--seq-len must be positive (or 0: the default), got ", o.seq_len);
+  EMBER_CHECK(o.threads >= 0 && o.threads <= kMaxThreads, "--threads must be between 1 and ", kMaxThreads,
+              " (or 0: OpenMP's default), got ", o.threads);
+  if (!o.json_path.empty()) require_replaceable("--json", o.json_path, "a JSON", {"{"});
   const DType autocast = parse_autocast_dtype(o.dtype);  // bf16: matmuls as in ember train --dtype bf16
   const std::vector<BenchCase> cases = bench_cases(o);
+  for (const BenchCase& c : cases) {  // before any child allocates: one line, not a crash
+    EMBER_CHECK(c.seq_len <= c.config.max_seq_len, c.name, ": --seq-len ", c.seq_len,
+                " exceeds the model's max_seq_len ", c.config.max_seq_len);
+    try {
+      nn::require_fits_in_memory(nn::training_memory(c.config, c.batch_size, c.seq_len));
+    } catch (const Error& e) {
+      throw Error(detail::concat(c.name, " at --batch-size ", c.batch_size, " --seq-len ", c.seq_len, ": ", e.what()));
+    }
+  }
   auto set_threads = [&] {
     if (o.threads > 0) omp_set_num_threads(o.threads);
   };
@@ -203,10 +223,7 @@ int run_bench(const BenchOptions& o) {
     report["configs"].push_back(j);
   }
   if (!o.json_path.empty()) {
-    std::ofstream f(o.json_path);
-    EMBER_CHECK(f.good(), "--json: cannot write ", o.json_path);
-    f << report.dump(2) << "\n";
-    EMBER_CHECK(f.good(), "--json: writing ", o.json_path, " failed");
+    write_file_atomically(o.json_path, report.dump(2) + "\n");  // a full disk leaves no partial file
   }
   return 0;
 }

@@ -16,6 +16,7 @@
 #include "apps/model_io.h"
 #include "autograd/autocast.h"
 #include "core/hdf5_file.h"
+#include "data/atomic_file.h"
 #include "data/batch_loader.h"
 
 namespace ember::apps {
@@ -74,6 +75,7 @@ void write_grads(const std::string& path, const EvalResult& r, const nn::Transfo
     throw;
   }
   rename_no_replace(tmp.string(), path);
+  fsync_parent_folder(path);  // the rename on disk too, as every atomic writer (data/atomic_file.h)
 }
 
 }  // namespace

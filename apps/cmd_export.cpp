@@ -22,7 +22,7 @@ HfExport export_hf(const std::string& checkpoint, const std::string& out_dir) {
   const std::map<std::string, Tensor> weights = model_from_checkpoint(c, checkpoint)->state_dict();
   c.model.clear();
   // The tokenizer of the checkpoint's ids (none for a model of token shards stored without one).
-  const std::optional<Tokenizer> tokenizer = checkpoint_tokenizer(c);
+  const std::optional<Tokenizer> tokenizer = checkpoint_tokenizer(c, checkpoint);
   EMBER_CHECK(!tokenizer || static_cast<int64_t>(tokenizer->vocab_size()) <= c.config.vocab_size,
               checkpoint, ": the tokenizer has more tokens than the model's vocab_size");
   const std::optional<uint32_t> eos =

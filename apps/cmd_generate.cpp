@@ -107,6 +107,9 @@ CommandRunner add_generate_command(CLI::App& app) {
     if (!o->tokenizer.empty()) {
       lm.tokenizer = Tokenizer::load(o->tokenizer);
       lm.has_tokenizer = true;
+      EMBER_CHECK(static_cast<int64_t>(lm.tokenizer.vocab_size()) <= lm.model->config().vocab_size, "--tokenizer ",
+                  o->tokenizer, ": ", lm.tokenizer.vocab_size(), " tokens, more than the model's vocab_size ",
+                  lm.model->config().vocab_size, " (not the tokenizer its training data was encoded with)");
     }
     EMBER_CHECK(lm.has_tokenizer, o->checkpoint, ": the checkpoint stores no tokenizer and its vocabulary (",
                 lm.model->config().vocab_size,

@@ -1,6 +1,7 @@
 // `ember import --from DIR --out C`: a Hugging Face model folder (config.json,
 // model.safetensors or its shards, tokenizer.json) as an ember checkpoint
 // holding the root attrs, /model and /tokenizer (valid for train --init-from).
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -102,6 +103,14 @@ void import_hf(const std::string& dir_name, const std::string& out_checkpoint,
   } catch (const Error& e) {
     throw Error(dir_name + " (" + hf_arch_name(hf.arch) + "): " + e.what());
   }
+  for (const auto& [name, t] : c.model) {  // every reader of the checkpoint would refuse a non-finite weight
+    const Tensor f = t.to(DType::Float32).contiguous();
+    const float* p = f.data<float>();
+    for (int64_t i = 0; i < f.numel(); ++i) {
+      EMBER_CHECK(std::isfinite(p[i]), dir_name, ": tensor ", name, " holds a non-finite value (", p[i],
+                  " at flat index ", i, ")");
+    }
+  }
   c.tokenizer_json = tokenizer_json;
   write_checkpoint(out_checkpoint, c);
 }
@@ -123,6 +132,9 @@ CommandRunner add_import_command(CLI::App& app) {
                             "tokenizer.json to store instead of the folder's");
   sub->add_flag("--no-tokenizer", o->hf.no_tokenizer, "store no tokenizer")->excludes(t);
   return [o]() {
+    std::error_code ec;
+    EMBER_CHECK(fs::is_directory(o->out, ec) || !fs::exists(fs::symlink_status(o->out, ec)), "--out ", o->out,
+                ": the file exists; give a path that does not (import never overwrites a file)");
     import_hf(o->from, o->out, o->hf);
     std::printf("wrote %s\n", o->out.c_str());
     return 0;

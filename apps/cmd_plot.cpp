@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "apps/commands.h"
+#include "apps/output_file.h"
 #include "apps/training_plot.h"
 #include "core/error.h"
 
@@ -35,6 +36,7 @@ CommandRunner add_plot_command(CLI::App& app) {
                 "--out: give the SVG file to write when plotting several runs");
     const std::string out =
         o->out.empty() ? (std::filesystem::path(o->runs[0]) / "loss.svg").string() : o->out;
+    require_replaceable("--out", out, "an SVG", {"<?xml", "<svg"});
     write_training_plot(o->runs, out, TrainingPlotOptions{o->log_loss});
     std::printf("wrote %s\n", out.c_str());
     return 0;

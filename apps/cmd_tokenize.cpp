@@ -10,6 +10,7 @@
 
 #include "apps/commands.h"
 #include "apps/data_prep.h"
+#include "apps/output_file.h"
 #include "data/bpe_trainer.h"
 #include "data/corpus_encoder.h"
 
@@ -69,6 +70,7 @@ CommandRunner add_tokenize_command(CLI::App& app) {
     const std::string tokenizer_out = o->encode ? o->tokenizer : o->out;
     EMBER_CHECK(!o->train || !std::filesystem::is_directory(tokenizer_out, ec), o->encode ? "--tokenizer " : "--out ",
                 tokenizer_out, ": is a folder; give the tokenizer.json file to write");
+    if (o->train) require_replaceable(o->encode ? "--tokenizer" : "--out", tokenizer_out, "a JSON", {"{"});
     CorpusOptions corpus;
     corpus.separator_line = o->separator;
     Tokenizer tok;
@@ -93,6 +95,9 @@ CommandRunner add_tokenize_command(CLI::App& app) {
       e.corpus = corpus;
       e.progress = progress_printer();
       const CorpusEncodeResult r = encode_corpus(tok, o->corpus, e);
+      EMBER_CHECK(r.train_shards.size() + r.val_shards.size() > 0, "tokenize --encode: the corpus (",
+                  o->corpus.front(), o->corpus.size() > 1 ? ", ..." : "", ") holds no text; no shards written to ",
+                  o->out);
       // The shards' tokenizer beside them: `ember train --data OUT/train` stores it in its checkpoints.
       const std::string beside = (std::filesystem::path(o->out) / kShardTokenizerName).string();
       tok.save(beside);

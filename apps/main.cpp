@@ -13,6 +13,7 @@
 #include <string>
 
 #include "apps/commands.h"
+#include "apps/integer_options.h"
 #include "apps/user_message.h"
 #include "core/error.h"
 #include "dist/communicator.h"
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
   add(ember::apps::add_import_command);
   add(ember::apps::add_plot_command);
   add(ember::apps::add_bench_command);
+  ember::apps::check_integer_options(app);  // "010", 2^63, -1 for UINT: usage errors, never silently changed
   std::optional<CLI::ParseError> parse_error;  // a usage error, or --help / --version (exit code 0)
   try {
     app.parse(argc, argv);

@@ -24,8 +24,15 @@ std::string default_corpus() {
   return dir;
 }
 
-std::optional<Tokenizer> checkpoint_tokenizer(const Checkpoint& c) {
-  if (!c.tokenizer_json.empty()) return Tokenizer::from_json(c.tokenizer_json);
+std::optional<Tokenizer> checkpoint_tokenizer(const Checkpoint& c, const std::string& path) {
+  if (!c.tokenizer_json.empty()) {
+    try {
+      return Tokenizer::from_json(c.tokenizer_json);
+    } catch (const Error& e) {
+      if (path.empty()) throw;
+      throw Error(path + ": the stored tokenizer (/tokenizer/json): " + e.what());
+    }
+  }
   if (c.config.vocab_size == 256 || c.config.vocab_size == 257) return default_tokenizer(c.config);
   return std::nullopt;
 }
@@ -80,7 +87,7 @@ LoadedModel load_model(const std::string& checkpoint_path) {
   const Checkpoint c = read_checkpoint(checkpoint_path, /*with_optim=*/false);
   LoadedModel out;
   out.model = model_from_checkpoint(c, checkpoint_path);
-  std::optional<Tokenizer> tokenizer = checkpoint_tokenizer(c);
+  std::optional<Tokenizer> tokenizer = checkpoint_tokenizer(c, checkpoint_path);
   out.has_tokenizer = tokenizer.has_value();
   out.tokenizer = tokenizer ? std::move(*tokenizer) : default_tokenizer(c.config);
   return out;

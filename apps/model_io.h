@@ -22,7 +22,8 @@ std::string default_corpus();
 // The tokenizer a checkpoint's token ids are in: the one it stores; else the byte
 // tokenizer when its vocabulary is the bytes (256, or 257 with <|endoftext|>); else
 // none (a model of token shards whose tokenizer was not stored).
-std::optional<Tokenizer> checkpoint_tokenizer(const Checkpoint& c);
+// A stored tokenizer that does not parse is an Error naming `path` (the checkpoint file).
+std::optional<Tokenizer> checkpoint_tokenizer(const Checkpoint& c, const std::string& path = "");
 
 // The tensors of c.model against the model c.config describes: exactly its
 // parameter names, each of its shape, float and finite. An Error names the file

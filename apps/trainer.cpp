@@ -36,6 +36,7 @@
 #include "core/kernels/matmul.h"
 #include "core/profiler.h"
 #include "core/threads.h"
+#include "data/atomic_file.h"
 #include "data/batch_loader.h"
 #include "data/bpe_trainer.h"
 #include "dist/communicator.h"
@@ -358,7 +359,8 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     const prof::Snapshot snap = prof::snapshot();
     const double wall_ms = snap.steps > 0 ? profiled_seconds * 1e3 / static_cast<double>(snap.steps) : 0;
     std::printf("%s", profile_table(snap, profile_warmup, wall_ms).c_str());
-    std::ofstream(fs::path(o.out) / "profile.json") << profile_json(snap, profile_warmup, wall_ms).dump(2) << "\n";
+    write_file_atomically((fs::path(o.out) / "profile.json").string(),
+                          profile_json(snap, profile_warmup, wall_ms).dump(2) + "\n");
     std::printf("profile written to %s\n", (fs::path(o.out) / "profile.json").string().c_str());
     std::fflush(stdout);
   };

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "data/atomic_file.h"
 
 namespace ember::apps {
 namespace {
@@ -78,6 +79,7 @@ RunMetrics read_run_metrics(const std::string& run_dir) {
   EMBER_CHECK(fs::is_directory(run_dir), run_dir, ": no such run folder");
   EMBER_CHECK(fs::exists(path), file, ": no such file (is ", run_dir,
               " the --out folder of an `ember train` run?)");
+  EMBER_CHECK(!fs::is_directory(path), file, ": is a folder, expected the run's metrics file");
   std::ifstream in(path, std::ios::binary);
   EMBER_CHECK(in, file, ": cannot open");
   std::stringstream buffer;
@@ -182,19 +184,7 @@ void write_training_plot(const std::vector<std::string>& run_dirs, const std::st
     if (name_count[runs[i].name] > 1) runs[i].name = run_dirs[i];
   }
   const std::string svg = render_svg(training_figure(runs, options));
-  const fs::path out(out_path);
-  const fs::path tmp = out.parent_path() / ("." + out.filename().string() + ".tmp");
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    EMBER_CHECK(f, out_path, ": cannot write (", tmp.string(), " does not open)");
-    f << svg;
-    f.close();
-    EMBER_CHECK(f, out_path, ": cannot write");
-  }
-  std::error_code ec, ignored;
-  fs::rename(tmp, out, ec);
-  if (ec) fs::remove(tmp, ignored);
-  EMBER_CHECK(!ec, out_path, ": cannot write (", ec.message(), ")");
+  write_file_atomically(out_path, svg);  // fsync'd; a full disk leaves no partial file
 }
 
 void write_run_plot_or_warn(const std::string& run_dir) noexcept {

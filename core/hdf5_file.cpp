@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "core/file_digest.h"
+#include "core/system_memory.h"
 
 namespace ember {
 namespace {
@@ -57,6 +58,28 @@ std::string write_failure_reason() {
              : std::string();
 }
 
+// A dataset's declared shape, read before its data: a corrupt or hostile file may
+// declare one whose byte count overflows or exceeds this machine's memory.
+void check_declared_size(const std::vector<hsize_t>& dims, size_t element_bytes, const std::string& file,
+                         const std::string& dataset) {
+  const auto shape_text = [&] {
+    std::string s = "[";
+    for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+    return s + "]";
+  };
+  uint64_t bytes = element_bytes;
+  for (const hsize_t d : dims) {
+    EMBER_CHECK(d == 0 || bytes <= static_cast<uint64_t>(INT64_MAX) / d, file, ": dataset ", dataset,
+                " declares shape ", shape_text(), ", whose size overflows 64-bit integers (file corrupt?)");
+    bytes *= d;
+  }
+  const SystemMemory mem = system_memory();
+  EMBER_CHECK(mem.bytes == 0 || bytes <= static_cast<uint64_t>(mem.bytes), file, ": dataset ", dataset,
+              " declares shape ", shape_text(), " (", bytes_str(static_cast<long double>(bytes)),
+              "), more than this machine's ", bytes_str(static_cast<long double>(mem.bytes)), " of ", mem.what,
+              " (file corrupt?)");
+}
+
 std::string parent_of(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   return slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
@@ -73,8 +96,11 @@ H5File::H5File(const std::string& path, Mode mode) : path_(path) {
   } else {
     Handle fcpl{H5Pcreate(H5P_FILE_CREATE), H5Pclose};
     H5Pset_userblock(fcpl.id, kDigestBlockBytes);
+    errno = 0;
     file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.id, H5P_DEFAULT);
-    EMBER_CHECK(file_ >= 0, path, ": cannot create the HDF5 file (is the folder writable?)");
+    const std::string reason = write_failure_reason();  // a full disk, not a permission
+    EMBER_CHECK(file_ >= 0, path, ": cannot create the HDF5 file",
+                reason.empty() ? " (is the folder writable?)" : reason);
     seal_on_close_ = true;
   }
 }
@@ -162,6 +188,7 @@ Tensor H5File::read_tensor(const std::string& dataset_path) const {
   std::vector<hsize_t> dims(static_cast<size_t>(rank));
   H5Sget_simple_extent_dims(space.id, dims.data(), nullptr);
   Shape shape(dims.begin(), dims.end());
+  check_declared_size(dims, dtype_size(dtype), path_, dataset_path);  // before allocating it
   Tensor t = Tensor::empty(shape, dtype);
   EMBER_CHECK(t.numel() == 0 || H5Dread(ds.id, h5_type(dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT,
                                         t.raw_data()) >= 0,

@@ -21,8 +21,8 @@ namespace {
   throw Error(detail::concat("cannot write '", path, "': ", std::strerror(err)));
 }
 
-// fsync of the folder holding `path`, so that a rename in it is on disk too
-// (best effort: some file systems refuse fsync on a folder).
+}  // namespace
+
 void fsync_parent_folder(const std::string& path) {
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   const int fd = ::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -30,8 +30,6 @@ void fsync_parent_folder(const std::string& path) {
   ::fsync(fd);
   ::close(fd);
 }
-
-}  // namespace
 
 void commit_temporary_file(const std::string& tmp, const std::string& path) {
   const int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);

@@ -15,4 +15,8 @@ void write_file_atomically(const std::string& path, std::string_view content);
 // an Error "cannot write '<path>': <reason>" is thrown.
 void commit_temporary_file(const std::string& tmp, const std::string& path);
 
+// fsync of the folder holding `path`, so that a rename into it is on disk too
+// (best effort: some file systems refuse fsync on a folder).
+void fsync_parent_folder(const std::string& path);
+
 }  // namespace ember

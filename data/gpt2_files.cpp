@@ -34,8 +34,8 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std:
   }
   EMBER_CHECK(encoder.is_object(), encoder_json, ": expected an object of token -> id");
   for (auto it = encoder.begin(); it != encoder.end(); ++it) {
-    EMBER_CHECK(it->is_number_unsigned(), encoder_json, ": token '", it.key(),
-                "' has no non-negative integer id");
+    EMBER_CHECK(it->is_number_unsigned() && it->get<uint64_t>() < UINT32_MAX, encoder_json, ": token '",
+                it.key(), "' has no token id (an integer in [0, 2^32 - 1))");
     v.vocab.emplace_back(it.key(), it->get<uint32_t>());
     if (it.key() == kEndOfText) v.added.push_back(SpecialToken{it.key(), it->get<uint32_t>(), true});
   }

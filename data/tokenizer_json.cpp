@@ -75,8 +75,8 @@ StringVocab parse(const json& root) {
   EMBER_CHECK(vocab.is_object(), "tokenizer.json: model.vocab is not an object");
   v.vocab.reserve(vocab.size());
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    EMBER_CHECK(it->is_number_unsigned(), "tokenizer.json: model.vocab['", it.key(),
-                "'] is not a non-negative integer id");
+    EMBER_CHECK(it->is_number_unsigned() && it->get<uint64_t>() < UINT32_MAX, "tokenizer.json: model.vocab['",
+                it.key(), "'] is not a token id (an integer in [0, 2^32 - 1))");
     v.vocab.emplace_back(it.key(), it->get<uint32_t>());
   }
   const json& merges = require(model, "merges", "model");
@@ -115,8 +115,8 @@ StringVocab parse(const json& root) {
     EMBER_CHECK(added->is_array(), "tokenizer.json: added_tokens is not an array");
     for (const json& a : *added) {
       EMBER_CHECK(a.is_object() && a.contains("id") && a["id"].is_number_unsigned() &&
-                      a.contains("content") && a["content"].is_string(),
-                  "tokenizer.json: an added token lacks an integer \"id\" or a string \"content\"");
+                      a["id"].get<uint64_t>() < UINT32_MAX && a.contains("content") && a["content"].is_string(),
+                  "tokenizer.json: an added token lacks an integer \"id\" in [0, 2^32 - 1) or a string \"content\"");
       SpecialToken s{a["content"].get<std::string>(), a["id"].get<uint32_t>(),
                      flag(a, "special", true)};
       for (const char* key : {"lstrip", "rstrip", "single_word"})

@@ -10,19 +10,26 @@
 namespace ember {
 
 Tokenizer tokenizer_from_strings(const StringVocab& v, const std::string& source) {
-  uint32_t n = 0;
-  for (const auto& [key, id] : v.vocab) n = std::max(n, id + 1);
-  for (const auto& a : v.added) n = std::max(n, a.id + 1);
+  uint64_t max_end = 0;  // the largest id + 1
+  for (const auto& [key, id] : v.vocab) max_end = std::max<uint64_t>(max_end, uint64_t{id} + 1);
+  for (const auto& a : v.added) max_end = std::max<uint64_t>(max_end, uint64_t{a.id} + 1);
+  // Ids run from 0 without holes, so none reaches the count of entries: checked
+  // before a table of that many tokens is allocated (a hostile id of 10^9 is one line).
+  const uint64_t entries = v.vocab.size() + v.added.size();
+  EMBER_CHECK(max_end <= entries, source, ": token ids must run from 0 without holes, but id ", max_end - 1,
+              " is beyond the ", entries, " tokens listed");
+  const uint32_t n = static_cast<uint32_t>(max_end);
   std::unordered_map<std::string, const SpecialToken*> added_by_content;
   for (const auto& a : v.added) added_by_content[a.content] = &a;
 
   std::vector<std::string> tokens(n);
   std::vector<bool> filled(n, false);
+  std::vector<const std::string*> key_of(n, nullptr);  // the vocab's string of each id, for messages
   std::unordered_map<std::string, uint32_t> id_of;
   id_of.reserve(v.vocab.size());
   for (const auto& [key, id] : v.vocab) {
     EMBER_CHECK(!filled[id], source, ": vocab gives id ", id, " to two tokens ('",
-                tokens[id], "' and '", key, "')");
+                key_of[id] ? *key_of[id] : tokens[id], "' and '", key, "')");
     std::optional<std::string> bytes = byte_level_decode(key);
     if (!bytes) {
       auto it = added_by_content.find(key);
@@ -32,6 +39,7 @@ Tokenizer tokenizer_from_strings(const StringVocab& v, const std::string& source
     }
     tokens[id] = std::move(*bytes);
     filled[id] = true;
+    key_of[id] = &key;
     id_of.emplace(key, id);
   }
   for (const auto& a : v.added) {

@@ -829,3 +829,237 @@ TEST_CASE("a new run refuses an --out that holds another run's checkpoints, and 
 }
 
 }  // namespace hostile_runs
+
+// ---------------------------------------------------------------------------
+// Hostile input files and options outside training: one line, exit 1 (2 for
+// a value that does not parse), no file destroyed.
+#include <hdf5.h>
+
+#include <cstring>
+
+#include "core/file_digest.h"
+
+namespace eval_cli {
+namespace {
+
+// Replaces the dataset `name` of a sealed ember HDF5 file by one of `type` and
+// `dims` (rank -1: a 0-d scalar) holding `data` (nullptr: none written), then
+// seals the file again: a valid digest over wrong content.
+void replace_dataset(const std::string& file, const std::string& name, hid_t type, int rank,
+                     const std::vector<hsize_t>& dims, const void* data) {
+  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  REQUIRE(f >= 0);
+  REQUIRE(H5Ldelete(f, name.c_str(), H5P_DEFAULT) >= 0);
+  const hid_t space = rank < 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(rank, dims.data(), nullptr);
+  const hid_t ds = H5Dcreate2(f, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  REQUIRE(ds >= 0);
+  if (data) REQUIRE(H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0);
+  H5Dclose(ds);
+  H5Sclose(space);
+  H5Fclose(f);
+  ember::seal_file_digest(file);
+}
+
+}  // namespace
+
+TEST_CASE("eval, generate and export refuse checkpoint tensors of a wrong kind or a huge declared shape",
+          "[cli][hostile]") {
+  TempDir dir("cli_hostile_tensors");
+  const std::vector<uint32_t> tokens = {'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i'};
+  ember::write_shard(dir / "tokens.bin", tokens, 257);
+  const std::string norm = "/model/model.norm.weight";
+  const std::vector<int32_t> ints(16, 1);
+  const std::vector<int8_t> bytes(16, 1);
+  const float one = 1;
+  const std::vector<std::function<void(const std::string&)>> variants = {
+      [&](const std::string& f) { replace_dataset(f, norm, H5T_NATIVE_INT32, 1, {16}, ints.data()); },
+      [&](const std::string& f) { replace_dataset(f, norm, H5T_NATIVE_INT8, 1, {16}, bytes.data()); },
+      [&](const std::string& f) { replace_dataset(f, norm, H5T_NATIVE_FLOAT, -1, {}, &one); },
+      // 4 TiB declared, nothing stored: refused before it is allocated.
+      [&](const std::string& f) { replace_dataset(f, norm, H5T_NATIVE_FLOAT, 1, {hsize_t{1} << 40}, nullptr); },
+      // 2^64 + 2^31 elements: the count overflows 64 bits.
+      [&](const std::string& f) {
+        replace_dataset(f, norm, H5T_NATIVE_FLOAT, 2, {(hsize_t{1} << 33) + 1, hsize_t{1} << 31}, nullptr);
+      },
+  };
+  for (size_t i = 0; i < variants.size(); ++i) {
+    const std::string path = dir / ("bad" + std::to_string(i) + ".h5");
+    write_checkpoint(path, zero_checkpoint(tiny_config(257)));
+    variants[i](path);
+    for (const std::string& args :
+         {"eval --checkpoint " + path + " --data " + dir / "tokens.bin" + " --batch-size 1 --seq-len 4",
+          "generate --checkpoint " + path + " --max-tokens 2", "export --checkpoint " + path + " --out " + dir / "hf"}) {
+      INFO(args);
+      const Run r = run_ember(args);
+      CHECK(r.code == 1);
+      check_plain_message(r.err);
+      CHECK(r.err.find(path) != std::string::npos);
+      CHECK(r.err.find("model.norm.weight") != std::string::npos);
+      CHECK(r.err.find("out of memory") == std::string::npos);
+      CHECK(!fs::exists(dir.path / "hf"));
+    }
+  }
+}
+
+TEST_CASE("a checkpoint whose stored tokenizer does not parse is one line naming the checkpoint", "[cli][hostile]") {
+  TempDir dir("cli_hostile_stored_tok");
+  ember::apps::Checkpoint c = zero_checkpoint(tiny_config(257));
+  c.tokenizer_json = R"({"model": 3})";
+  write_checkpoint(dir / "c.h5", c);
+  for (const std::string& args : {"generate --checkpoint " + dir / "c.h5" + " --max-tokens 2",
+                                  "export --checkpoint " + dir / "c.h5" + " --out " + dir / "hf"}) {
+    INFO(args);
+    const Run r = run_ember(args);
+    CHECK(r.code == 1);
+    check_plain_message(r.err);
+    CHECK(r.err.starts_with("ember: error: " + dir / "c.h5" + ": the stored tokenizer"));  // was: "tokenizer.json: ..."
+  }
+}
+
+TEST_CASE("tokenizer.json ids out of range or given twice are one line naming the file", "[cli][hostile]") {
+  TempDir dir("cli_hostile_tokenizer");
+  dir.write("corpus.txt", "some text\n");
+  write_checkpoint(dir / "zero.h5", zero_checkpoint(tiny_config(257)));
+  REQUIRE(run_ember("export --checkpoint " + dir / "zero.h5" + " --out " + dir / "hf").code == 0);
+  const nlohmann::json good = nlohmann::json::parse(ember::Tokenizer::bytes({"<|endoftext|>"}).to_json());
+  const std::vector<std::pair<std::string, std::function<void(nlohmann::json&)>>> variants = {
+      {"1000000000", [](auto& j) { j["added_tokens"][0]["id"] = 1000000000; }},  // was: out of memory
+      {"Ā", [](auto& j) { j["model"]["vocab"]["Ā"] = uint64_t{1} << 40; }},      // was: read as id 0
+      {"Ċ", [](auto& j) { j["model"]["vocab"]["Ċ"] = 32; }},  // id 32 twice; '\n' in the message was a second line
+  };
+  for (const auto& [needle, breakit] : variants) {
+    nlohmann::json j = good;
+    breakit(j);
+    dir.write("tok.json", j.dump());
+    for (const std::string& args : {"tokenize --encode " + dir / "corpus.txt" + " --tokenizer " + dir / "tok.json" +
+                                        " --out " + dir / "shards",
+                                    "import --from " + dir / "hf" + " --tokenizer " + dir / "tok.json" +
+                                        " --out " + dir / "x.h5"}) {
+      INFO(args);
+      const Run r = run_ember(args);
+      CHECK(r.code == 1);
+      check_plain_message(r.err);
+      CHECK(r.err.find(dir / "tok.json") != std::string::npos);
+      if (args.starts_with("tokenize")) CHECK(r.err.find(needle) != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("tokenize --encode of an empty corpus says so", "[cli][hostile]") {
+  TempDir dir("cli_hostile_empty_corpus");
+  dir.write("empty.txt", "");
+  dir.write("tok.json", ember::Tokenizer::bytes({"<|endoftext|>"}).to_json());
+  const Run r = run_ember("tokenize --encode " + dir / "empty.txt" + " --tokenizer " + dir / "tok.json" + " --out " +
+                          dir / "shards");
+  CHECK(r.code == 1);
+  check_plain_message(r.err);
+  CHECK(r.err.find("holds no text") != std::string::npos);  // was: "cannot write 'DIR/tokenizer.json': No such file"
+}
+
+TEST_CASE("generate --tokenizer with more tokens than the model names the option", "[cli][hostile]") {
+  TempDir dir("cli_hostile_gen_tok");
+  write_checkpoint(dir / "zero.h5", zero_checkpoint(tiny_config(257)));
+  dir.write("tok.json", ember::Tokenizer::bytes({"<|endoftext|>", "<|pad|>", "<|x|>"}).to_json());
+  const Run r = run_ember("generate --checkpoint " + dir / "zero.h5" + " --tokenizer " + dir / "tok.json" +
+                          " --max-tokens 2");
+  CHECK(r.code == 1);
+  check_plain_message(r.err);
+  CHECK(r.err.find("--tokenizer " + dir / "tok.json" + ": 259 tokens") != std::string::npos);
+}
+
+TEST_CASE("import never overwrites a file and refuses non-finite weights", "[cli][hostile]") {
+  TempDir dir("cli_hostile_import");
+  write_checkpoint(dir / "zero.h5", zero_checkpoint(tiny_config(257)));
+  REQUIRE(run_ember("export --checkpoint " + dir / "zero.h5" + " --out " + dir / "hf").code == 0);
+  dir.write("precious.h5", "a checkpoint of another run");
+  const Run over = run_ember("import --from " + dir / "hf" + " --out " + dir / "precious.h5");
+  CHECK(over.code == 1);
+  check_plain_message(over.err);
+  CHECK(over.err.find("--out " + dir / "precious.h5") != std::string::npos);
+  CHECK(read_text(dir.path / "precious.h5") == "a checkpoint of another run");
+  // A NaN in model.safetensors (its first tensor's first float, right after the header).
+  const std::string st = dir / "hf/model.safetensors";
+  std::string bytes = read_text(st);
+  uint64_t header = 0;
+  std::memcpy(&header, bytes.data(), 8);
+  const float nan = NAN;
+  std::memcpy(bytes.data() + 8 + header, &nan, 4);
+  std::ofstream(st, std::ios::binary | std::ios::trunc) << bytes;
+  const Run r = run_ember("import --from " + dir / "hf" + " --out " + dir / "nan.h5");
+  CHECK(r.code == 1);
+  check_plain_message(r.err);
+  CHECK(r.err.find("non-finite") != std::string::npos);
+  CHECK(!fs::exists(dir.path / "nan.h5"));
+}
+
+TEST_CASE("tokenize --train, plot and bench --json replace only a file of their kind", "[cli][hostile]") {
+  TempDir dir("cli_hostile_replace");
+  write_checkpoint(dir / "zero.h5", zero_checkpoint(tiny_config(257)));
+  const std::string before = read_text(dir.path / "zero.h5");
+  fs::create_directories(dir.path / "run");
+  dir.write("run/metrics.jsonl", "{\"step\":1,\"loss\":5.0,\"lr\":0.001,\"tokens\":32}\n"
+                                 "{\"step\":2,\"loss\":4.0,\"lr\":0.001,\"tokens\":64}\n");
+  dir.write("corpus.txt", "some text to train a tokenizer on\n");
+  const Run tok = run_ember("tokenize --train " + dir / "corpus.txt" + " --vocab-size 300 --out " + dir / "zero.h5");
+  CHECK(tok.code == 1);  // was: the checkpoint replaced by a tokenizer.json
+  check_plain_message(tok.err);
+  CHECK(tok.err.find("--out " + dir / "zero.h5") != std::string::npos);
+  CHECK(read_text(dir.path / "zero.h5") == before);
+  const Run plot = run_ember("plot " + dir / "run" + " --out " + dir / "zero.h5");
+  CHECK(plot.code == 1);
+  check_plain_message(plot.err);
+  CHECK(plot.err.find("--out " + dir / "zero.h5") != std::string::npos);
+  CHECK(read_text(dir.path / "zero.h5") == before);
+  CHECK(run_ember("plot " + dir / "run" + " --out " + dir / "p.svg").code == 0);
+  CHECK(run_ember("plot " + dir / "run" + " --out " + dir / "p.svg").code == 0);  // an SVG is replaced
+  dir.write("tiny.json", tiny_config(256));
+  const Run bench = run_ember("bench --config " + dir / "tiny.json" +
+                              " --batch-size 1 --seq-len 4 --steps 1 --warmup 0 --json " + dir / "zero.h5");
+  CHECK(bench.code == 1);
+  check_plain_message(bench.err);
+  CHECK(bench.err.find("--json " + dir / "zero.h5") != std::string::npos);
+  CHECK(read_text(dir.path / "zero.h5") == before);
+  // metrics.jsonl that is a folder
+  fs::create_directories(dir.path / "odd/metrics.jsonl");
+  const Run odd = run_ember("plot " + dir / "odd" + " --out " + dir / "q.svg");
+  CHECK(odd.code == 1);
+  CHECK(odd.err.find("is a folder") != std::string::npos);
+}
+
+TEST_CASE("bench refuses options that crashed its child process", "[cli][hostile]") {
+  TempDir dir("cli_hostile_bench");
+  dir.write("tiny.json", tiny_config(256));
+  const std::string bench = "bench --config " + dir / "tiny.json" + " --batch-size 1 --seq-len 4 --steps 1 --warmup 0 ";
+  for (const auto& [option, name] : std::vector<std::pair<std::string, std::string>>{
+           {"--threads 100000", "--threads"},                     // was: segfault in the child
+           {"--threads -1", "--threads"},                         // was: accepted
+           {"--warmup 9223372036854775807", "--warmup"},          // was: segfault (no timed step)
+           {"--batch-size 9223372036854775807", "--batch-size"},  // was: segfault; now the memory it needs
+           {"--batch-size -1", "--batch-size"},                   // was: accepted as the default
+           {"--seq-len -1", "--seq-len"}}) {
+    INFO(option);
+    const Run r = run_ember(bench + option);
+    CHECK(r.code == 1);
+    check_plain_message(r.err);
+    CHECK(r.err.find(name) != std::string::npos);
+  }
+}
+
+TEST_CASE("integer options out of their type's range or in octal are usage errors", "[cli][hostile]") {
+  for (const auto& [args, option] : std::vector<std::pair<std::string, std::string>>{
+           {"generate --checkpoint /dev/null --seed -1", "--seed"},  // was: seed 2^64 - 1
+           {"info --preset dense-small --batch-size 9223372036854775808", "--batch-size"},  // was: 2^63 - 1
+           {"info --preset dense-small --batch-size 1e3", "--batch-size"},
+           {"tokenize --train x --out y --min-frequency 18446744073709551616", "--min-frequency"}}) {
+    INFO(args);
+    const Run r = run_ember(args);
+    CHECK(r.code == 2);
+    CHECK(r.err.find(option) != std::string::npos);
+  }
+  // "010" is ten, not octal 8.
+  const Run ten = run_ember("info --preset dense-small --batch-size 010");
+  CHECK(ten.code == 0);
+  CHECK(ten.out.find("at B = 10,") != std::string::npos);
+}
+
+}  // namespace eval_cli

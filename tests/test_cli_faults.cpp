@@ -16,6 +16,7 @@
 #include <string>
 
 #include "apps/checkpoint.h"
+#include "data/tokenizer.h"
 #include "temp_dir.h"
 
 namespace fs = std::filesystem;
@@ -180,4 +181,116 @@ TEST_CASE("a file-size limit ends training with one error line, exit 1 and no te
   CHECK(read_text((run / "latest").string()) == "step_00000002.h5\n");
   CHECK_FALSE(fs::exists(run / "step_00000004.h5"));
   check_run_intact(run, 1);
+}
+
+// ---------------------------------------------------------------------------
+// The outputs of the other subcommands on a full disk, and the fsyncs of the
+// one atomic writer (data/atomic_file.h) seen by strace.
+namespace {
+
+// Files under `folder` (recursively), as paths relative to it.
+std::vector<std::string> files_under(const fs::path& folder) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& e : fs::recursive_directory_iterator(folder, ec)) {
+    if (e.is_regular_file()) found.push_back(fs::relative(e.path(), folder).string());
+  }
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("a full disk under tokenize, export, import, plot, eval --grads-out and bench --json: one line, "
+          "exit 1, no partial file",
+          "[cli][faults]") {
+  TempDir dir("cli_outputs_full");
+  if (geteuid() != 0) {
+    WARN("skipped: mounting a small tmpfs needs root");
+    return;
+  }
+  const std::string run = dir / "run";
+  REQUIRE(run_ember(dir, tiny_train_args(dir, run) + " --steps 1").code == 0);
+  const std::string ckpt = run + "/step_00000001.h5";
+  REQUIRE(run_ember(dir, "export --checkpoint " + ckpt + " --out " + dir / "hf").code == 0);
+  dir.write("eot.json", ember::Tokenizer::bytes({"<|endoftext|>"}).to_json());
+  const fs::path mnt = dir.path / "full";
+  fs::create_directories(mnt);
+  const std::string m = mnt.string();
+  const std::vector<std::pair<std::string, std::string>> commands = {
+      {"tokenize --encode " + dir / "corpus.txt" + " --tokenizer " + dir / "eot.json" + " --out " + m + "/sh",
+       "sh/"},
+      {"export --checkpoint " + ckpt + " --out " + m + "/hf", "hf/"},
+      {"import --from " + dir / "hf" + " --out " + m + "/imported.h5", "imported.h5"},
+      {"plot " + run + " --out " + m + "/plot.svg", "plot.svg"},
+      {"eval --checkpoint " + ckpt + " --data " + run + "/data/val_000000.bin --batch-size 1 --seq-len 8 --batches 1 "
+       "--grads-out " + m + "/grads.h5",
+       "grads.h5"},
+      {"bench --config " + dir / "tiny.json" + " --batch-size 1 --seq-len 8 --steps 1 --warmup 0 --json " + m +
+           "/bench.json",
+       "bench.json"},
+  };
+  // Free space left: none, and a few KiB (each output then fails part-way).
+  for (const int free_kib : {0, 4}) {
+    REQUIRE(mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=1m") == 0);
+    {
+      std::ofstream filler(mnt / "filler", std::ios::binary);
+      const std::string block(4096, 'x');
+      for (int i = 0; i < 256 && filler; ++i) filler << block;
+    }
+    fs::resize_file(mnt / "filler", fs::file_size(mnt / "filler") - free_kib * 1024);
+    for (const auto& [args, output] : commands) {
+      INFO(args << " with " << free_kib << " KiB free");
+      const Run r = run_ember(dir, args);
+      CHECK(r.code == 1);
+      CHECK(r.err.ends_with("No space left on device\n"));
+      // One error line (tokenize reports its progress on stderr before it).
+      CHECK(r.err.find("ember: error: ") == r.err.rfind('\n', r.err.size() - 2) + 1);
+      CHECK(r.err.find("ember: error: ", 1) == std::string::npos);
+      for (const std::string& f : files_under(mnt)) {
+        INFO(f);
+        CHECK(f.find(".tmp") == std::string::npos);  // no temporary left
+        // Nothing under a final name, except shards and files that were complete.
+        if (f != "filler" && !f.ends_with(".bin")) CHECK_FALSE(f.starts_with(output));
+      }
+    }
+    umount(mnt.c_str());
+  }
+}
+
+TEST_CASE("plot, bench --json, train --profile and eval --grads-out fsync the file, rename, then fsync the folder",
+          "[cli][faults]") {
+  TempDir dir("cli_fsync");
+  if (std::system("strace -V > /dev/null 2>&1") != 0) {
+    WARN("skipped: no strace");
+    return;
+  }
+  const std::string run = dir / "run";
+  REQUIRE(run_ember(dir, tiny_train_args(dir, run) + " --steps 1").code == 0);
+  const std::string ckpt = run + "/step_00000001.h5";
+  // strace -y prints each descriptor's path: fsync(5</tmp/.../out>).
+  const std::string strace = "strace -f -y -o " + dir / "trace" + " -e trace=fsync,rename,renameat,renameat2 ";
+  const std::vector<std::pair<std::string, std::string>> commands = {
+      {"plot " + run + " --out " + dir / "plot.svg", dir / "plot.svg"},
+      {"bench --config " + dir / "tiny.json" + " --batch-size 1 --seq-len 8 --steps 1 --warmup 0 --json " +
+           dir / "bench.json",
+       dir / "bench.json"},
+      {"eval --checkpoint " + ckpt + " --data " + run + "/data/val_000000.bin --batch-size 1 --seq-len 8 --batches 1 "
+       "--grads-out " + dir / "grads.h5",
+       dir / "grads.h5"},
+      {tiny_train_args(dir, dir / "prof") + " --steps 2 --profile", dir / "prof/profile.json"},
+  };
+  for (const auto& [args, target] : commands) {
+    INFO(args);
+    REQUIRE(std::system((strace + EMBER_BINARY + " " + args + " > /dev/null 2>&1").c_str()) == 0);
+    const std::string trace = read_text(dir / "trace");
+    const std::string folder = fs::path(target).parent_path().string();
+    // The last rename to the target; before it an fsync of a temporary beside it, after it one of the folder.
+    const size_t renamed = trace.rfind("\"" + target + "\"");
+    REQUIRE(renamed != std::string::npos);
+    const size_t line = trace.rfind('\n', renamed);
+    CHECK(trace.find("rename", line) < renamed);
+    CHECK(trace.rfind("fsync(", renamed) != std::string::npos);
+    CHECK(trace.find("fsync(", renamed) != std::string::npos);
+    CHECK(trace.find("<" + folder + ">) = 0", renamed) != std::string::npos);
+  }
 }
