@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(build-essential cmake libdnnl-dev libopenmpi-dev openmpi-bin libhdf5-dev
           hdf5-tools libcli11-dev catch2 nlohmann-json3-dev unicode-data
-          python3)  # python3: tests/hf's pure-Python Hugging Face reference (standard library only)
+          python3 strace)  # strace: test_cli_faults checks the fsync order of the atomic writers; python3: tests/hf's pure-Python Hugging Face reference (standard library only)
 packages+=(${EMBER_EXTRA_PACKAGES:-})  # e.g. fortunes for the main job
 missing=()
 for p in "${packages[@]}"; do
