@@ -66,6 +66,21 @@ std::vector<std::string> subcommands() {
   return names;
 }
 
+// Starts `ember` (args[0] is its path) in the background with stdout on /dev/null; returns its pid.
+pid_t spawn_quiet(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t quiet;
+  posix_spawn_file_actions_init(&quiet);
+  posix_spawn_file_actions_addopen(&quiet, 1, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, EMBER_BINARY, &quiet, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&quiet);
+  REQUIRE(rc == 0);
+  return pid;
+}
+
 }  // namespace
 
 TEST_CASE("ember --version prints the project version and build info", "[cli]") {
@@ -140,15 +155,7 @@ TEST_CASE("Ctrl-C stops ember train with a checkpoint and exit code 130", "[cli]
                                          "--batch-size", "2",
                                          "--seq-len",    "16",
                                          "--log-every",  "1000000"};
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t quiet;
-  posix_spawn_file_actions_init(&quiet);
-  posix_spawn_file_actions_addopen(&quiet, 1, "/dev/null", O_WRONLY, 0);
-  pid_t pid = 0;
-  REQUIRE(posix_spawn(&pid, EMBER_BINARY, &quiet, nullptr, argv.data(), environ) == 0);
-  posix_spawn_file_actions_destroy(&quiet);
+  const pid_t pid = spawn_quiet(args);
   // Interrupt once the loop runs (metrics.jsonl is opened after the handlers are installed).
   for (int i = 0; i < 6000 && !fs::exists(dir / "run" / "metrics.jsonl"); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -262,15 +269,7 @@ TEST_CASE("a second ember train on the same --out refuses at once", "[cli][train
   const std::vector<std::string> args = {EMBER_BINARY, "train", "--config", dir / "tiny.json", "--data",
                                          dir / "corpus.txt", "--out", dir / "run", "--steps", "1000000",
                                          "--batch-size", "2", "--seq-len", "16", "--log-every", "1000000"};
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t quiet;
-  posix_spawn_file_actions_init(&quiet);
-  posix_spawn_file_actions_addopen(&quiet, 1, "/dev/null", O_WRONLY, 0);
-  pid_t pid = 0;
-  REQUIRE(posix_spawn(&pid, EMBER_BINARY, &quiet, nullptr, argv.data(), environ) == 0);
-  posix_spawn_file_actions_destroy(&quiet);
+  const pid_t pid = spawn_quiet(args);
   for (int i = 0; i < 6000 && !fs::exists(dir / "run/metrics.jsonl"); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -763,15 +762,7 @@ TEST_CASE("train --resume of a folder another run is using prints its one error 
   REQUIRE(run_ember(tiny_train(dir) + " --steps 2").code == 0);
   const std::vector<std::string> args = {EMBER_BINARY, "train", "--resume", dir / "run", "--steps", "1000000",
                                          "--log-every", "1000000"};
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t quiet;
-  posix_spawn_file_actions_init(&quiet);
-  posix_spawn_file_actions_addopen(&quiet, 1, "/dev/null", O_WRONLY, 0);
-  pid_t pid = 0;
-  REQUIRE(posix_spawn(&pid, EMBER_BINARY, &quiet, nullptr, argv.data(), environ) == 0);
-  posix_spawn_file_actions_destroy(&quiet);
+  const pid_t pid = spawn_quiet(args);
   for (int i = 0; i < 6000 && latest_name(dir / "run") == "step_00000002.h5"; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));  // until the first run saves (it holds the lock)
   }
