@@ -150,6 +150,21 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     fields.emplace_back("the data files (size and content)", files);
     dist::check_ranks_agree(comm, fields);
   }
+  // Claim --out before any long work or any write (tokenizer training, data preparation):
+  // the model fits the machine, the folder's lock (one run per folder), no other run's
+  // checkpoints in it, then its temporaries are stale (rank 0 writes the folder).
+  std::optional<RunLock> run_lock;
+  agreed(comm, [&] {
+    nn::ModelConfig planned = cfg;  // --vocab-size sets the vocabulary below
+    if (o.vocab_size > 0 && start_path.empty()) planned.vocab_size = o.vocab_size;
+    nn::require_fits_in_memory(nn::training_memory(planned, o.batch_size, o.seq_len));
+    if (root) {
+      ensure_writable_dir(o.out, "--out");
+      run_lock.emplace(o.out);
+      check_no_other_run(o.out, o.resume);
+      remove_stale_temporaries(o.out);
+    }
+  });
   // --vocab-size: a BPE tokenizer trained here on the text corpus (rank 0; the
   // others receive it); the model's vocabulary follows it.
   std::optional<Tokenizer> trained_tokenizer;
@@ -172,7 +187,6 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
   std::optional<Tokenizer> tokenizer;
   TrainingTokenizer run_tokenizer;  // with where it came from (unset with --vocab-size)
   std::unique_ptr<BatchLoader> loader_ptr, val_loader;
-  std::optional<RunLock> run_lock;  // one run per --out folder (rank 0 writes it)
   std::shared_ptr<TokenDataset> train_set;
   int64_t eval_batches = 0;
   agreed(comm, [&] {
@@ -180,13 +194,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
       EMBER_CHECK(cfg.to_json() == start.config.to_json(), start_path,
                   ": the checkpoint's model config does not match the one given by --config/--preset");
     }
-    nn::require_fits_in_memory(nn::training_memory(cfg, o.batch_size, o.seq_len));
     autocast = parse_autocast_dtype(o.dtype);
-    if (root) {
-      ensure_writable_dir(o.out, "--out");
-      run_lock.emplace(o.out);            // one run per folder; then its temporaries are stale
-      remove_stale_temporaries(o.out);
-    }
 
     // --- tokenizer and data -------------------------------------------------------------
     // --tokenizer, the checkpoint's, the one beside the shards, else the byte tokenizer when
@@ -230,9 +238,6 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
         eval_batches = std::min(o.eval_batches, std::max<int64_t>(1, val_loader->num_windows() / rows));
       }
     }
-  });
-  agreed(comm, [&] {  // under the lock, before the run writes its first file of its own
-    if (root) check_no_other_run(o.out, o.resume);
   });
   // What --resume changes, once the run has its folder and data (a refused run prints only its error).
   if (root) {

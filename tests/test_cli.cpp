@@ -819,6 +819,23 @@ TEST_CASE("a new run refuses an --out that holds another run's checkpoints, and 
   CHECK(run_ember("train --resume " + run + " --steps 5 --out " + run).code == 0);
 }
 
+TEST_CASE("a refused new run with --vocab-size leaves the other run's tokenizer and shards as they were",
+          "[cli][train]") {
+  TempDir dir("cli_other_run_bpe");
+  REQUIRE(run_ember(tiny_train(dir) + " --steps 1 --vocab-size 300").code == 0);
+  const std::string tokenizer = read_text(dir / "run/data/tokenizer.json");
+  const std::string shard = read_text(dir / "run/data/train/train_000000.bin");
+  REQUIRE(!tokenizer.empty());
+  REQUIRE(!shard.empty());
+  // Another vocabulary: had it trained and prepared its data before looking at the folder,
+  // it would have replaced both files of the run that owns the folder.
+  const Run r = run_ember(tiny_train(dir) + " --steps 1 --vocab-size 280");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("already holds another run's checkpoints") != std::string::npos);
+  CHECK(read_text(dir / "run/data/tokenizer.json") == tokenizer);
+  CHECK(read_text(dir / "run/data/train/train_000000.bin") == shard);
+}
+
 }  // namespace hostile_runs
 
 // ---------------------------------------------------------------------------
