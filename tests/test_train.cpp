@@ -203,14 +203,19 @@ TEST_CASE("bad inputs fail with one clear error and leave checkpoints intact", "
     INFO(what);
     CHECK_THROWS_WITH(run_train(o), Catch::Contains(what));
   };
+  // A new run may not write into the good run's folder at all; the bad inputs
+  // below go to a folder of their own, and the good run's files stay as they were.
   TrainOptions o = tiny_options(dir, "run");
+  o.seed = 9;
+  fails_with(o, "already holds another run's checkpoints");
+  o = tiny_options(dir, "bad");
   o.data = dir / "missing.txt";
   fails_with(o, "missing.txt");
-  o = tiny_options(dir, "run");
+  o = tiny_options(dir, "bad");
   o.config = write_file(dir, "bytes.json", R"({"d_model": 16, "n_layers": 1, "n_heads": 2, "max_seq_len": 32})");
   o.data = write_file(dir, "empty.txt", "");
   fails_with(o, "empty");
-  o = tiny_options(dir, "run");
+  o = tiny_options(dir, "bad");
   {
     std::ofstream bad(dir / "bad.bin", std::ios::binary);
     std::vector<int32_t> header(256, 0);
@@ -219,21 +224,21 @@ TEST_CASE("bad inputs fail with one clear error and leave checkpoints intact", "
   }
   o.data = dir / "bad.bin";
   fails_with(o, "bad.bin");
-  o = tiny_options(dir, "run");
+  o = tiny_options(dir, "bad");
   const std::string cut = write_tokens(dir, "cut.bin", 1000, 64, 5);
   fs::resize_file(cut, fs::file_size(cut) - 100);
   o.data = cut;
   fails_with(o, "cut.bin");
-  o = tiny_options(dir, "run");
+  o = tiny_options(dir, "bad");
   o.data = write_tokens(dir, "big_ids.bin", 1000, 100, 4);  // ids up to 99 >= vocab 64
   fails_with(o, "vocab");
-  o = tiny_options(dir, "run");
+  o = tiny_options(dir, "bad");
   o.seq_len = 64;
   fails_with(o, "max_seq_len");
-  o = tiny_options(dir, "run");
+  o = tiny_options(dir, "bad");
   o.config = write_file(dir, "unknown.json", R"({"d_model": 16, "n_heads": 2, "colour": 3})");
   fails_with(o, "colour");
-  o = tiny_options(dir, "run");
+  o = tiny_options(dir, "bad");
   o.out = write_file(dir, "a_file", "x") + "/sub";
   fails_with(o, "--out");
   TrainOptions r;
