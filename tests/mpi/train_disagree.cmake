@@ -5,6 +5,7 @@
 # and size but other content (each rank in its own working folder, as on two
 # nodes with a local copy each).
 # Variables: EMBER, TOOL, MPIRUN, WORK.
+include(${CMAKE_CURRENT_LIST_DIR}/failed_job.cmake)
 file(REMOVE_RECURSE ${WORK})
 execute_process(COMMAND ${TOOL} data ${WORK}/a RESULT_VARIABLE rc)
 execute_process(COMMAND ${TOOL} data ${WORK}/b 8 RESULT_VARIABLE rc_b)  # same size, other tokens
@@ -27,17 +28,7 @@ function(expect_disagreement what expect)
   execute_process(
     COMMAND ${MPIRUN} --oversubscribe --bind-to none -np 1 ${w0} ${EMBER} ${A_RANK0} : -np 1 ${w1} ${EMBER} ${A_RANK1}
     RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
-  message("${what}: exit ${rc}\n${out}${err}")
-  if(rc MATCHES "timeout|Process terminated")
-    message(FATAL_ERROR "${what}: the job hung")
-  endif()
-  if(rc EQUAL 0)
-    message(FATAL_ERROR "${what}: the job exited with 0")
-  endif()
-  string(FIND "${out}${err}" "${expect}" at)
-  if(at EQUAL -1)
-    message(FATAL_ERROR "${what}: the output lacks \"${expect}\"")
-  endif()
+  check_failed_job("${what}" "${expect}" "${rc}" "${out}${err}")
   string(REGEX MATCHALL "ranks disagree" lines "${out}${err}")
   list(LENGTH lines n)
   if(NOT n EQUAL 1)

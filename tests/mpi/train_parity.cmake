@@ -6,6 +6,7 @@
 # unbroken run, and at W = 2 with ZeRO-1 to the plain one. A bad input fails
 # every rank with its message, never a hang.
 # Variables: EMBER, TOOL, MPIRUN, WORK.
+include(${CMAKE_CURRENT_LIST_DIR}/failed_job.cmake)
 file(REMOVE_RECURSE ${WORK})
 set(mpirun ${MPIRUN} --oversubscribe --bind-to none)
 
@@ -49,17 +50,7 @@ run("resumed ZeRO-1 = unbroken" ${TOOL} compare ${WORK}/resume_zero/${final} ${W
 function(expect_failure what expect)
   execute_process(COMMAND ${mpirun} -np 2 ${EMBER} ${ARGN}
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
-  message("${what}: exit ${rc}\n${out}${err}")
-  if(rc MATCHES "timeout|Process terminated")
-    message(FATAL_ERROR "${what}: the job hung")
-  endif()
-  if(rc EQUAL 0)
-    message(FATAL_ERROR "${what}: the job exited with 0")
-  endif()
-  string(FIND "${out}${err}" "${expect}" at)
-  if(at EQUAL -1)
-    message(FATAL_ERROR "${what}: the output lacks \"${expect}\"")
-  endif()
+  check_failed_job("${what}" "${expect}" "${rc}" "${out}${err}")
 endfunction()
 file(WRITE ${WORK}/bad.json "{\"vocab_size\": 64, \"d_model\": ")
 expect_failure("bad config" "bad.json: invalid JSON" train --config ${WORK}/bad.json --data ${WORK}/train.bin

@@ -1,0 +1,15 @@
+# check_failed_job(what expect rc output): an MPI job that must fail, checked
+# once for every script: it did not hang, did not exit 0, and said `expect`.
+function(check_failed_job what expect rc output)
+  message("${what}: exit ${rc}\n${output}")
+  if(rc MATCHES "timeout|Process terminated")
+    message(FATAL_ERROR "${what}: the job hung")
+  endif()
+  if(rc EQUAL 0)
+    message(FATAL_ERROR "${what}: the job exited with 0")
+  endif()
+  string(FIND "${output}" "${expect}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "${what}: the output lacks \"${expect}\"")
+  endif()
+endfunction()
