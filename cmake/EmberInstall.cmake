@@ -1,5 +1,6 @@
 # `cmake --install build --prefix P`: the headers under P/include/ember with
-# the source tree's folder layout (so "core/tensor.h", "nn/transformer.h" and
+# the source tree's folder layout but apps/cli/ (the command line, the one
+# CLI11 user) (so "core/tensor.h", "nn/transformer.h" and
 # the generated "ember/version.h" work as inside the project), the static
 # libraries, the `ember` program and the CMake package that
 # find_package(ember) loads (P/lib/cmake/ember). examples/ is a project built
@@ -34,7 +35,7 @@ install(TARGETS ember EXPORT emberTargets RUNTIME DESTINATION ${CMAKE_INSTALL_BI
 
 foreach(dir ember core autograd data nn optim dist apps)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/ DESTINATION ${ember_include_dir}/${dir}
-          FILES_MATCHING PATTERN "*.h" PATTERN "tools" EXCLUDE)
+          FILES_MATCHING PATTERN "*.h" PATTERN "tools" EXCLUDE PATTERN "cli" EXCLUDE)
 endforeach()
 install(FILES ${EMBER_GENERATED_INCLUDE_DIR}/ember/version.h DESTINATION ${ember_include_dir}/ember)
 

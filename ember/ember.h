@@ -1,7 +1,8 @@
 // Everything a program built on ember usually needs, one include (as
 // <torch/torch.h>): tensors and kernels, autograd (with the recording API for
 // new ops and gradcheck), modules and the Transformer, generation, optimizers
-// and schedules, the tokenizer and data loading, checkpoints. Link ember::ember.
+// and schedules, the tokenizer and data loading, model checkpoints and presets.
+// Link ember::ember. The command-line runtime (apps/) is not part of it.
 // Finer-grained headers keep the folder layout: "core/tensor.h", "nn/layers.h", ...
 #pragma once
 
@@ -18,10 +19,12 @@
 #include "autograd/ops.h"
 #include "autograd/variable.h"
 
+#include "nn/checkpoint.h"
 #include "nn/config.h"
 #include "nn/generate.h"
 #include "nn/layers.h"
 #include "nn/module.h"
+#include "nn/presets.h"
 #include "nn/sampling.h"
 #include "nn/transformer.h"
 
@@ -32,8 +35,5 @@
 
 #include "data/batch_loader.h"
 #include "data/token_shard.h"
-#include "data/tokenizer.h"
-
-#include "apps/checkpoint.h"
-#include "apps/evaluation.h"
-#include "apps/model_io.h"
+#include "data/tokenizer/stored_tokenizer.h"
+#include "data/tokenizer/tokenizer.h"

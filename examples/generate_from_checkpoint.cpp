@@ -14,10 +14,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    const apps::LoadedModel lm = apps::load_model(argv[1]);  // weights, config and tokenizer
+    // Weights and config (checked against each other), and the tokenizer the ids are in.
+    const nn::Checkpoint checkpoint = nn::read_checkpoint(argv[1], /*with_optim=*/false);
+    const std::unique_ptr<nn::Transformer> model = nn::model_from_checkpoint(checkpoint, argv[1]);
+    const std::optional<data::Tokenizer> stored =
+        data::stored_tokenizer(checkpoint.tokenizer_json, checkpoint.config.vocab_size, argv[1]);
+    if (!stored) throw Error(std::string(argv[1]) + ": stores no tokenizer");
+    const data::Tokenizer& tokenizer = *stored;
     const std::string prompt = argc > 2 ? argv[2] : "The ";
     std::vector<int64_t> ids;
-    for (uint32_t id : lm.tokenizer.encode(prompt)) ids.push_back(id);
+    for (uint32_t id : tokenizer.encode(prompt)) ids.push_back(id);
 
     nn::SamplingOptions sampling;
     sampling.max_tokens = argc > 3 ? std::stoll(argv[3]) : 100;
@@ -25,9 +31,9 @@ int main(int argc, char** argv) {
     sampling.top_k = 40;
     sampling.seed = 1;
     std::printf("%s", prompt.c_str());
-    const nn::GenerationResult r = nn::generate(*lm.model, ids, sampling, [&](int64_t token) {
+    const nn::GenerationResult r = nn::generate(*model, ids, sampling, [&](int64_t token) {
       const uint32_t id = static_cast<uint32_t>(token);
-      std::printf("%s", lm.tokenizer.decode({&id, 1}).c_str());
+      std::printf("%s", tokenizer.decode({&id, 1}).c_str());
       std::fflush(stdout);
       return true;  // false would stop here
     });

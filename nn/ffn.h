@@ -1,14 +1,10 @@
 // Feed-forward networks (SPEC.md section 2): swiglu down(silu(gate(x)) * up(x)),
 // geglu the same with exact GELU, gelu / gelu_tanh / relu down(act(up(x))).
-// And the MoE layer: router, top-k experts with optional renormalisation,
-// shared experts, load-balancing loss and router z-loss.
-// x [..., C] -> [..., C]; N tokens, E experts, K = top_k.
+// x [..., C] -> [..., C]. The MoE layer built of them is nn/moe.h.
 #pragma once
 #include <memory>
 #include <string>
-#include <vector>
 
-#include "nn/config.h"
 #include "nn/layers.h"
 
 namespace ember::nn {
@@ -29,28 +25,6 @@ class FFN : public UnaryModule {
  private:
   std::string act_;
   std::shared_ptr<Linear> gate_proj_, up_proj_, down_proj_;
-};
-
-// The auxiliary losses of one MoE forward pass.
-struct MoEAux {
-  Variable aux;       // E * sum_e f_e P_e (1 at perfect balance)
-  Variable router_z;  // mean over tokens of logsumexp(router logits)^2
-};
-
-class MoE : public Module {
- public:
-  MoE(int64_t d_model, const MoEConfig& moe, const std::string& act, bool bias, Generator& init_gen,
-      double down_std, DType dtype = DType::Float32);
-  // x [..., C] -> [..., C]; fills aux with this pass's losses.
-  Variable forward(const Variable& x, MoEAux& aux) const;
-  // (token, slot) picks of each expert in the last forward pass.
-  const std::vector<int64_t>& expert_counts() const { return counts_; }
-
- private:
-  MoEConfig cfg_;
-  std::shared_ptr<Linear> router_;
-  std::vector<std::shared_ptr<FFN>> experts_, shared_;
-  mutable std::vector<int64_t> counts_;
 };
 
 }  // namespace ember::nn

@@ -9,7 +9,7 @@
 
 #include "nn/attention.h"
 #include "nn/config.h"
-#include "nn/ffn.h"
+#include "nn/moe.h"
 #include "nn/kv_cache.h"
 #include "nn/layers.h"
 

@@ -8,7 +8,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "nn/attention.h"
-#include "nn/ffn.h"
+#include "nn/moe.h"
 #include "nn/transformer.h"
 
 using namespace ember;

@@ -9,11 +9,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "apps/safetensors.h"
+#include "core/io/safetensors.h"
 #include "core/error.h"
 
 using namespace ember;
-using namespace ember::apps;
 namespace fs = std::filesystem;
 
 namespace {

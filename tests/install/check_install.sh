@@ -4,7 +4,9 @@
 # include path of the build must lie in the prefix or under /usr), then the
 # examples run: the custom module's training loop, the custom op's gradcheck,
 # and generation from a checkpoint made by a few steps of the installed
-# `ember train` on a tiny model and corpus.
+# `ember train` on a tiny model and corpus. The examples are configured with
+# CLI11 hidden (CMAKE_DISABLE_FIND_PACKAGE_CLI11): the library needs no CLI11,
+# and no installed header includes it.
 #   check_install.sh BUILD_DIR EXAMPLES_DIR WORK_DIR CXX_COMPILER [LAUNCHER]
 set -euo pipefail
 build=$1 examples=$2 work=$3 cxx=$4 launcher=${5:-}
@@ -16,7 +18,11 @@ cmake --install "$build" --prefix "$prefix" > "$work/install.log"
 cp -r "$examples" "$work/examples"
 cmake -S "$work/examples" -B "$work/examples-build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$cxx" \
   ${launcher:+-DCMAKE_CXX_COMPILER_LAUNCHER=$launcher} -DCMAKE_PREFIX_PATH="$prefix" \
-  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON > "$work/configure.log"
+  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DCMAKE_DISABLE_FIND_PACKAGE_CLI11=ON > "$work/configure.log"
+if grep -rlE '#include <CLI/' "$prefix/include"; then
+  echo "installed headers above include CLI11"
+  exit 1
+fi
 cmake --build "$work/examples-build" -j 2 > "$work/build.log" || { cat "$work/build.log"; exit 1; }
 
 # No include path into the source tree: only the prefix and the system's.

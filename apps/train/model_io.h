@@ -1,0 +1,32 @@
+// Shared pieces of the commands: the default corpus, a checkpoint's model
+// (nn::model_from_checkpoint) together with the tokenizer its ids are in
+// (data::stored_tokenizer), and the end-of-training sample.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/tokenizer/tokenizer.h"
+#include "nn/checkpoint.h"
+#include "nn/transformer.h"
+
+namespace ember::apps {
+
+// Debian's fortunes (package `fortunes`): /usr/share/games/fortunes.
+std::string default_corpus();
+struct LoadedModel {
+  std::unique_ptr<nn::Transformer> model;
+  // data::stored_tokenizer(), else the byte tokenizer as a stand-in (has_tokenizer false).
+  data::Tokenizer tokenizer;
+  bool has_tokenizer = true;
+};
+// Model weights (float32) and tokenizer of a checkpoint; eval mode.
+LoadedModel load_model(const std::string& checkpoint_path);
+
+// Samples n tokens after the prompt (temperature 1, top-k 40) by running the
+// full forward over the last max_seq_len tokens, and prints prompt + text.
+void print_sample(const nn::Transformer& model, const data::Tokenizer& tokenizer, const std::string& prompt,
+                  int64_t n, uint64_t seed);
+
+}  // namespace ember::apps

@@ -1,0 +1,101 @@
+// The MoE forward pass, built from autograd ops: it gathers the tokens sorted
+// by expert into one block, runs every expert over its rows (grouped_linear:
+// one matmul per expert and projection), and scatters the weighted results
+// back with one index_add.
+#include "nn/moe.h"
+
+#include "autograd/ops.h"
+#include "core/profiler.h"
+
+namespace ember::nn {
+
+MoE::MoE(int64_t d_model, const MoEConfig& moe, const std::string& act, bool bias,
+         Generator& init_gen, double down_std, DType dtype)
+    : cfg_(moe) {
+  // The router never has a bias (SPEC.md section 3).
+  router_ = register_module("gate", std::make_shared<Linear>(d_model, moe.n_experts, false, init_gen, 0.02, dtype));
+  auto experts = register_module("experts", std::make_shared<ModuleList>());
+  for (int64_t e = 0; e < moe.n_experts; ++e) {
+    experts_.push_back(experts->push_back(
+        std::make_shared<FFN>(d_model, moe.expert_hidden, act, bias, init_gen, down_std, dtype)));
+  }
+  if (moe.n_shared > 0) {
+    auto shared = register_module("shared_experts", std::make_shared<ModuleList>());
+    for (int64_t s = 0; s < moe.n_shared; ++s) {
+      shared_.push_back(shared->push_back(
+          std::make_shared<FFN>(d_model, moe.expert_hidden, act, bias, init_gen, down_std, dtype)));
+    }
+  }
+}
+
+// r = x Wr^T, p = softmax(r); the top-K p of each token (ties: lower index)
+// weight its experts, renormalised to sum 1 when norm_topk_prob.
+// aux = E * sum_e f_e P_e with f_e = picks_e / (N K) (no gradient), P_e = mean_n p_ne.
+Variable MoE::forward(const Variable& x, MoEAux& aux) const {
+  const Shape in_shape = x.shape();
+  const int64_t C = x.size(-1), N = x.numel() / C, E = cfg_.n_experts, K = cfg_.top_k;
+  const Variable xf = reshape(x, {N, C});
+  const Variable logits = router_->forward(xf);  // [N, E]
+  // The profiler counts routing, the gather/scatter of tokens and the aux
+  // losses as MoE dispatch (claims); the router and experts stay matmul etc.
+  // Picks are sorted by expert (token order within an expert), so each
+  // expert's tokens form one block of rows: one gather, one matmul per expert
+  // and projection (grouped_linear), and one weighted gather-sum back per
+  // token (slots[n, s]: the row of token n's s-th pick in the grouped order).
+  Variable probs, weights, xs;
+  Tensor row_idx, slots;
+  counts_.assign(E, 0);
+  {
+    EMBER_PROFILE_CLAIM(prof::Family::MoeDispatch);
+    probs = softmax(logits);
+    auto [top_p, top_idx] = topk(probs, K);  // [N, K], int64 [N, K]
+    weights = cfg_.norm_topk_prob ? top_p / sum(top_p, {-1}, true) : top_p;
+    std::vector<std::vector<int64_t>> picks(E);
+    const int64_t* idx = top_idx.data<int64_t>();
+    for (int64_t p = 0; p < N * K; ++p) picks[idx[p]].push_back(p);
+    std::vector<int64_t> rows, slot(N * K);
+    rows.reserve(N * K);
+    for (int64_t e = 0; e < E; ++e) {
+      counts_[e] = static_cast<int64_t>(picks[e].size());
+      for (const int64_t p : picks[e]) {
+        slot[p] = static_cast<int64_t>(rows.size());
+        rows.push_back(p / K);
+      }
+    }
+    row_idx = Tensor::from_vector(rows);
+    slots = Tensor::from_vector(slot, {N, K});
+    xs = index_select(xf, 0, row_idx);  // [N K, C], grouped by expert
+  }
+  const FFN& first = *experts_[0];
+  auto grouped = [&](auto proj, const Variable& in) {
+    std::vector<Variable> w, b;
+    for (const auto& ex : experts_) {
+      const Linear& l = proj(*ex);
+      w.push_back(l.weight());
+      if (l.bias().defined()) b.push_back(l.bias());
+    }
+    return grouped_linear(in, w, b, counts_);
+  };
+  const Variable gate = first.gated() ? grouped([](const FFN& f) -> const Linear& { return *f.gate_proj(); }, xs)
+                                      : Variable();
+  const Variable up = grouped([](const FFN& f) -> const Linear& { return f.up_proj(); }, xs);
+  const Variable out = grouped([](const FFN& f) -> const Linear& { return f.down_proj(); },
+                               first.activate(gate, up));  // [N K, C]
+  Variable y;
+  {
+    EMBER_PROFILE_CLAIM(prof::Family::MoeDispatch);
+    y = gather_weighted_sum(out, slots, weights);  // [N, C]
+  }
+  for (const auto& s : shared_) y = y + s->forward(xf);
+
+  EMBER_PROFILE_CLAIM(prof::Family::MoeDispatch);
+  std::vector<double> f(E);
+  for (int64_t e = 0; e < E; ++e) f[e] = static_cast<double>(counts_[e]) / static_cast<double>(N * K);
+  const Variable f_const(Tensor::from_vector(f).to(x.dtype()));
+  aux.aux = sum(mean(probs, {0}) * f_const) * static_cast<double>(E);
+  const Variable lse = logsumexp(logits, {-1});
+  aux.router_z = mean(lse * lse);
+  return reshape(y, in_shape);
+}
+
+}  // namespace ember::nn
