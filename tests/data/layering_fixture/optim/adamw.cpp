@@ -1,4 +1,4 @@
 // Fixture for tests/check_layering_catches.cmake: MPI outside dist/communicator.cpp (one violation).
 #include "autograd/variable.h"
 #include <mpi.h>
-// #include "apps/trainer.h" (a comment: not an include)
+// #include "apps/train/trainer.h" (a comment: not an include)
