@@ -191,6 +191,28 @@ HfArch hf_arch_for(const nn::ModelConfig& c) {
   return HfArch::Llama;
 }
 
+namespace {
+
+// GPT2LMHeadModel's config.json keys (configuration_gpt2.py).
+void add_gpt2_keys(const nn::ModelConfig& c, json& j) {
+  j["model_type"] = "gpt2";
+  j["n_embd"] = c.d_model;
+  j["n_layer"] = c.n_layers;
+  j["n_head"] = c.n_heads;
+  j["n_inner"] = c.ffn_hidden;
+  j["n_positions"] = j["n_ctx"] = c.max_seq_len;
+  j["activation_function"] =
+      c.ffn_act == "gelu_tanh" ? "gelu_new" : c.ffn_act;  // gelu (erf), relu
+  j["layer_norm_epsilon"] = c.norm_eps;
+  j["resid_pdrop"] = c.dropout;  // ember's dropout sits where GPT-2's residual dropouts do
+  j["embd_pdrop"] = j["attn_pdrop"] = 0.0;
+  j["scale_attn_weights"] = true;
+  j["scale_attn_by_inverse_layer_idx"] = false;
+  j["reorder_and_upcast_attn"] = false;
+}
+
+}  // namespace
+
 std::string hf_config_json(const nn::ModelConfig& c, HfArch arch, std::optional<int64_t> eos_id) {
   json j;
   j["architectures"] = {hf_arch_name(arch)};
@@ -202,20 +224,7 @@ std::string hf_config_json(const nn::ModelConfig& c, HfArch arch, std::optional<
   if (eos_id) j["bos_token_id"] = j["eos_token_id"] = *eos_id;
   j["ember_training"] = training_keys(c);
   if (arch == HfArch::GPT2) {
-    j["model_type"] = "gpt2";
-    j["n_embd"] = c.d_model;
-    j["n_layer"] = c.n_layers;
-    j["n_head"] = c.n_heads;
-    j["n_inner"] = c.ffn_hidden;
-    j["n_positions"] = j["n_ctx"] = c.max_seq_len;
-    j["activation_function"] =
-        c.ffn_act == "gelu_tanh" ? "gelu_new" : c.ffn_act;  // gelu (erf), relu
-    j["layer_norm_epsilon"] = c.norm_eps;
-    j["resid_pdrop"] = c.dropout;  // ember's dropout sits where GPT-2's residual dropouts do
-    j["embd_pdrop"] = j["attn_pdrop"] = 0.0;
-    j["scale_attn_weights"] = true;
-    j["scale_attn_by_inverse_layer_idx"] = false;
-    j["reorder_and_upcast_attn"] = false;
+    add_gpt2_keys(c, j);
     return j.dump(2);
   }
   j["model_type"] = arch == HfArch::Llama ? "llama" : arch == HfArch::Qwen3 ? "qwen3" : "qwen3_moe";
