@@ -5,33 +5,33 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "apps/checkpoint.h"
+#include "nn/checkpoint.h"
 #include "apps/interop/hf_files.h"
-#include "apps/model_io.h"
-#include "apps/safetensors.h"
-#include "data/atomic_file.h"
+#include "apps/train/model_io.h"
+#include "core/io/safetensors.h"
+#include "core/io/atomic_file.h"
 
 namespace ember::apps {
 namespace {
 
 // The id of <|endoftext|> in the checkpoint's tokenizer, if it has one.
-std::optional<int64_t> eos_id_of(const std::optional<Tokenizer>& tokenizer) {
+std::optional<int64_t> eos_id_of(const std::optional<data::Tokenizer>& tokenizer) {
   const std::optional<uint32_t> eos =
-      tokenizer ? tokenizer->find_special(kEndOfText) : std::nullopt;
+      tokenizer ? tokenizer->find_special(data::kEndOfText) : std::nullopt;
   return eos ? std::optional<int64_t>(*eos) : std::nullopt;
 }
 
 }  // namespace
 
 HfExport export_hf(const std::string& checkpoint, const std::string& out_dir) {
-  Checkpoint c = read_checkpoint(checkpoint, /*with_optim=*/false);
+  nn::Checkpoint c = nn::read_checkpoint(checkpoint, /*with_optim=*/false);
   HfExport done;
   done.arch = hf_arch_for(c.config);  // fails before anything is written
   // Every tensor checked against the config (names, shapes, finite values) before anything is written.
-  const std::map<std::string, Tensor> weights = model_from_checkpoint(c, checkpoint)->state_dict();
+  const std::map<std::string, Tensor> weights = nn::model_from_checkpoint(c, checkpoint)->state_dict();
   c.model.clear();
   // The tokenizer of the checkpoint's ids (none for a model of token shards stored without one).
-  const std::optional<Tokenizer> tokenizer = checkpoint_tokenizer(c, checkpoint);
+  const std::optional<data::Tokenizer> tokenizer = checkpoint_tokenizer(c, checkpoint);
   EMBER_CHECK(!tokenizer || static_cast<int64_t>(tokenizer->vocab_size()) <= c.config.vocab_size,
               checkpoint, ": the tokenizer has more tokens than the model's vocab_size");
   const std::optional<int64_t> eos_id = eos_id_of(tokenizer);

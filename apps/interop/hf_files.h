@@ -1,11 +1,11 @@
 // Hugging Face model folders <-> ember checkpoints, one call each, no CLI:
 // export_hf writes a checkpoint as a folder transformers loads with the matching
 // class; import_hf reads such a folder into a checkpoint. The config and weight
-// translations they use are in apps/hf_format.h.
+// translations they use are in apps/interop/hf_format.h.
 #pragma once
 #include <string>
 
-#include "apps/hf_format.h"
+#include "apps/interop/hf_format.h"
 
 namespace ember::apps {
 

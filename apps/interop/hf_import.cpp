@@ -8,11 +8,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "apps/checkpoint.h"
+#include "nn/checkpoint.h"
 #include "apps/interop/hf_files.h"
-#include "apps/safetensors.h"
-#include "core/json_message.h"
-#include "data/tokenizer.h"
+#include "core/io/safetensors.h"
+#include "core/io/json_message.h"
+#include "data/tokenizer/tokenizer.h"
 #include "nn/model_stats.h"
 #include "nn/transformer.h"
 
@@ -74,7 +74,7 @@ std::string hf_tokenizer_json(const fs::path& dir, const HfImportOptions& opt, i
   const fs::path tok = opt.tokenizer.empty() ? dir / "tokenizer.json" : fs::path(opt.tokenizer);
   EMBER_CHECK(fs::exists(tok), tok.string(),
               ": missing (give --tokenizer FILE, or --no-tokenizer to store none)");
-  const Tokenizer t = Tokenizer::load(tok.string());
+  const data::Tokenizer t = data::Tokenizer::load(tok.string());
   EMBER_CHECK(static_cast<int64_t>(t.vocab_size()) <= vocab_size, tok.string(), ": ",
               t.vocab_size(), " tokens do not fit the model's vocab_size ", vocab_size);
   return t.to_json();
@@ -117,12 +117,12 @@ void import_hf(const std::string& dir_name, const std::string& out_checkpoint,
   const HfModelConfig hf = hf_config_from_json(read_text(config_path), config_path.string());
   nn::require_fits_in_memory(nn::inference_memory(hf.config), config_path.string());  // before any weight is read
 
-  Checkpoint c;
+  nn::Checkpoint c;
   c.config = hf.config;
   c.tokenizer_json = hf_tokenizer_json(dir, opt, hf.config.vocab_size);
   c.model = ember_tensors_from_hf(hf.config, hf.arch, read_hf_weights(dir), dir_name);
   check_hf_model(hf, c.model, dir_name);
-  write_checkpoint(out_checkpoint, c);
+  nn::write_checkpoint(out_checkpoint, c);
 }
 
 }  // namespace ember::apps
