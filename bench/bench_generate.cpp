@@ -78,26 +78,100 @@ static double sampler_us(const Tensor& logits, const nn::SamplingOptions& opt) {
   return seconds_since(t0) / n * 1e6;
 }
 
-int main(int argc, char** argv) {
+struct Args {
   int64_t prompt_len = 128, new_tokens = 64;
   int reps = 3;
   std::vector<std::string> configs;
+};
+
+// The command line; false on a usage error (the usage printed).
+static bool parse_args(int argc, char** argv, Args& a) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--prompt") && i + 1 < argc) {
-      prompt_len = std::atoll(argv[++i]);
+      a.prompt_len = std::atoll(argv[++i]);
     } else if (!std::strcmp(argv[i], "--tokens") && i + 1 < argc) {
-      new_tokens = std::atoll(argv[++i]);
+      a.new_tokens = std::atoll(argv[++i]);
     } else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) {
-      reps = std::atoi(argv[++i]);
+      a.reps = std::atoi(argv[++i]);
     } else if (argv[i][0] == '-') {
       std::fprintf(stderr,
                    "usage: bench_generate [--prompt P] [--tokens N] [--reps R] [CONFIG.json...]\n");
-      return 2;
+      return false;
     } else {
-      configs.push_back(argv[i]);
+      a.configs.push_back(argv[i]);
     }
   }
-  if (configs.empty()) configs = {"configs/dense-small.json", "configs/gpt2-small.json"};
+  if (a.configs.empty()) a.configs = {"configs/dense-small.json", "configs/gpt2-small.json"};
+  return true;
+}
+
+// Sampling cost on this model's logits (random weights: flat, top-p's worst case).
+static void print_sampling_costs(nn::Transformer& model, const std::vector<int64_t>& prompt) {
+  const int64_t P = static_cast<int64_t>(prompt.size());
+  nn::KVCache c2 = model.make_cache();
+  const Tensor logits =
+      model.forward_cached(Tensor::from_vector(prompt, {1, P}), c2, true).data();
+  nn::SamplingOptions s;
+  s.temperature = 0;
+  const double greedy = sampler_us(logits, s);
+  s.temperature = 0.8;
+  const double temp = sampler_us(logits, s);
+  s.top_k = 40;
+  const double top_k = sampler_us(logits, s);
+  s.top_k = 0;
+  s.top_p = 0.9;
+  const double top_p = sampler_us(logits, s);
+  std::printf(
+      "%-26s sampling us/token: greedy %.0f, temperature %.0f, top-k 40 %.0f, top-p 0.9 %.0f\n",
+      "", greedy, temp, top_k, top_p);
+}
+
+// One config's row: prefill and decode tokens/s (best of the reps), the decode bound at
+// read_gbs, the KV-cache bytes per token; then its bytes read per token and sampling costs.
+static void bench_config(const std::string& path, const Args& a, double read_gbs, double l3_bytes) {
+  const nn::ModelConfig cfg = nn::ModelConfig::from_file(path);
+  nn::Transformer model(cfg, 1);
+  model.eval();
+  const int64_t P = std::min(a.prompt_len, cfg.max_seq_len / 2);
+  const int64_t N = std::min(a.new_tokens, cfg.max_seq_len - P);
+  const Tensor u =
+      Tensor::rand({P}, 7, 0, DType::Float64, 0, static_cast<double>(cfg.vocab_size));
+  const std::vector<int64_t> prompt = u.to(DType::Int64).to_vector<int64_t>();
+  nn::SamplingOptions opt;
+  opt.temperature = 0;
+  opt.max_tokens = N;
+  nn::generate(model, prompt, opt);  // warm-up: creates the matmul primitives of both shapes
+  double prefill = 0, decode = 0;
+  for (int r = 0; r < a.reps; ++r) {
+    const nn::GenerationResult g = nn::generate(model, prompt, opt);
+    prefill = std::max(prefill, g.prefill_tokens_per_second());
+    decode = std::max(decode, g.decode_tokens_per_second());
+  }
+  // Bytes read per decoded token: every matmul weight once (the tied lm_head is the embedding),
+  // plus the KV cache at the mean context of the decode.
+  const nn::ModelStats st = nn::model_stats(cfg);
+  const double kv_read = static_cast<double>(st.kv_cache_bytes_per_token) * (P + N / 2.0);
+  const double bytes = 4.0 * static_cast<double>(st.active_matmul_params) + kv_read;
+  const double bound = read_gbs * 1e9 / bytes;
+  const nn::KVCache cache = model.make_cache();
+  const double kv_per_token =
+      static_cast<double>(cache.bytes()) / static_cast<double>(cfg.max_seq_len);
+  std::printf("%-26s %8ld %10.0f %10.1f %9.2f %10.1f %7.0f%% %11.0f %11ld\n",
+              path.substr(path.rfind('/') + 1).c_str(), static_cast<long>(P), prefill, decode,
+              1e3 / decode, bound, 100 * decode / bound, kv_per_token,
+              static_cast<long>(st.kv_cache_bytes_per_token));
+  std::printf("%-26s weights read per token %.0f MB%s, KV cache read per token %.1f MB\n", "",
+              4.0 * static_cast<double>(st.active_matmul_params) / 1e6,
+              4.0 * static_cast<double>(st.active_matmul_params) < l3_bytes
+                  ? " (fit in L3: the memory bound does not apply)"
+                  : "",
+              kv_read / 1e6);
+  print_sampling_costs(model, prompt);
+}
+
+int main(int argc, char** argv) {
+  Args args;
+  if (!parse_args(argc, argv, args)) return 2;
 
   const double l3_bytes = static_cast<double>(sysconf(_SC_LEVEL3_CACHE_SIZE));
   double read_gbs = 0, copy_gbs = 0;
@@ -111,61 +185,6 @@ int main(int argc, char** argv) {
   }
   std::printf("\n\n%-26s %8s %10s %10s %9s %10s %8s %11s %11s\n", "config", "prompt", "prefill/s",
               "decode/s", "ms/token", "bound/s", "of bound", "KV B/token", "ember info");
-  for (const std::string& path : configs) {
-    const nn::ModelConfig cfg = nn::ModelConfig::from_file(path);
-    nn::Transformer model(cfg, 1);
-    model.eval();
-    const int64_t P = std::min(prompt_len, cfg.max_seq_len / 2);
-    const int64_t N = std::min(new_tokens, cfg.max_seq_len - P);
-    const Tensor u =
-        Tensor::rand({P}, 7, 0, DType::Float64, 0, static_cast<double>(cfg.vocab_size));
-    const std::vector<int64_t> prompt = u.to(DType::Int64).to_vector<int64_t>();
-    nn::SamplingOptions opt;
-    opt.temperature = 0;
-    opt.max_tokens = N;
-    nn::generate(model, prompt, opt);  // warm-up: creates the matmul primitives of both shapes
-    double prefill = 0, decode = 0;
-    for (int r = 0; r < reps; ++r) {
-      const nn::GenerationResult g = nn::generate(model, prompt, opt);
-      prefill = std::max(prefill, g.prefill_tokens_per_second());
-      decode = std::max(decode, g.decode_tokens_per_second());
-    }
-    // Bytes read per decoded token: every matmul weight once (the tied lm_head is the embedding),
-    // plus the KV cache at the mean context of the decode.
-    const nn::ModelStats st = nn::model_stats(cfg);
-    const double kv_read = static_cast<double>(st.kv_cache_bytes_per_token) * (P + N / 2.0);
-    const double bytes = 4.0 * static_cast<double>(st.active_matmul_params) + kv_read;
-    const double bound = read_gbs * 1e9 / bytes;
-    const nn::KVCache cache = model.make_cache();
-    const double kv_per_token =
-        static_cast<double>(cache.bytes()) / static_cast<double>(cfg.max_seq_len);
-    std::printf("%-26s %8ld %10.0f %10.1f %9.2f %10.1f %7.0f%% %11.0f %11ld\n",
-                path.substr(path.rfind('/') + 1).c_str(), static_cast<long>(P), prefill, decode,
-                1e3 / decode, bound, 100 * decode / bound, kv_per_token,
-                static_cast<long>(st.kv_cache_bytes_per_token));
-    std::printf("%-26s weights read per token %.0f MB%s, KV cache read per token %.1f MB\n", "",
-                4.0 * static_cast<double>(st.active_matmul_params) / 1e6,
-                4.0 * static_cast<double>(st.active_matmul_params) < l3_bytes
-                    ? " (fit in L3: the memory bound does not apply)"
-                    : "",
-                kv_read / 1e6);
-    // Sampling cost on this model's logits (random weights: flat, top-p's worst case).
-    nn::KVCache c2 = model.make_cache();
-    const Tensor logits =
-        model.forward_cached(Tensor::from_vector(prompt, {1, P}), c2, true).data();
-    nn::SamplingOptions s;
-    s.temperature = 0;
-    const double greedy = sampler_us(logits, s);
-    s.temperature = 0.8;
-    const double temp = sampler_us(logits, s);
-    s.top_k = 40;
-    const double top_k = sampler_us(logits, s);
-    s.top_k = 0;
-    s.top_p = 0.9;
-    const double top_p = sampler_us(logits, s);
-    std::printf(
-        "%-26s sampling us/token: greedy %.0f, temperature %.0f, top-k 40 %.0f, top-p 0.9 %.0f\n",
-        "", greedy, temp, top_k, top_p);
-  }
+  for (const std::string& path : args.configs) bench_config(path, args, read_gbs, l3_bytes);
   return 0;
 }

@@ -116,8 +116,8 @@ ModelConfig ModelConfig::from_json(const std::string& json_text, const std::stri
 
 namespace {
 
-ModelConfig parse_config(const json& obj, const std::string& source) {
-  Reader r{obj, source};
+// The top-level keys as given (types checked), over ModelConfig's defaults.
+ModelConfig read_model_keys(const Reader& r) {
   r.only_keys({"vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim",
                "ffn_hidden", "ffn_act", "norm", "norm_eps", "pos", "rope_theta", "max_seq_len",
                "qk_norm", "bias", "tie_embeddings", "parallel_block", "sliding_window",
@@ -146,8 +146,12 @@ ModelConfig parse_config(const json& obj, const std::string& source) {
   r.number("final_softcap", c.final_softcap);
   r.number("z_loss_coef", c.z_loss_coef);
   r.number("dropout", c.dropout);
+  return c;
+}
 
-  const std::string& s = source;
+// Fills the defaults that depend on other keys (n_kv_heads, head_dim, ffn_hidden) and checks
+// every top-level value's range.
+void complete_and_check(ModelConfig& c, const json& obj, const std::string& s) {
   require_size(c.vocab_size, s, "vocab_size", kMaxVocabSize);
   require_size(c.d_model, s, "d_model", kMaxDModel);
   require_size(c.n_layers, s, "n_layers", kMaxLayers);
@@ -177,37 +181,44 @@ ModelConfig parse_config(const json& obj, const std::string& source) {
   require(c.final_softcap >= 0, s, "final_softcap", "must be >= 0");
   require(c.z_loss_coef >= 0, s, "z_loss_coef", "must be >= 0");
   require(c.dropout >= 0 && c.dropout < 1, s, "dropout", "must be in [0, 1)");
+}
 
-  if (obj.contains("moe") && !obj.at("moe").is_null()) {
-    const json& m = obj.at("moe");
-    EMBER_CHECK(m.is_object(), s, ": key \"moe\" must be an object or null, got ", m.dump());
-    Reader mr{m, s + ": moe"};
-    mr.only_keys({"n_experts", "top_k", "expert_hidden", "n_shared", "norm_topk_prob", "every",
-                  "aux_loss_coef", "router_z_loss_coef"});
-    MoEConfig moe;
-    mr.integer("n_experts", moe.n_experts);
-    mr.integer("top_k", moe.top_k);
-    mr.integer("expert_hidden", moe.expert_hidden);
-    mr.integer("n_shared", moe.n_shared);
-    mr.boolean("norm_topk_prob", moe.norm_topk_prob);
-    mr.integer("every", moe.every);
-    mr.number("aux_loss_coef", moe.aux_loss_coef);
-    mr.number("router_z_loss_coef", moe.router_z_loss_coef);
-    const std::string ms = s + ": moe";
-    if (!m.contains("expert_hidden")) moe.expert_hidden = c.ffn_hidden;
-    require_size(moe.n_experts, ms, "n_experts", kMaxExperts);
-    require(moe.top_k > 0 && moe.top_k <= moe.n_experts, ms, "top_k",
-            "must be between 1 and n_experts (" + std::to_string(moe.n_experts) + "), got " +
-                std::to_string(moe.top_k));
-    require_size(moe.expert_hidden, ms, "expert_hidden", kMaxFfnHidden);
-    require(moe.n_shared >= 0 && moe.n_shared <= kMaxExperts, ms, "n_shared",
-            "must be between 0 and " + std::to_string(kMaxExperts) + " (2^16), got " + std::to_string(moe.n_shared));
-    require(moe.every > 0, ms, "every", "must be positive");
-    require(moe.aux_loss_coef >= 0, ms, "aux_loss_coef", "must be >= 0");
-    require(moe.router_z_loss_coef >= 0, ms, "router_z_loss_coef", "must be >= 0");
-    c.moe = moe;
-  }
-  require_parameter_limit(c, s);
+// The "moe" object (expert_hidden defaults to the dense ffn_hidden), read and checked.
+MoEConfig parse_moe(const json& m, const std::string& s, int64_t ffn_hidden) {
+  EMBER_CHECK(m.is_object(), s, ": key \"moe\" must be an object or null, got ", m.dump());
+  Reader mr{m, s + ": moe"};
+  mr.only_keys({"n_experts", "top_k", "expert_hidden", "n_shared", "norm_topk_prob", "every",
+                "aux_loss_coef", "router_z_loss_coef"});
+  MoEConfig moe;
+  mr.integer("n_experts", moe.n_experts);
+  mr.integer("top_k", moe.top_k);
+  mr.integer("expert_hidden", moe.expert_hidden);
+  mr.integer("n_shared", moe.n_shared);
+  mr.boolean("norm_topk_prob", moe.norm_topk_prob);
+  mr.integer("every", moe.every);
+  mr.number("aux_loss_coef", moe.aux_loss_coef);
+  mr.number("router_z_loss_coef", moe.router_z_loss_coef);
+  const std::string ms = s + ": moe";
+  if (!m.contains("expert_hidden")) moe.expert_hidden = ffn_hidden;
+  require_size(moe.n_experts, ms, "n_experts", kMaxExperts);
+  require(moe.top_k > 0 && moe.top_k <= moe.n_experts, ms, "top_k",
+          "must be between 1 and n_experts (" + std::to_string(moe.n_experts) + "), got " +
+              std::to_string(moe.top_k));
+  require_size(moe.expert_hidden, ms, "expert_hidden", kMaxFfnHidden);
+  require(moe.n_shared >= 0 && moe.n_shared <= kMaxExperts, ms, "n_shared",
+          "must be between 0 and " + std::to_string(kMaxExperts) + " (2^16), got " + std::to_string(moe.n_shared));
+  require(moe.every > 0, ms, "every", "must be positive");
+  require(moe.aux_loss_coef >= 0, ms, "aux_loss_coef", "must be >= 0");
+  require(moe.router_z_loss_coef >= 0, ms, "router_z_loss_coef", "must be >= 0");
+  return moe;
+}
+
+ModelConfig parse_config(const json& obj, const std::string& source) {
+  ModelConfig c = read_model_keys(Reader{obj, source});
+  complete_and_check(c, obj, source);
+  if (obj.contains("moe") && !obj.at("moe").is_null())
+    c.moe = parse_moe(obj.at("moe"), source, c.ffn_hidden);
+  require_parameter_limit(c, source);
   return c;
 }
 

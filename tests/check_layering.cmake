@@ -31,21 +31,16 @@ set(tree_folders ${layers} tests bench tools scripts docs)
 # --- 2. Each heavy dependency: what its includes look like, the files that may include it -------
 set(dependencies CLI11 MPI oneDNN HDF5)
 set(CLI11_include "^CLI/")
-set(CLI11_only_in "^apps/cli/"
-    # until the layout move lands (the old paths of apps/cli/'s files):
-    "^apps/cmd_[^/]*$" "^apps/main[^/]*$" "^apps/commands\\.h$" "^apps/integer_options\\.(h|cpp)$"
-    "^apps/train_options[^/]*$")
+set(CLI11_only_in "^apps/cli/")
 set(MPI_include "^mpi\\.h$")
 set(MPI_only_in "^dist/communicator\\.cpp$")
 set(oneDNN_include "dnnl")
 set(oneDNN_only_in "^core/kernels/matmul\\.cpp$")
 set(HDF5_include "^hdf5[^/]*\\.h$|^H5[^/]*\\.h$")
-set(HDF5_only_in "^core/io/hdf5_file\\.cpp$"
-    "^core/hdf5_file\\.cpp$")  # until the layout move lands
+set(HDF5_only_in "^core/io/hdf5_file\\.cpp$")
 
 # --- 3. Known exceptions: "<file>:<include prefix>" ---------------------------------------------
-set(known_exceptions
-    "ember/ember.h:apps/")  # until ember.h drops apps/
+set(known_exceptions "")
 
 # ------------------------------------------------------------------------------------------------
 set(violations "")

@@ -14,6 +14,7 @@
 
 #include "nn/checkpoint.h"
 #include "apps/interop/hf_format.h"
+#include "apps/interop/hf_files.h"
 #include "apps/train/model_io.h"
 #include "core/io/safetensors.h"
 #include "data/tokenizer/tokenizer.h"
@@ -325,6 +326,27 @@ TEST_CASE("hf export: a checkpoint without a tokenizer and a vocabulary below th
   CHECK_THROWS_WITH(import_hf(dir / "hf", dir / "back.h5", {}), Catch::Contains("--no-tokenizer"));
   import_hf(dir / "hf", dir / "back.h5", {"", true});
   check_round_trip(dir / "model.h5", dir / "back.h5");
+}
+
+TEST_CASE("hf library: export_hf then import_hf (no CLI) gives back the model's weights") {
+  TempDir dir("hf");
+  const nn::ModelConfig cfg = config(kGpt2);
+  const std::map<std::string, Tensor> weights = nn::Transformer(cfg, 11).state_dict();
+  const HfExport done = export_hf(make_checkpoint(dir, cfg), dir / "folder");
+  CHECK(done.arch == HfArch::GPT2);
+  CHECK(done.tokenizer);
+  import_hf(dir / "folder", dir / "imported.h5", {});
+  const nn::Checkpoint back = nn::read_checkpoint(dir / "imported.h5");
+  CHECK(back.config.to_json() == cfg.to_json());
+  REQUIRE(back.model.size() == weights.size());
+  for (const auto& [name, t] : weights) {
+    INFO(name);
+    REQUIRE(back.model.count(name));
+    CHECK(same_bits(t, back.model.at(name)));
+  }
+  // The library call itself never overwrites a file.
+  CHECK_THROWS_WITH(import_hf(dir / "folder", dir / "imported.h5", {}),
+                    Catch::Contains("import never overwrites a file"));
 }
 
 TEST_CASE("hf import: huge or malformed config.json values are one line naming the key") {

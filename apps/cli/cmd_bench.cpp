@@ -142,7 +142,8 @@ std::string split_line(const json& group) {
   return out;
 }
 
-int run_bench(const BenchOptions& o) {
+// The options, each error naming its option, before anything runs.
+void check_bench_options(const BenchOptions& o) {
   EMBER_CHECK(!dist::Communicator::launched_by_mpirun(), "ember bench runs in one process; run it without mpirun");
   EMBER_CHECK(o.steps > 0 && o.warmup >= 0, "--steps must be positive and --warmup non-negative");
   EMBER_CHECK(o.warmup <= INT64_MAX - o.steps, "--warmup ", o.warmup, " plus --steps ", o.steps,
@@ -152,9 +153,12 @@ int run_bench(const BenchOptions& o) {
   EMBER_CHECK(o.threads >= 0 && o.threads <= kMaxThreads, "--threads must be between 1 and ", kMaxThreads,
               " (or 0: OpenMP's default), got ", o.threads);
   if (!o.json_path.empty()) require_replaceable("--json", o.json_path, "a JSON", {"{"});
-  const DType autocast = parse_autocast_dtype(o.dtype);  // bf16: matmuls as in ember train --dtype bf16
-  const std::vector<BenchCase> cases = bench_cases(o);
-  for (const BenchCase& c : cases) {  // before any child allocates: one line, not a crash
+}
+
+// Each case's sequence fits its model and its training fits in memory: checked before any
+// child allocates (one line, not a crash).
+void check_cases_fit(const std::vector<BenchCase>& cases) {
+  for (const BenchCase& c : cases) {
     EMBER_CHECK(c.seq_len <= c.config.max_seq_len, c.name, ": --seq-len ", c.seq_len,
                 " exceeds the model's max_seq_len ", c.config.max_seq_len);
     try {
@@ -163,6 +167,40 @@ int run_bench(const BenchOptions& o) {
       throw Error(detail::concat(c.name, " at --batch-size ", c.batch_size, " --seq-len ", c.seq_len, ": ", e.what()));
     }
   }
+}
+
+// The --json report's machine figures (from the peak child's result); the configs follow.
+json report_header(const BenchOptions& o, const json& peak, const FloorPeak& floor) {
+  return {{"threads", peak.at("threads").get<int>()},
+          {"dtype", o.dtype},
+          {"matmul_peak_gflops", peak.at("flops").get<double>() / 1e9},
+          {"matmul_peak_products", peak.at("products")},
+          {"onednn_isa", peak.at("onednn_isa").get<std::string>()},
+          {"fma_peak_gflops", peak.at("fma_flops").get<double>() / 1e9},
+          {"fma_peak_isa", peak.at("fma_isa")},
+          {"floor_peak_gflops", floor.flops / 1e9},
+          {"floor_peak", floor.source},
+          {"configs", json::array()}};
+}
+
+// One case's table row, its phase and family split (and with --profile the full tables).
+void print_case(const BenchCase& c, const json& j, double peak_rss_mb, bool profile) {
+  std::printf("%-16s %4lld %5lld %10.1f %10.1f %10.0f %9.1f %6.1f%% %7.0f MB %9.1f\n", c.name.c_str(),
+              static_cast<long long>(c.batch_size), static_cast<long long>(c.seq_len),
+              j.at("ms_per_step_median").get<double>(), j.at("ms_per_step_best").get<double>(),
+              j.at("tokens_per_s").get<double>(), j.at("gflops").get<double>(), j.at("mfu_percent").get<double>(),
+              peak_rss_mb, j.at("floor_ms").get<double>());
+  std::printf("  phases:   %s\n", split_line(j.at("profile").at("phases")).c_str());
+  std::printf("  families: %s\n", split_line(j.at("profile").at("families")).c_str());
+  if (profile) std::printf("%s", j.at("profile_table").get<std::string>().c_str());
+  std::fflush(stdout);
+}
+
+int run_bench(const BenchOptions& o) {
+  check_bench_options(o);
+  const DType autocast = parse_autocast_dtype(o.dtype);  // bf16: matmuls as in ember train --dtype bf16
+  const std::vector<BenchCase> cases = bench_cases(o);
+  check_cases_fit(cases);
   auto set_threads = [&] {
     if (o.threads > 0) omp_set_num_threads(o.threads);
   };
@@ -191,16 +229,7 @@ int run_bench(const BenchOptions& o) {
   std::printf("%-16s %4s %5s %10s %10s %10s %9s %7s %10s %9s\n", "config", "B", "T", "ms median", "ms best",
               "tokens/s", "GFLOP/s", "%peak", "peak RSS", "floor ms");
   std::fflush(stdout);
-  json report = {{"threads", threads},
-                 {"dtype", o.dtype},
-                 {"matmul_peak_gflops", peak_flops / 1e9},
-                 {"matmul_peak_products", peak.result.at("products")},
-                 {"onednn_isa", onednn_isa},
-                 {"fma_peak_gflops", fma_flops / 1e9},
-                 {"fma_peak_isa", peak.result.at("fma_isa")},
-                 {"floor_peak_gflops", floor.flops / 1e9},
-                 {"floor_peak", floor.source},
-                 {"configs", json::array()}};
+  json report = report_header(o, peak.result, floor);
   const BenchRunOptions run{o.steps, o.warmup, o.seed, autocast};
   for (const BenchCase& c : cases) {
     ChildResult r = run_in_child(c.name, [&] {
@@ -210,15 +239,7 @@ int run_bench(const BenchOptions& o) {
     });
     json& j = r.result;
     j["peak_rss_mb"] = r.peak_rss_mb;
-    std::printf("%-16s %4lld %5lld %10.1f %10.1f %10.0f %9.1f %6.1f%% %7.0f MB %9.1f\n", c.name.c_str(),
-                static_cast<long long>(c.batch_size), static_cast<long long>(c.seq_len),
-                j.at("ms_per_step_median").get<double>(), j.at("ms_per_step_best").get<double>(),
-                j.at("tokens_per_s").get<double>(), j.at("gflops").get<double>(), j.at("mfu_percent").get<double>(),
-                r.peak_rss_mb, j.at("floor_ms").get<double>());
-    std::printf("  phases:   %s\n", split_line(j.at("profile").at("phases")).c_str());
-    std::printf("  families: %s\n", split_line(j.at("profile").at("families")).c_str());
-    if (o.profile) std::printf("%s", j.at("profile_table").get<std::string>().c_str());
-    std::fflush(stdout);
+    print_case(c, j, r.peak_rss_mb, o.profile);
     j.erase("profile_table");
     report["configs"].push_back(j);
   }

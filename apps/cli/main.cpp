@@ -22,27 +22,17 @@
 
 namespace {
 constexpr int kExitUsage = 2;  // as getopt-style tools; CLI11's own codes (100+) are not used
-}
 
-int main(int argc, char** argv) {
-  // A file-size limit (ulimit -f) makes writes fail with EFBIG, reported as
-  // one line like a full disk, instead of killing the process mid-checkpoint.
-  std::signal(SIGXFSZ, SIG_IGN);
-  ember::dist::Communicator comm;
-  CLI::App app{"ember: a small PyTorch-style LLM training framework in C++"};
-  app.set_version_flag("--version", "ember " EMBER_VERSION "\nbuild: " EMBER_BUILD_INFO);
-  // Every option of every subcommand shows its default in --help (set before they are added).
-  // A repeated option takes its last value (scripts/run.sh passes its defaults
-  // first, so `bash scripts/run.sh --steps 200` overrides them).
-  app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.require_subcommand(1);
-  std::map<CLI::App*, ember::apps::CommandRunner> runners;
+using Runners = std::map<CLI::App*, ember::apps::CommandRunner>;
+
+// Every subcommand on app, each with the function that runs it.
+Runners add_commands(CLI::App& app) {
+  Runners runners;
   auto add = [&](ember::apps::CommandRunner (*fn)(CLI::App&)) {
     const size_t before = app.get_subcommands({}).size();
     ember::apps::CommandRunner run = fn(app);
     runners[app.get_subcommands({})[before]] = std::move(run);
   };
-  ember::apps::set_command_communicator(&comm);
   add(ember::apps::add_train_command);
   add(ember::apps::add_eval_command);
   add(ember::apps::add_tokenize_command);
@@ -52,30 +42,28 @@ int main(int argc, char** argv) {
   add(ember::apps::add_import_command);
   add(ember::apps::add_plot_command);
   add(ember::apps::add_bench_command);
-  ember::apps::check_integer_options(app);  // "010", 2^63, -1 for UINT: usage errors, never silently changed
-  std::optional<CLI::ParseError> parse_error;  // a usage error, or --help / --version (exit code 0)
+  return runners;
+}
+
+// Under mpirun each rank parses its own arguments (an MPMD job may give
+// them different ones): they agree on the outcome before anything else, so
+// one rank's usage error never leaves the others waiting in a collective.
+// The lowest rank that stopped prints its message; every rank exits with its code:
+// the exit code of a rank that is not the one printing, nothing otherwise.
+std::optional<int> agree_on_parse(ember::dist::Communicator& comm,
+                                  const std::optional<CLI::ParseError>& parse_error) {
+  if (comm.world_size() <= 1) return std::nullopt;
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    parse_error = e;
+    comm.raise_if_any_failed(parse_error ? std::to_string(parse_error->get_exit_code() == 0 ? 0 : kExitUsage) : "");
+  } catch (const ember::dist::CollectiveError& e) {
+    const std::string what = e.what();  // "rank r: <exit code>"
+    if (e.failed_rank() != comm.rank()) return std::stoi(what.substr(what.rfind(' ') + 1));
   }
-  // Under mpirun each rank parses its own arguments (an MPMD job may give
-  // them different ones): they agree on the outcome before anything else, so
-  // one rank's usage error never leaves the others waiting in a collective.
-  // The lowest rank that stopped prints its message; every rank exits with its code.
-  if (comm.world_size() > 1) {
-    try {
-      comm.raise_if_any_failed(parse_error ? std::to_string(parse_error->get_exit_code() == 0 ? 0 : kExitUsage) : "");
-    } catch (const ember::dist::CollectiveError& e) {
-      const std::string what = e.what();  // "rank r: <exit code>"
-      if (e.failed_rank() != comm.rank()) return std::stoi(what.substr(what.rfind(' ') + 1));
-    }
-  }
-  if (parse_error) {
-    if (parse_error->get_exit_code() == 0) return app.exit(*parse_error);  // --help, --version
-    app.exit(*parse_error);  // the message and "Run with --help ..."
-    return kExitUsage;
-  }
+  return std::nullopt;
+}
+
+// Runs the parsed subcommand; an error is one line on stderr and exit code 1.
+int run_parsed_command(ember::dist::Communicator& comm, Runners& runners) {
   std::string command;
   try {
     if (comm.world_size() > 1) {  // an MPMD job whose ranks run different commands would hang
@@ -98,4 +86,36 @@ int main(int argc, char** argv) {
     return comm.fail(ember::Error(ember::user_message(e, command)), "ember: error: ");
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A file-size limit (ulimit -f) makes writes fail with EFBIG, reported as
+  // one line like a full disk, instead of killing the process mid-checkpoint.
+  std::signal(SIGXFSZ, SIG_IGN);
+  ember::dist::Communicator comm;
+  CLI::App app{"ember: a small PyTorch-style LLM training framework in C++"};
+  app.set_version_flag("--version", "ember " EMBER_VERSION "\nbuild: " EMBER_BUILD_INFO);
+  // Every option of every subcommand shows its default in --help (set before they are added).
+  // A repeated option takes its last value (scripts/run.sh passes its defaults
+  // first, so `bash scripts/run.sh --steps 200` overrides them).
+  app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.require_subcommand(1);
+  ember::apps::set_command_communicator(&comm);
+  Runners runners = add_commands(app);
+  ember::apps::check_integer_options(app);  // "010", 2^63, -1 for UINT: usage errors, never silently changed
+  std::optional<CLI::ParseError> parse_error;  // a usage error, or --help / --version (exit code 0)
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    parse_error = e;
+  }
+  if (const std::optional<int> code = agree_on_parse(comm, parse_error)) return *code;
+  if (parse_error) {
+    if (parse_error->get_exit_code() == 0) return app.exit(*parse_error);  // --help, --version
+    app.exit(*parse_error);  // the message and "Run with --help ..."
+    return kExitUsage;
+  }
+  return run_parsed_command(comm, runners);
 }

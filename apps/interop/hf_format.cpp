@@ -191,6 +191,28 @@ HfArch hf_arch_for(const nn::ModelConfig& c) {
   return HfArch::Llama;
 }
 
+namespace {
+
+// GPT2LMHeadModel's config.json keys (configuration_gpt2.py).
+void add_gpt2_keys(const nn::ModelConfig& c, json& j) {
+  j["model_type"] = "gpt2";
+  j["n_embd"] = c.d_model;
+  j["n_layer"] = c.n_layers;
+  j["n_head"] = c.n_heads;
+  j["n_inner"] = c.ffn_hidden;
+  j["n_positions"] = j["n_ctx"] = c.max_seq_len;
+  j["activation_function"] =
+      c.ffn_act == "gelu_tanh" ? "gelu_new" : c.ffn_act;  // gelu (erf), relu
+  j["layer_norm_epsilon"] = c.norm_eps;
+  j["resid_pdrop"] = c.dropout;  // ember's dropout sits where GPT-2's residual dropouts do
+  j["embd_pdrop"] = j["attn_pdrop"] = 0.0;
+  j["scale_attn_weights"] = true;
+  j["scale_attn_by_inverse_layer_idx"] = false;
+  j["reorder_and_upcast_attn"] = false;
+}
+
+}  // namespace
+
 std::string hf_config_json(const nn::ModelConfig& c, HfArch arch, std::optional<int64_t> eos_id) {
   json j;
   j["architectures"] = {hf_arch_name(arch)};
@@ -202,20 +224,7 @@ std::string hf_config_json(const nn::ModelConfig& c, HfArch arch, std::optional<
   if (eos_id) j["bos_token_id"] = j["eos_token_id"] = *eos_id;
   j["ember_training"] = training_keys(c);
   if (arch == HfArch::GPT2) {
-    j["model_type"] = "gpt2";
-    j["n_embd"] = c.d_model;
-    j["n_layer"] = c.n_layers;
-    j["n_head"] = c.n_heads;
-    j["n_inner"] = c.ffn_hidden;
-    j["n_positions"] = j["n_ctx"] = c.max_seq_len;
-    j["activation_function"] =
-        c.ffn_act == "gelu_tanh" ? "gelu_new" : c.ffn_act;  // gelu (erf), relu
-    j["layer_norm_epsilon"] = c.norm_eps;
-    j["resid_pdrop"] = c.dropout;  // ember's dropout sits where GPT-2's residual dropouts do
-    j["embd_pdrop"] = j["attn_pdrop"] = 0.0;
-    j["scale_attn_weights"] = true;
-    j["scale_attn_by_inverse_layer_idx"] = false;
-    j["reorder_and_upcast_attn"] = false;
+    add_gpt2_keys(c, j);
     return j.dump(2);
   }
   j["model_type"] = arch == HfArch::Llama ? "llama" : arch == HfArch::Qwen3 ? "qwen3" : "qwen3_moe";
@@ -278,126 +287,149 @@ HfModelConfig hf_config_from_json(const std::string& text, const std::string& so
 
 namespace {
 
-HfModelConfig parse_hf_config(const json& j, const std::string& source) {
-  KeyReader r{j, source, {}};
-  r.ignore({"architectures", "model_type", "torch_dtype", "dtype", "transformers_version",
-            "_name_or_path", "bos_token_id", "eos_token_id", "pad_token_id", "initializer_range",
-            "use_cache", "tokenizer_class"});
+// The class "architectures"[0] names; an Error naming the key for any other.
+HfArch read_hf_arch(KeyReader& r) {
+  const json& j = r.j;
   std::string arch_name;
   if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty()) {
     EMBER_CHECK(j["architectures"][0].is_string(), r.where("architectures"),
                 " must be a list of class names, got ", j["architectures"].dump());
     arch_name = j["architectures"][0].get<std::string>();
   }
-  HfModelConfig out;
   const std::map<std::string, HfArch> by_name = {{"LlamaForCausalLM", HfArch::Llama},
                                                  {"Qwen3ForCausalLM", HfArch::Qwen3},
                                                  {"Qwen3MoeForCausalLM", HfArch::Qwen3Moe},
                                                  {"GPT2LMHeadModel", HfArch::GPT2}};
   auto it = by_name.find(arch_name);
-  EMBER_CHECK(it != by_name.end(), source, ": key \"architectures\": unsupported architecture \"",
+  EMBER_CHECK(it != by_name.end(), r.source, ": key \"architectures\": unsupported architecture \"",
               arch_name,
               "\" (ember imports LlamaForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, "
               "GPT2LMHeadModel)");
-  out.arch = it->second;
+  return it->second;
+}
+
+// GPT2LMHeadModel's keys (configuration_gpt2.py defaults) into the ember config e.
+void read_gpt2_keys(KeyReader& r, json& e) {
+  const int64_t d = r.size("n_embd", nn::kMaxDModel, "d_model");
+  const int64_t h = r.size("n_head", nn::kMaxHeads, "n_heads");
+  e["d_model"] = d;
+  e["n_layers"] = r.size("n_layer", nn::kMaxLayers, "n_layers");
+  e["n_heads"] = h;
+  e["ffn_hidden"] = r.size("n_inner", nn::kMaxFfnHidden, "ffn_hidden", 4 * d);
+  e["max_seq_len"] = r.size("n_positions", nn::kMaxSeqLen, "max_seq_len", 1024);
+  const std::string act = r.string("activation_function", "gelu_new");
+  EMBER_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu" || act == "relu",
+              r.where("activation_function"), ": \"", act, "\" has no ember equivalent");
+  e["ffn_act"] = act == "gelu" || act == "relu" ? act : "gelu_tanh";
+  e["norm"] = "layernorm";
+  e["norm_eps"] = r.number("layer_norm_epsilon", 1e-5);
+  e["pos"] = "learned";
+  e["bias"] = true;
+  e["tie_embeddings"] = r.boolean("tie_word_embeddings", true);
+  EMBER_CHECK(r.boolean("scale_attn_weights", true), r.where("scale_attn_weights"),
+              " false is not supported");
+  EMBER_CHECK(!r.boolean("scale_attn_by_inverse_layer_idx", false),
+              r.where("scale_attn_by_inverse_layer_idx"), " true is not supported");
+  EMBER_CHECK(!r.boolean("add_cross_attention", false), r.where("add_cross_attention"),
+              " true is not supported");
+  r.ignore({"n_ctx", "resid_pdrop", "embd_pdrop", "attn_pdrop", "reorder_and_upcast_attn",
+            "summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels",
+            "summary_first_dropout", "task_specific_params"});
+}
+
+// Qwen3MoeForCausalLM's expert keys as ember's "moe" object.
+json read_qwen3_moe_keys(KeyReader& r) {
+  json m;
+  m["n_experts"] = r.size("num_experts", nn::kMaxExperts, "moe.n_experts", 128);
+  m["top_k"] = r.size("num_experts_per_tok", nn::kMaxExperts, "moe.top_k", 8);
+  m["expert_hidden"] = r.size("moe_intermediate_size", nn::kMaxFfnHidden, "moe.expert_hidden", 768);
+  m["norm_topk_prob"] = r.boolean("norm_topk_prob", false);
+  m["every"] = r.integer("decoder_sparse_step", 1);
+  m["aux_loss_coef"] = r.number("router_aux_loss_coef", 0.001);
+  if (r.given("mlp_only_layers")) {
+    EMBER_CHECK(r.j.at("mlp_only_layers").empty(), r.where("mlp_only_layers"),
+                " is not empty: ember's moe.every cannot express a list of dense layers");
+  }
+  r.ignore({"output_router_logits"});
+  return m;
+}
+
+// The Llama/Qwen3/Qwen3-MoE keys into the ember config e. Missing keys take the class's own
+// defaults (configuration_{llama,qwen3,qwen3_moe}.py).
+void read_llama_family_keys(KeyReader& r, HfArch arch, json& e) {
+  const int64_t d = r.size("hidden_size", nn::kMaxDModel, "d_model");
+  const int64_t h = r.size("num_attention_heads", nn::kMaxHeads, "n_heads");
+  const int64_t layers = r.size("num_hidden_layers", nn::kMaxLayers, "n_layers");
+  e["d_model"] = d;
+  e["n_layers"] = layers;
+  e["n_heads"] = h;
+  const bool llama = arch == HfArch::Llama, qwen3 = arch == HfArch::Qwen3;
+  const bool kv_null = r.j.contains("num_key_value_heads") && r.j["num_key_value_heads"].is_null();
+  e["n_kv_heads"] = r.size("num_key_value_heads", nn::kMaxHeads, "n_kv_heads",
+                           llama || kv_null ? h : qwen3 ? 32 : 4);
+  EMBER_CHECK(r.given("head_dim") || qwen3 || d % h == 0, r.source,
+              ": hidden_size must be a multiple of num_attention_heads");
+  e["head_dim"] = r.size("head_dim", nn::kMaxHeadDim, "head_dim", qwen3 ? 128 : d / h);
+  e["ffn_hidden"] = r.size("intermediate_size", nn::kMaxFfnHidden, "ffn_hidden");
+  const std::string act = r.string("hidden_act", "silu");
+  EMBER_CHECK(act == "silu" || act == "gelu", r.where("hidden_act"), ": \"", act,
+              "\" has no ember equivalent (silu -> swiglu, gelu -> geglu)");
+  e["ffn_act"] = act == "silu" ? "swiglu" : "geglu";
+  e["norm"] = "rmsnorm";
+  e["norm_eps"] = r.number("rms_norm_eps", 1e-6);
+  e["pos"] = "rope";
+  e["rope_theta"] = read_rope_theta(r);
+  e["max_seq_len"] = r.size("max_position_embeddings", nn::kMaxSeqLen, "max_seq_len",
+                             llama ? 2048 : 32768);
+  e["tie_embeddings"] = r.boolean("tie_word_embeddings", false);
+  const bool attn_bias = r.boolean("attention_bias", false);
+  e["bias"] = attn_bias;
+  e["qk_norm"] = arch != HfArch::Llama;
+  r.ignore({"attention_dropout"});
+  if (arch == HfArch::Llama) {
+    EMBER_CHECK(r.boolean("mlp_bias", false) == attn_bias, r.where("mlp_bias"),
+                " differs from attention_bias: ember's bias key covers both");
+    r.ignore({"pretraining_tp"});  // a different summation order of the same products
+  } else {
+    EMBER_CHECK(!attn_bias, r.where("attention_bias"),
+                " true: Qwen3's MLPs have no bias, ember's bias covers both");
+    reject_sliding_window(r, layers);
+  }
+  if (arch == HfArch::Qwen3Moe) e["moe"] = read_qwen3_moe_keys(r);
+}
+
+// The training-only keys ember's export stores under "ember_training" (z_loss_coef 0 without).
+void read_ember_training_keys(KeyReader& r, json& e) {
+  e["z_loss_coef"] = 0.0;
+  if (!r.given("ember_training")) return;
+  const json& t = r.j.at("ember_training");
+  EMBER_CHECK(t.is_object(), r.where("ember_training"), " must be an object");
+  for (const auto& [k, v] : t.items()) {
+    if (k == "router_z_loss_coef" && e.contains("moe")) {
+      e["moe"][k] = v;
+    } else {
+      EMBER_CHECK(k == "z_loss_coef" || k == "dropout", r.where("ember_training"),
+                  ": unknown key \"", k, "\"");
+      e[k] = v;
+    }
+  }
+}
+
+HfModelConfig parse_hf_config(const json& j, const std::string& source) {
+  KeyReader r{j, source, {}};
+  r.ignore({"architectures", "model_type", "torch_dtype", "dtype", "transformers_version",
+            "_name_or_path", "bos_token_id", "eos_token_id", "pad_token_id", "initializer_range",
+            "use_cache", "tokenizer_class"});
+  HfModelConfig out;
+  out.arch = read_hf_arch(r);
   json e;  // the ember config
   e["vocab_size"] = r.size("vocab_size", nn::kMaxVocabSize, "vocab_size");
   if (out.arch == HfArch::GPT2) {
-    const int64_t d = r.size("n_embd", nn::kMaxDModel, "d_model");
-    const int64_t h = r.size("n_head", nn::kMaxHeads, "n_heads");
-    e["d_model"] = d;
-    e["n_layers"] = r.size("n_layer", nn::kMaxLayers, "n_layers");
-    e["n_heads"] = h;
-    e["ffn_hidden"] = r.size("n_inner", nn::kMaxFfnHidden, "ffn_hidden", 4 * d);
-    e["max_seq_len"] = r.size("n_positions", nn::kMaxSeqLen, "max_seq_len", 1024);
-    const std::string act = r.string("activation_function", "gelu_new");
-    EMBER_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu" || act == "relu",
-                r.where("activation_function"), ": \"", act, "\" has no ember equivalent");
-    e["ffn_act"] = act == "gelu" || act == "relu" ? act : "gelu_tanh";
-    e["norm"] = "layernorm";
-    e["norm_eps"] = r.number("layer_norm_epsilon", 1e-5);
-    e["pos"] = "learned";
-    e["bias"] = true;
-    e["tie_embeddings"] = r.boolean("tie_word_embeddings", true);
-    EMBER_CHECK(r.boolean("scale_attn_weights", true), r.where("scale_attn_weights"),
-                " false is not supported");
-    EMBER_CHECK(!r.boolean("scale_attn_by_inverse_layer_idx", false),
-                r.where("scale_attn_by_inverse_layer_idx"), " true is not supported");
-    EMBER_CHECK(!r.boolean("add_cross_attention", false), r.where("add_cross_attention"),
-                " true is not supported");
-    r.ignore({"n_ctx", "resid_pdrop", "embd_pdrop", "attn_pdrop", "reorder_and_upcast_attn",
-              "summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels",
-              "summary_first_dropout", "task_specific_params"});
+    read_gpt2_keys(r, e);
   } else {
-    const int64_t d = r.size("hidden_size", nn::kMaxDModel, "d_model");
-    const int64_t h = r.size("num_attention_heads", nn::kMaxHeads, "n_heads");
-    const int64_t layers = r.size("num_hidden_layers", nn::kMaxLayers, "n_layers");
-    e["d_model"] = d;
-    e["n_layers"] = layers;
-    e["n_heads"] = h;
-    // Missing keys take the class's own defaults (configuration_{llama,qwen3,qwen3_moe}.py).
-    const bool llama = out.arch == HfArch::Llama, qwen3 = out.arch == HfArch::Qwen3;
-    const bool kv_null = j.contains("num_key_value_heads") && j["num_key_value_heads"].is_null();
-    e["n_kv_heads"] = r.size("num_key_value_heads", nn::kMaxHeads, "n_kv_heads",
-                             llama || kv_null ? h : qwen3 ? 32 : 4);
-    EMBER_CHECK(r.given("head_dim") || qwen3 || d % h == 0, source,
-                ": hidden_size must be a multiple of num_attention_heads");
-    e["head_dim"] = r.size("head_dim", nn::kMaxHeadDim, "head_dim", qwen3 ? 128 : d / h);
-    e["ffn_hidden"] = r.size("intermediate_size", nn::kMaxFfnHidden, "ffn_hidden");
-    const std::string act = r.string("hidden_act", "silu");
-    EMBER_CHECK(act == "silu" || act == "gelu", r.where("hidden_act"), ": \"", act,
-                "\" has no ember equivalent (silu -> swiglu, gelu -> geglu)");
-    e["ffn_act"] = act == "silu" ? "swiglu" : "geglu";
-    e["norm"] = "rmsnorm";
-    e["norm_eps"] = r.number("rms_norm_eps", 1e-6);
-    e["pos"] = "rope";
-    e["rope_theta"] = read_rope_theta(r);
-    e["max_seq_len"] = r.size("max_position_embeddings", nn::kMaxSeqLen, "max_seq_len",
-                               llama ? 2048 : 32768);
-    e["tie_embeddings"] = r.boolean("tie_word_embeddings", false);
-    const bool attn_bias = r.boolean("attention_bias", false);
-    e["bias"] = attn_bias;
-    e["qk_norm"] = out.arch != HfArch::Llama;
-    r.ignore({"attention_dropout"});
-    if (out.arch == HfArch::Llama) {
-      EMBER_CHECK(r.boolean("mlp_bias", false) == attn_bias, r.where("mlp_bias"),
-                  " differs from attention_bias: ember's bias key covers both");
-      r.ignore({"pretraining_tp"});  // a different summation order of the same products
-    } else {
-      EMBER_CHECK(!attn_bias, r.where("attention_bias"),
-                  " true: Qwen3's MLPs have no bias, ember's bias covers both");
-      reject_sliding_window(r, layers);
-    }
-    if (out.arch == HfArch::Qwen3Moe) {
-      json m;
-      m["n_experts"] = r.size("num_experts", nn::kMaxExperts, "moe.n_experts", 128);
-      m["top_k"] = r.size("num_experts_per_tok", nn::kMaxExperts, "moe.top_k", 8);
-      m["expert_hidden"] = r.size("moe_intermediate_size", nn::kMaxFfnHidden, "moe.expert_hidden", 768);
-      m["norm_topk_prob"] = r.boolean("norm_topk_prob", false);
-      m["every"] = r.integer("decoder_sparse_step", 1);
-      m["aux_loss_coef"] = r.number("router_aux_loss_coef", 0.001);
-      if (r.given("mlp_only_layers")) {
-        EMBER_CHECK(r.j.at("mlp_only_layers").empty(), r.where("mlp_only_layers"),
-                    " is not empty: ember's moe.every cannot express a list of dense layers");
-      }
-      r.ignore({"output_router_logits"});
-      e["moe"] = m;
-    }
+    read_llama_family_keys(r, out.arch, e);
   }
-  e["z_loss_coef"] = 0.0;
-  if (r.given("ember_training")) {
-    const json& t = j.at("ember_training");
-    EMBER_CHECK(t.is_object(), r.where("ember_training"), " must be an object");
-    for (const auto& [k, v] : t.items()) {
-      if (k == "router_z_loss_coef" && e.contains("moe")) {
-        e["moe"][k] = v;
-      } else {
-        EMBER_CHECK(k == "z_loss_coef" || k == "dropout", r.where("ember_training"),
-                    ": unknown key \"", k, "\"");
-        e[k] = v;
-      }
-    }
-  }
+  read_ember_training_keys(r, e);
   r.finish();
   out.config = nn::ModelConfig::from_json(e.dump(), source + " (as an ember config)");
   return out;

@@ -5,6 +5,7 @@
 // class, or a config.json key that would change the math, is an Error naming
 // the key. Training-only keys with no Hugging Face counterpart (z_loss_coef,
 // dropout, moe.router_z_loss_coef) travel in config.json under "ember_training".
+// Whole folders are written and read by apps/interop/hf_files.h.
 #pragma once
 #include <map>
 #include <optional>
@@ -43,22 +44,5 @@ std::map<std::string, Tensor> hf_tensors_from_ember(const nn::ModelConfig& cfg, 
 std::map<std::string, Tensor> ember_tensors_from_hf(const nn::ModelConfig& cfg, HfArch arch,
                                                     std::map<std::string, Tensor> hf,
                                                     const std::string& source);
-
-// --- directories (apps/cli/cmd_export.cpp, apps/cli/cmd_import.cpp) ----------------------------
-struct HfExport {
-  HfArch arch = HfArch::Llama;
-  bool tokenizer = false;  // tokenizer.json written (a checkpoint over token shards may have none)
-};
-// Writes out_dir/{model.safetensors, config.json, tokenizer.json, generation_config.json}.
-HfExport export_hf(const std::string& checkpoint, const std::string& out_dir);
-
-struct HfImportOptions {
-  std::string tokenizer;      // tokenizer.json to use instead of DIR/tokenizer.json
-  bool no_tokenizer = false;  // store no tokenizer (the byte tokenizer is then implied)
-};
-// Reads dir/config.json, dir/model.safetensors (or the shards of model.safetensors.index.json)
-// and the tokenizer into an ember checkpoint (root attrs, /model, /tokenizer).
-void import_hf(const std::string& dir, const std::string& out_checkpoint,
-               const HfImportOptions& opt);
 
 }  // namespace ember::apps

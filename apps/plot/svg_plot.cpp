@@ -79,8 +79,10 @@ std::string num(double v) {
   return printf_string("%.*f", v, 1);
 }
 
-void draw_panel(std::ostringstream& svg, const Panel& panel, const Box& cell) {
-  const Box plot{cell.x0 + 74, cell.y0 + 30, cell.x1 - 22, cell.y1 - 50};
+using Points = std::vector<std::pair<double, double>>;
+
+// The panel's title above the plot area, the x title below it, the y title turned along its left.
+void draw_titles(std::ostringstream& svg, const Panel& panel, const Box& cell, const Box& plot) {
   svg << "<text x=\"" << num(plot.x0) << "\" y=\"" << num(plot.y0 - 10)
       << "\" font-size=\"14\" font-weight=\"bold\">" << xml_escape(panel.title) << "</text>\n";
   svg << "<text x=\"" << num((plot.x0 + plot.x1) / 2) << "\" y=\"" << num(plot.y1 + 40)
@@ -89,31 +91,10 @@ void draw_panel(std::ostringstream& svg, const Panel& panel, const Box& cell) {
   svg << "<text x=\"" << num(cell.x0 + 16) << "\" y=\"" << num(mid_y)
       << "\" text-anchor=\"middle\" transform=\"rotate(-90 " << num(cell.x0 + 16) << " "
       << num(mid_y) << ")\">" << xml_escape(panel.y_title) << "</text>\n";
+}
 
-  std::vector<std::vector<std::pair<double, double>>> data;
-  double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
-  for (const Series& s : panel.series) {
-    data.push_back(usable_points(s, panel.log_y));
-    for (const auto& [x, y] : data.back()) {
-      x_lo = std::min(x_lo, x), x_hi = std::max(x_hi, x);
-      y_lo = std::min(y_lo, y), y_hi = std::max(y_hi, y);
-    }
-  }
-  svg << "<rect x=\"" << num(plot.x0) << "\" y=\"" << num(plot.y0) << "\" width=\""
-      << num(plot.x1 - plot.x0) << "\" height=\"" << num(plot.y1 - plot.y0)
-      << "\" fill=\"#ffffff\" stroke=\"#444444\"/>\n";
-  if (!(x_lo <= x_hi)) {
-    svg << "<text x=\"" << num((plot.x0 + plot.x1) / 2) << "\" y=\"" << num(mid_y)
-        << "\" text-anchor=\"middle\" fill=\"#888888\">no data</text>\n";
-    return;
-  }
-  if (panel.y_from_zero && !panel.log_y) y_lo = std::min(y_lo, 0.0), y_hi = std::max(y_hi, 0.0);
-  const int x_target = std::max(3, static_cast<int>((plot.x1 - plot.x0) / 80));
-  const int y_target = std::max(3, static_cast<int>((plot.y1 - plot.y0) / 40));
-  const Axis ax{nice_ticks(x_lo, x_hi, x_target), false};
-  const Axis ay{panel.log_y ? log_ticks(y_lo, y_hi) : nice_ticks(y_lo, y_hi, y_target),
-                panel.log_y};
-
+// Grid lines and tick labels of both axes, then the plot area's frame over them.
+void draw_axes(std::ostringstream& svg, const Axis& ax, const Axis& ay, const Box& plot) {
   svg << "<g font-size=\"12\" fill=\"#333333\">\n";
   for (double v : ax.ticks.values) {
     const double px = ax.map(v, plot.x0, plot.x1);
@@ -133,7 +114,11 @@ void draw_panel(std::ostringstream& svg, const Panel& panel, const Box& cell) {
   svg << "<rect x=\"" << num(plot.x0) << "\" y=\"" << num(plot.y0) << "\" width=\""
       << num(plot.x1 - plot.x0) << "\" height=\"" << num(plot.y1 - plot.y0)
       << "\" fill=\"none\" stroke=\"#444444\"/>\n";
+}
 
+// Each series' line (and markers), faint series first, dashed ones on top.
+void draw_series(std::ostringstream& svg, const Panel& panel, const std::vector<Points>& data,
+                 const Axis& ax, const Axis& ay, const Box& plot) {
   std::vector<size_t> order(panel.series.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   auto layer = [&](size_t i) {
@@ -143,7 +128,7 @@ void draw_panel(std::ostringstream& svg, const Panel& panel, const Box& cell) {
                    [&](size_t a, size_t b) { return layer(a) < layer(b); });
   for (size_t i : order) {
     const Series& s = panel.series[i];
-    std::vector<std::pair<double, double>> pixels;
+    Points pixels;
     for (const auto& [x, y] : data[i])
       pixels.emplace_back(ax.map(x, plot.x0, plot.x1), ay.map(y, plot.y1, plot.y0));
     if (pixels.empty()) continue;
@@ -162,6 +147,37 @@ void draw_panel(std::ostringstream& svg, const Panel& panel, const Box& cell) {
       svg << "</g>\n";
     }
   }
+}
+
+void draw_panel(std::ostringstream& svg, const Panel& panel, const Box& cell) {
+  const Box plot{cell.x0 + 74, cell.y0 + 30, cell.x1 - 22, cell.y1 - 50};
+  draw_titles(svg, panel, cell, plot);
+
+  std::vector<Points> data;
+  double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
+  for (const Series& s : panel.series) {
+    data.push_back(usable_points(s, panel.log_y));
+    for (const auto& [x, y] : data.back()) {
+      x_lo = std::min(x_lo, x), x_hi = std::max(x_hi, x);
+      y_lo = std::min(y_lo, y), y_hi = std::max(y_hi, y);
+    }
+  }
+  svg << "<rect x=\"" << num(plot.x0) << "\" y=\"" << num(plot.y0) << "\" width=\""
+      << num(plot.x1 - plot.x0) << "\" height=\"" << num(plot.y1 - plot.y0)
+      << "\" fill=\"#ffffff\" stroke=\"#444444\"/>\n";
+  if (!(x_lo <= x_hi)) {
+    svg << "<text x=\"" << num((plot.x0 + plot.x1) / 2) << "\" y=\"" << num((plot.y0 + plot.y1) / 2)
+        << "\" text-anchor=\"middle\" fill=\"#888888\">no data</text>\n";
+    return;
+  }
+  if (panel.y_from_zero && !panel.log_y) y_lo = std::min(y_lo, 0.0), y_hi = std::max(y_hi, 0.0);
+  const int x_target = std::max(3, static_cast<int>((plot.x1 - plot.x0) / 80));
+  const int y_target = std::max(3, static_cast<int>((plot.y1 - plot.y0) / 40));
+  const Axis ax{nice_ticks(x_lo, x_hi, x_target), false};
+  const Axis ay{panel.log_y ? log_ticks(y_lo, y_hi) : nice_ticks(y_lo, y_hi, y_target),
+                panel.log_y};
+  draw_axes(svg, ax, ay, plot);
+  draw_series(svg, panel, data, ax, ay, plot);
 }
 
 }  // namespace

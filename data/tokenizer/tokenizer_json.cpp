@@ -46,10 +46,8 @@ void check_component(const json& root, const char* key, bool byte_level_ok) {
               byte_level_ok ? "ByteLevel or null" : "null", ")");
 }
 
-StringVocab parse(const json& root) {
-  EMBER_CHECK(root.is_object(), "tokenizer.json: the top level is not a JSON object");
-  StringVocab v;
-  const json& model = require(root, "model", "the file");
+// The BPE model's options: only those of plain byte-level BPE are accepted.
+void read_model_options(const json& model, StringVocab& v) {
   EMBER_CHECK(model.is_object(), "tokenizer.json: \"model\" is not an object");
   const std::string model_type = model.value("type", std::string("BPE"));
   EMBER_CHECK(model_type == "BPE", "tokenizer.json: model type '", model_type,
@@ -70,7 +68,10 @@ StringVocab parse(const json& root) {
     EMBER_CHECK(unk->is_string(), "tokenizer.json: model.unk_token is not a string");
     v.unk_token = unk->get<std::string>();
   }
+}
 
+// model.vocab (token -> id) and model.merges ("a b" strings or ["a", "b"] pairs).
+void read_vocab_and_merges(const json& model, StringVocab& v) {
   const json& vocab = require(model, "vocab", "model");
   EMBER_CHECK(vocab.is_object(), "tokenizer.json: model.vocab is not an object");
   v.vocab.reserve(vocab.size());
@@ -97,7 +98,11 @@ StringVocab parse(const json& root) {
       v.merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
     }
   }
+}
 
+// The pipeline around the model: no normalizer, ByteLevel (or null) decoder and post-processor,
+// and a ByteLevel pre-tokenizer with its regex.
+void read_pipeline(const json& root, StringVocab& v) {
   check_component(root, "normalizer", false);
   check_component(root, "decoder", true);
   check_component(root, "post_processor", true);
@@ -109,22 +114,34 @@ StringVocab parse(const json& root) {
   EMBER_CHECK(flag(*pre, "use_regex", true),
               "tokenizer.json: ByteLevel pre_tokenizer with use_regex false is not supported");
   v.add_prefix_space = flag(*pre, "add_prefix_space", false);
+}
 
+// added_tokens: id and content each, none using lstrip, rstrip or single_word.
+void read_added_tokens(const json& root, StringVocab& v) {
   auto added = root.find("added_tokens");
-  if (added != root.end() && !added->is_null()) {
-    EMBER_CHECK(added->is_array(), "tokenizer.json: added_tokens is not an array");
-    for (const json& a : *added) {
-      EMBER_CHECK(a.is_object() && a.contains("id") && a["id"].is_number_unsigned() &&
-                      a["id"].get<uint64_t>() < UINT32_MAX && a.contains("content") && a["content"].is_string(),
-                  "tokenizer.json: an added token lacks an integer \"id\" in [0, 2^32 - 1) or a string \"content\"");
-      SpecialToken s{a["content"].get<std::string>(), a["id"].get<uint32_t>(),
-                     flag(a, "special", true)};
-      for (const char* key : {"lstrip", "rstrip", "single_word"})
-        EMBER_CHECK(!flag(a, key, false), "tokenizer.json: added token '", s.content,
-                    "' uses ", key, ", which is not supported");
-      v.added.push_back(std::move(s));
-    }
+  if (added == root.end() || added->is_null()) return;
+  EMBER_CHECK(added->is_array(), "tokenizer.json: added_tokens is not an array");
+  for (const json& a : *added) {
+    EMBER_CHECK(a.is_object() && a.contains("id") && a["id"].is_number_unsigned() &&
+                    a["id"].get<uint64_t>() < UINT32_MAX && a.contains("content") && a["content"].is_string(),
+                "tokenizer.json: an added token lacks an integer \"id\" in [0, 2^32 - 1) or a string \"content\"");
+    SpecialToken s{a["content"].get<std::string>(), a["id"].get<uint32_t>(),
+                   flag(a, "special", true)};
+    for (const char* key : {"lstrip", "rstrip", "single_word"})
+      EMBER_CHECK(!flag(a, key, false), "tokenizer.json: added token '", s.content,
+                  "' uses ", key, ", which is not supported");
+    v.added.push_back(std::move(s));
   }
+}
+
+StringVocab parse(const json& root) {
+  EMBER_CHECK(root.is_object(), "tokenizer.json: the top level is not a JSON object");
+  StringVocab v;
+  const json& model = require(root, "model", "the file");
+  read_model_options(model, v);
+  read_vocab_and_merges(model, v);
+  read_pipeline(root, v);
+  read_added_tokens(root, v);
   return v;
 }
 

@@ -1,0 +1,59 @@
+// export_hf: an ember checkpoint as a Hugging Face model folder (model.safetensors,
+// config.json, tokenizer.json, generation_config.json) loadable by transformers'
+// matching class. Everything is checked before the first file is written.
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "apps/interop/hf_files.h"
+#include "core/io/atomic_file.h"
+#include "core/io/safetensors.h"
+#include "data/tokenizer/stored_tokenizer.h"
+#include "nn/checkpoint.h"
+
+namespace ember::apps {
+namespace {
+
+// The id of <|endoftext|> in the checkpoint's tokenizer, if it has one.
+std::optional<int64_t> eos_id_of(const std::optional<data::Tokenizer>& tokenizer) {
+  const std::optional<uint32_t> eos =
+      tokenizer ? tokenizer->find_special(data::kEndOfText) : std::nullopt;
+  return eos ? std::optional<int64_t>(*eos) : std::nullopt;
+}
+
+}  // namespace
+
+HfExport export_hf(const std::string& checkpoint, const std::string& out_dir) {
+  nn::Checkpoint c = nn::read_checkpoint(checkpoint, /*with_optim=*/false);
+  HfExport done;
+  done.arch = hf_arch_for(c.config);  // fails before anything is written
+  // Every tensor checked against the config (names, shapes, finite values) before anything is written.
+  const std::map<std::string, Tensor> weights = nn::model_from_checkpoint(c, checkpoint)->state_dict();
+  c.model.clear();
+  // The tokenizer of the checkpoint's ids (none for a model of token shards stored without one).
+  const std::optional<data::Tokenizer> tokenizer = data::stored_tokenizer(c.tokenizer_json, c.config.vocab_size, checkpoint);
+  EMBER_CHECK(!tokenizer || static_cast<int64_t>(tokenizer->vocab_size()) <= c.config.vocab_size,
+              checkpoint, ": the tokenizer has more tokens than the model's vocab_size");
+  const std::optional<int64_t> eos_id = eos_id_of(tokenizer);
+
+  const std::map<std::string, Tensor> tensors = hf_tensors_from_ember(c.config, done.arch, weights);
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  EMBER_CHECK(std::filesystem::is_directory(out_dir), "--out ", out_dir,
+              ": cannot create the folder");
+  const std::filesystem::path dir(out_dir);
+  write_safetensors((dir / "model.safetensors").string(), tensors);
+  write_file_atomically((dir / "config.json").string(),
+                        hf_config_json(c.config, done.arch, eos_id) + "\n");
+  if (tokenizer) {
+    write_file_atomically((dir / "tokenizer.json").string(), tokenizer->to_json());
+    done.tokenizer = true;
+  }
+  if (eos_id) {
+    const nlohmann::json g = {{"bos_token_id", *eos_id}, {"eos_token_id", *eos_id}};
+    write_file_atomically((dir / "generation_config.json").string(), g.dump(2) + "\n");
+  }
+  return done;
+}
+
+}  // namespace ember::apps
