@@ -4,15 +4,14 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
 #include "apps/checkpoint.h"
 #include "apps/commands.h"
 #include "apps/hf_format.h"
 #include "apps/safetensors.h"
+#include "core/io/read_file.h"
 #include "core/json_message.h"
 #include "data/tokenizer.h"
 #include "nn/model_stats.h"
@@ -21,16 +20,6 @@
 namespace ember::apps {
 namespace {
 namespace fs = std::filesystem;
-
-std::string read_text(const fs::path& path) {
-  std::error_code ec;
-  EMBER_CHECK(!fs::is_directory(path, ec), path.string(), ": is a folder, expected a file");
-  std::ifstream in(path, std::ios::binary);
-  EMBER_CHECK(in.good(), path.string(), ": cannot open");
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // Every tensor of DIR/model.safetensors, or of the shards DIR/model.safetensors.index.json
 // maps them to, as float32.
@@ -46,7 +35,7 @@ std::map<std::string, Tensor> read_hf_weights(const fs::path& dir) {
               ": no model.safetensors or model.safetensors.index.json");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(read_text(index));
+    j = nlohmann::json::parse(read_file(index.string(), "safetensors index file"));
   } catch (const nlohmann::json::exception& e) {
     throw Error(index.string() + ": invalid JSON: " + json_message(e.what()));
   }
@@ -81,7 +70,7 @@ void import_hf(const std::string& dir_name, const std::string& out_checkpoint,
   const fs::path config_path = dir / "config.json";
   EMBER_CHECK(fs::exists(config_path), config_path.string(),
               ": missing (a Hugging Face model folder needs one)");
-  const HfModelConfig hf = hf_config_from_json(read_text(config_path), config_path.string());
+  const HfModelConfig hf = hf_config_from_json(read_file(config_path.string(), "Hugging Face config file"), config_path.string());
   nn::require_fits_in_memory(nn::inference_memory(hf.config), config_path.string());  // before any weight is read
 
   std::string tokenizer_json;
