@@ -8,11 +8,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "data/atomic_file.h"
 #include "data/bpe_trainer.h"
 
 using namespace ember;
@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
       }
     }
     std::printf("corpus: %zu files, %zu documents, %.2f MB\n", files.size(), docs.size(), bytes / 1e6);
-    if (!docs_path.empty()) std::ofstream(docs_path) << nlohmann::json(docs).dump();
+    if (!docs_path.empty()) write_file_atomically(docs_path, nlohmann::json(docs).dump());
 
     double t0 = now();
     const WordCounts counts = count_corpus_words(files, corpus, options.special_tokens);
