@@ -2,9 +2,9 @@
 #include "apps/bench_runner.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 
+#include "apps/bench/stopwatch.h"
 #include "apps/profile_report.h"
 #include "autograd/autocast.h"
 #include "core/profiler.h"
@@ -14,10 +14,6 @@
 #include "optim/clip.h"
 
 namespace ember::apps {
-
-namespace {
-using Clock = std::chrono::steady_clock;
-}
 
 nlohmann::json run_bench_case(const BenchCase& c, const BenchRunOptions& o, double peak_flops,
                               double floor_peak_flops) {
@@ -37,7 +33,7 @@ nlohmann::json run_bench_case(const BenchCase& c, const BenchRunOptions& o, doub
   prof::enable();
   prof::reset();
   for (int64_t s = 0; s < o.warmup_steps + o.steps; ++s) {
-    const auto t0 = Clock::now();
+    const Stopwatch step;
     Tensor x, y;
     {
       EMBER_PROFILE_PHASE(prof::Phase::Data);
@@ -70,7 +66,7 @@ nlohmann::json run_bench_case(const BenchCase& c, const BenchRunOptions& o, doub
       EMBER_PROFILE_PHASE(prof::Phase::Optimizer);
       opt.step(lr, grad_scale);
     }
-    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double dt = step.seconds();
     EMBER_CHECK(std::isfinite(loss.ce), c.name, ": non-finite loss at step ", s);
     last_ce = loss.ce;
     prof::end_step();

@@ -1,4 +1,5 @@
-// kernels::measure_fma_peak and the cap EMBER_MAX_ISA puts on ember's own
+// The FMA peak (kernels::fma_round_flops rounds, apps::measure_fma_peak) and
+// the cap EMBER_MAX_ISA puts on ember's own
 // dispatch (kernels/cpu_isa.h): the measurement runs and gives a finite,
 // positive rate (0 for bf16 where AVX512-BF16 is absent or capped), the kernel
 // it picks is the widest that /proc/cpuinfo's flags and EMBER_MAX_ISA allow,
@@ -12,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "apps/matmul_peak.h"
 #include "core/kernels/cpu_isa.h"
 #include "core/kernels/fma_peak.h"
 
@@ -20,7 +22,7 @@ using namespace ember;
 namespace {
 
 // Short rounds keep the test well under a second.
-double fma_peak(DType dt) { return kernels::measure_fma_peak(dt, 2, 0.01); }
+double fma_peak(DType dt) { return apps::measure_fma_peak(dt, 2, 0.01); }
 
 // /proc/cpuinfo's flags line with a space at each end; nullopt without /proc/cpuinfo.
 std::optional<std::string> cpuinfo_flags() {
@@ -122,12 +124,14 @@ TEST_CASE("EMBER_MAX_ISA caps the FMA kernels, and other values are an error", "
     CHECK(kernels::max_isa() == kernels::Isa::Avx512Bf16);
   }
   ScopedEnv cap("EMBER_MAX_ISA", "sse9");
-  CHECK_THROWS_WITH(kernels::measure_fma_peak(DType::Float32),
+  CHECK_THROWS_WITH(apps::measure_fma_peak(DType::Float32),
                     Catch::Contains("EMBER_MAX_ISA: expected generic, avx2 or avx512 (or unset), got \"sse9\""));
   CHECK_THROWS_WITH(kernels::isa_available(kernels::Isa::Generic), Catch::Contains("EMBER_MAX_ISA"));
 }
 
 TEST_CASE("FMA peak rejects other dtypes and bad round counts", "[fma_peak]") {
-  CHECK_THROWS_WITH(kernels::measure_fma_peak(DType::Int64), Catch::Contains("float32 or bfloat16, got int64"));
-  CHECK_THROWS_WITH(kernels::measure_fma_peak(DType::Float32, 0), Catch::Contains("rounds"));
+  CHECK_THROWS_WITH(apps::measure_fma_peak(DType::Int64), Catch::Contains("float32 or bfloat16, got int64"));
+  CHECK_THROWS_WITH(kernels::fma_round_flops(DType::Int64), Catch::Contains("float32 or bfloat16, got int64"));
+  CHECK_THROWS_WITH(apps::measure_fma_peak(DType::Float32, 0), Catch::Contains("rounds"));
+  CHECK_THROWS_WITH(kernels::fma_round_flops(DType::Float32, 0), Catch::Contains("round_seconds"));
 }
