@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "apps/bench/stopwatch.h"
-#include "apps/matmul_peak.h"
+#include "apps/bench/matmul_peak.h"
 #include "autograd/grad_mode.h"
 #include "bench/bench_args.h"
 #include "nn/model_stats.h"

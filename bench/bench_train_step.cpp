@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "apps/bench/stopwatch.h"
-#include "apps/matmul_peak.h"
+#include "apps/bench/matmul_peak.h"
 #include "autograd/autocast.h"
 #include "bench/bench_args.h"
 #include "nn/model_stats.h"

@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "core/io/read_file.h"
-#include "core/json_message.h"
+#include "core/io/json_message.h"
 #include "nn/model_stats.h"
 
 namespace ember::nn {

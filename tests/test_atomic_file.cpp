@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "core/io/read_file.h"
-#include "data/atomic_file.h"
+#include "core/io/atomic_file.h"
 #include "temp_dir.h"
 
 namespace fs = std::filesystem;
