@@ -10,24 +10,19 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "apps/bench/stopwatch.h"
 #include "dist/consistency.h"
 #include "dist/zero_adamw.h"
 #include "nn/transformer.h"
 #include "optim/adamw.h"
 
 using namespace ember;
-using Clock = std::chrono::steady_clock;
-
-static double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 static double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -48,14 +43,14 @@ static void bench_bandwidth(dist::Communicator& comm, int reps, int64_t max_byte
     std::vector<double> blocking, nonblocking;
     for (int i = 0; i < n + 1; ++i) {
       comm.barrier();
-      auto t0 = Clock::now();
+      apps::Stopwatch watch;
       comm.all_reduce(t);
-      if (i > 0) blocking.push_back(comm.all_reduce(since(t0), dist::ReduceOp::Max));
+      if (i > 0) blocking.push_back(comm.all_reduce(watch.seconds(), dist::ReduceOp::Max));
       comm.barrier();
-      t0 = Clock::now();
+      watch.restart();
       dist::Request r = comm.iall_reduce_sum(t);
       comm.wait(r);
-      if (i > 0) nonblocking.push_back(comm.all_reduce(since(t0), dist::ReduceOp::Max));
+      if (i > 0) nonblocking.push_back(comm.all_reduce(watch.seconds(), dist::ReduceOp::Max));
     }
     const double tb = median(blocking), tn = median(nonblocking);
     const double algbw = tb > 0 ? bytes / tb / 1e9 : 0;
@@ -148,16 +143,16 @@ static void bench_model(dist::Communicator& comm, const ModelRun& run) {
                      DType::Float64, 0, static_cast<double>(cfg.vocab_size))
             .to(DType::Int64);
     const Tensor x = ids.narrow(1, 0, T).contiguous(), y = ids.narrow(1, 1, T).contiguous();
-    const auto t0 = Clock::now();
+    const apps::Stopwatch step_watch;
     opt->zero_grad();
     nn::LossTerms loss = model.loss(model.forward(x), y);
-    const auto tb = Clock::now();
+    const apps::Stopwatch backward_watch;
     loss.total.backward();
-    const double bwd = since(tb);
+    const double bwd = backward_watch.seconds();
     reducer.finish();
     reducer.clip_grad_norm(1.0);
     opt->step(1e-4);
-    const double step = comm.all_reduce(since(t0), dist::ReduceOp::Max);
+    const double step = comm.all_reduce(step_watch.seconds(), dist::ReduceOp::Max);
     if (s == 0) continue;  // warms caches and oneDNN primitives
     step_s.push_back(step);
     backward_s.push_back(bwd);

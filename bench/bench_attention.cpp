@@ -12,7 +12,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -20,8 +19,9 @@
 #include <limits>
 #include <vector>
 
+#include "apps/bench/stopwatch.h"
+#include "apps/bench/matmul_peak.h"
 #include "core/kernels/attention/attention.h"
-#include "core/kernels/matmul.h"
 
 using namespace ember;
 
@@ -33,16 +33,7 @@ struct Shape4 {
 };
 
 double best_seconds(const std::function<void()>& f, double budget) {
-  f();
-  double best = 1e30, total = 0;
-  for (int rep = 0; rep < 200 && (rep < 3 || total < budget); ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::min(best, s);
-    total += s;
-  }
-  return best;
+  return apps::best_seconds({.warmup = 1, .min = 3, .max = 200, .budget_seconds = budget}, f);
 }
 
 // The previous kernel (row-wise, one [S] score row per thread), forward and backward.
@@ -140,7 +131,7 @@ int main(int argc, char** argv) {
       {"long", 1, 2048, 8, 8, 64, 0},
       {"long, window 256", 1, 2048, 8, 8, 64, 256},
   };
-  const double peak = kernels::measure_matmul_peak();
+  const double peak = apps::measure_peak().flops;
   std::printf("threads %d, float32, matmul peak %.1f GFLOP/s; ms and GFLOP/s, best of N\n",
               omp_get_max_threads(), peak * 1e-9);
   std::printf("%-18s %-22s %9s %8s %9s %8s %6s %10s %10s %7s\n", "shape", "B,T,Hq,Hkv,D", "fwd ms",

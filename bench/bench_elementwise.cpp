@@ -5,13 +5,13 @@
 // Usage: bench_elementwise [substring]  (only the kernels whose name has it)
 #include <omp.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "apps/bench/stopwatch.h"
 #include "core/kernels/elementwise.h"
 #include "core/kernels/reduce.h"
 #include "core/kernels/softmax.h"
@@ -30,16 +30,7 @@ struct Case {
 
 // Best time in seconds of f over repetitions within a budget, after warm-ups.
 double best_seconds(const std::function<void()>& f, double budget = 0.4) {
-  for (int i = 0; i < 2; ++i) f();
-  double best = 1e30, total = 0;
-  for (int rep = 0; rep < 200 && (rep < 5 || total < budget); ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::min(best, s);
-    total += s;
-  }
-  return best;
+  return apps::best_seconds({.warmup = 2, .min = 5, .max = 200, .budget_seconds = budget}, f);
 }
 
 }  // namespace

@@ -8,22 +8,17 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "apps/bench/stopwatch.h"
 #include "core/kernels/matmul.h"
 #include "nn/generate.h"
 #include "nn/model_stats.h"
 
 using namespace ember;
-using Clock = std::chrono::steady_clock;
-
-static double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // Best of a few passes of: a parallel sum over 512 MiB (read GB/s) and a memcpy (read + write).
 static void memory_bandwidth(double& read_gbs, double& copy_gbs) {
@@ -31,7 +26,7 @@ static void memory_bandwidth(double& read_gbs, double& copy_gbs) {
   std::vector<float> a(n, 1.0f), b(n, 0.0f);
   read_gbs = copy_gbs = 0;
   for (int rep = 0; rep < 5; ++rep) {
-    auto t0 = Clock::now();
+    apps::Stopwatch watch;
     float total = 0;
 #pragma omp parallel reduction(+ : total)
     {
@@ -43,11 +38,11 @@ static void memory_bandwidth(double& read_gbs, double& copy_gbs) {
       }
       for (const float x : acc) total += x;
     }
-    read_gbs = std::max(read_gbs, n * 4.0 / seconds_since(t0) / 1e9);
+    read_gbs = std::max(read_gbs, n * 4.0 / watch.seconds() / 1e9);
     if (total <= 0) std::printf("(sum %f)\n", total);
-    t0 = Clock::now();
+    watch.restart();
     std::memcpy(b.data(), a.data(), n * 4);
-    copy_gbs = std::max(copy_gbs, 2 * n * 4.0 / seconds_since(t0) / 1e9);
+    copy_gbs = std::max(copy_gbs, 2 * n * 4.0 / watch.seconds() / 1e9);
   }
 }
 
@@ -60,12 +55,9 @@ static double matvec_gbs(int64_t K, int64_t N) {
   for (int64_t i = 0; i < copies; ++i) {
     ws.push_back(Tensor::randn({N, K}, 2 + i, 0, DType::Float32, 0, 0.02));
   }
-  double best = 1e9;
-  for (int rep = 0; rep < 4; ++rep) {
-    const auto t0 = Clock::now();
+  const double best = apps::best_seconds({.warmup = 1, .min = 3, .max = 3}, [&] {
     for (const Tensor& w : ws) kernels::matmul(x, w, false, true);
-    if (rep > 0) best = std::min(best, seconds_since(t0));
-  }
+  });
   return static_cast<double>(copies * N * K * 4) / best / 1e9;
 }
 
@@ -73,9 +65,9 @@ static double matvec_gbs(int64_t K, int64_t N) {
 static double sampler_us(const Tensor& logits, const nn::SamplingOptions& opt) {
   nn::TokenSampler sampler(opt);
   const int n = 50;
-  const auto t0 = Clock::now();
+  const apps::Stopwatch watch;
   for (int i = 0; i < n; ++i) sampler.sample(logits);
-  return seconds_since(t0) / n * 1e6;
+  return watch.seconds() / n * 1e6;
 }
 
 struct Args {

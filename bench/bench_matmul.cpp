@@ -9,12 +9,12 @@
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
-#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "apps/bench/stopwatch.h"
 #include "core/kernels/bf16.h"
 #include "core/kernels/matmul.h"
 
@@ -40,9 +40,9 @@ std::vector<double> best_seconds(const std::vector<std::function<void()>>& fs,
   double total = 0;
   for (int rep = 0; rep < 300 && (rep < 10 || total < budget); ++rep) {
     for (size_t k = 0; k < fs.size(); ++k) {
-      const auto t0 = std::chrono::steady_clock::now();
+      const apps::Stopwatch watch;
       fs[k]();
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double s = watch.seconds();
       best[k] = std::min(best[k], s);
       total += s;
     }

@@ -1,28 +1,23 @@
 // Forward + backward time of model presets at B x T: ms per step, tokens/s,
 // achieved model GFLOP/s (nn::model_stats FLOPs) and the fraction of the
-// matmul peak measured here (float32 1024^3 through kernels::matmul).
+// matmul peak (float32 1024^3 products, apps::measure_peak as `ember bench`).
 // Usage: bench_model [--steps N] [--batch B] [--seq T] CONFIG.json...
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "apps/bench/stopwatch.h"
+#include "apps/bench/matmul_peak.h"
 #include "autograd/grad_mode.h"
 #include "bench/bench_args.h"
-#include "core/kernels/matmul.h"
 #include "nn/model_stats.h"
 #include "nn/transformer.h"
 
 using namespace ember;
-using Clock = std::chrono::steady_clock;
-
-static double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 int main(int argc, char** argv) {
   const auto args = bench::parse_model_bench_args(argc, argv, "bench_model", 5);
@@ -30,7 +25,7 @@ int main(int argc, char** argv) {
   const int steps = args->steps;
   const int64_t B = args->batch, T = args->seq_len;
   const std::vector<std::string>& configs = args->configs;
-  const double peak = kernels::measure_matmul_peak() / 1e9;
+  const double peak = apps::measure_peak().flops / 1e9;
   std::printf("threads %d, matmul peak (float32 1024^3) %.1f GFLOP/s\n", omp_get_max_threads(), peak);
   std::printf("%-28s %10s %10s %10s %8s %12s\n", "config", "ms/step", "tokens/s", "GFLOP/s", "%peak",
               "MFLOP/token");
@@ -43,10 +38,10 @@ int main(int argc, char** argv) {
     std::vector<double> times;
     for (int s = 0; s < steps + 1; ++s) {
       model.zero_grad();
-      const auto t0 = Clock::now();
+      const apps::Stopwatch step;
       nn::LossTerms loss = model.loss(model.forward(x), y);
       loss.total.backward();
-      if (s > 0) times.push_back(seconds_since(t0));  // step 0 warms caches and primitives
+      if (s > 0) times.push_back(step.seconds());  // step 0 warms caches and primitives
     }
     std::sort(times.begin(), times.end());
     const double t = times[times.size() / 2];

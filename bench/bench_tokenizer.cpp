@@ -5,23 +5,19 @@
 //                   [--docs-out docs.json] [CORPUS...]
 #include <omp.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "apps/bench/stopwatch.h"
+#include "core/io/atomic_file.h"
 #include "data/tokenizer/bpe_trainer.h"
 
 using namespace ember;
 
 namespace {
-
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // Best of `reps` runs: MB/s and token count of encoding all documents.
 std::pair<double, uint64_t> encode_rate(const data::Tokenizer& tok, const std::vector<std::string>& docs,
@@ -33,7 +29,7 @@ std::pair<double, uint64_t> encode_rate(const data::Tokenizer& tok, const std::v
   for (int r = 0; r < reps; ++r) {
     std::vector<data::EncodeCache> caches(threads);  // fresh caches: every run starts cold
     uint64_t count = 0;
-    const double t0 = now();
+    const apps::Stopwatch watch;
 #pragma omp parallel num_threads(threads) reduction(+ : count)
     {
       std::vector<uint32_t> ids;
@@ -45,7 +41,7 @@ std::pair<double, uint64_t> encode_rate(const data::Tokenizer& tok, const std::v
         count += ids.size();
       }
     }
-    best = std::min(best, now() - t0);
+    best = std::min(best, watch.seconds());
     tokens = count;
   }
   return {bytes / best / 1e6, tokens};
@@ -90,14 +86,13 @@ int main(int argc, char** argv) {
       }
     }
     std::printf("corpus: %zu files, %zu documents, %.2f MB\n", files.size(), docs.size(), bytes / 1e6);
-    if (!docs_path.empty()) std::ofstream(docs_path) << nlohmann::json(docs).dump();
+    if (!docs_path.empty()) write_file_atomically(docs_path, nlohmann::json(docs).dump());
 
-    double t0 = now();
+    apps::Stopwatch watch;
     const data::WordCounts counts = data::count_corpus_words(files, corpus, options.special_tokens);
-    const double t_count = now() - t0;
-    t0 = now();
+    const double t_count = watch.lap();
     const data::Tokenizer tok = data::train_bpe(counts.sorted(), options);
-    const double t_merge = now() - t0;
+    const double t_merge = watch.lap();
     std::printf("train: vocab %zu (%zu merges), %zu distinct words: %.3f s (count %.3f s, merge %.3f s)\n",
                 tok.vocab_size(), tok.model().merges().size(), counts.size(), t_count + t_merge,
                 t_count, t_merge);

@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -18,18 +17,16 @@
 #include <string>
 #include <vector>
 
+#include "apps/bench/stopwatch.h"
+#include "apps/bench/matmul_peak.h"
 #include "autograd/autocast.h"
 #include "bench/bench_args.h"
-#include "core/kernels/matmul.h"
 #include "nn/model_stats.h"
 #include "nn/transformer.h"
 #include "optim/adamw.h"
 #include "optim/clip.h"
 
 using namespace ember;
-using Clock = std::chrono::steady_clock;
-
-static double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 int main(int argc, char** argv) {
   const auto args = bench::parse_model_bench_args(argc, argv, "bench_train_step", 10);
@@ -38,7 +35,7 @@ int main(int argc, char** argv) {
   const int64_t B = args->batch, T = args->seq_len;
   const std::vector<std::string>& configs = args->configs;
   const DType dtype = parse_autocast_dtype(args->dtype);
-  const double peak = kernels::measure_matmul_peak(6, dtype) / 1e9;
+  const double peak = apps::measure_peak(3, 4, dtype).flops / 1e9;
   std::printf("threads %d, B %lld, T %lld, dtype %s, matmul peak %.1f GFLOP/s\n", omp_get_max_threads(),
               static_cast<long long>(B), static_cast<long long>(T), args->dtype.c_str(), peak);
   std::printf("%-24s %9s %9s %9s %9s %9s %10s %9s %7s %9s\n", "config", "ms/step", "fwd ms", "bwd ms",
@@ -55,19 +52,17 @@ int main(int argc, char** argv) {
       opt.zero_grad();
       const std::clock_t cpu0 = std::clock();
       std::optional<AutocastGuard> mixed(std::in_place, dtype);  // forward and backward only
-      auto t0 = Clock::now();
+      apps::Stopwatch phase;
       nn::LossTerms loss = model.loss(model.forward(x), y);
-      const double fwd = since(t0);
-      t0 = Clock::now();
+      const double fwd = phase.lap();
       loss.total.backward();
-      const double bwd = since(t0);
+      const double bwd = phase.lap();
       mixed.reset();
-      t0 = Clock::now();
+      phase.restart();
       optim::clip_grad_norm(params, 1.0);
-      const double clip = since(t0);
-      t0 = Clock::now();
+      const double clip = phase.lap();
       opt.step(1e-4);
-      const double adam = since(t0);
+      const double adam = phase.lap();
       const double cpu = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
       if (s >= 2) phases.push_back({fwd, bwd, clip, adam, cpu});  // two warm-up steps
     }

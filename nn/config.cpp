@@ -3,12 +3,11 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
 #include "core/error.h"
+#include "core/io/read_file.h"
 #include "core/io/json_message.h"
 #include "nn/model_stats.h"
 
@@ -227,15 +226,10 @@ ModelConfig parse_config(const json& obj, const std::string& source) {
 ModelConfig ModelConfig::from_file(const std::string& path) {
   constexpr uintmax_t kMaxFileBytes = 16 << 20;  // a config is a few hundred bytes
   std::error_code ec;
-  EMBER_CHECK(!std::filesystem::is_directory(path, ec), path, ": is a folder, not a model config file");
   const uintmax_t size = std::filesystem::file_size(path, ec);
   EMBER_CHECK(ec || size <= kMaxFileBytes, path, ": ", size,
               " bytes is too large for a model config file (at most 16 MiB)");
-  std::ifstream in(path);
-  EMBER_CHECK(in.good(), path, ": cannot open the model config file");
-  std::stringstream text;
-  text << in.rdbuf();
-  return from_json(text.str(), path);
+  return from_json(read_file(path, "model config file"), path);
 }
 
 std::string ModelConfig::to_json() const {

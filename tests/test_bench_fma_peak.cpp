@@ -1,4 +1,5 @@
-// apps::measure_fma_peak and the cap EMBER_MAX_ISA puts on ember's own
+// The FMA peak (apps::fma_round_flops rounds, apps::measure_fma_peak) and
+// the cap EMBER_MAX_ISA puts on ember's own
 // dispatch (kernels/cpu_isa.h): the measurement runs and gives a finite,
 // positive rate (0 for bf16 where AVX512-BF16 is absent or capped), the kernel
 // it picks is the widest that /proc/cpuinfo's flags and EMBER_MAX_ISA allow,
@@ -12,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "apps/bench/matmul_peak.h"
 #include "core/kernels/cpu_isa.h"
 #include "apps/bench/fma_peak.h"
 
@@ -129,5 +131,7 @@ TEST_CASE("EMBER_MAX_ISA caps the FMA kernels, and other values are an error", "
 
 TEST_CASE("FMA peak rejects other dtypes and bad round counts", "[fma_peak]") {
   CHECK_THROWS_WITH(apps::measure_fma_peak(DType::Int64), Catch::Contains("float32 or bfloat16, got int64"));
+  CHECK_THROWS_WITH(apps::fma_round_flops(DType::Int64), Catch::Contains("float32 or bfloat16, got int64"));
   CHECK_THROWS_WITH(apps::measure_fma_peak(DType::Float32, 0), Catch::Contains("rounds"));
+  CHECK_THROWS_WITH(apps::fma_round_flops(DType::Float32, 0), Catch::Contains("round_seconds"));
 }

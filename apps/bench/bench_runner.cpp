@@ -2,10 +2,10 @@
 #include "apps/bench/bench_runner.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 
 #include "apps/bench/profile_report.h"
+#include "apps/bench/stopwatch.h"
 #include "autograd/autocast.h"
 #include "core/profiler.h"
 #include "nn/model_stats.h"
@@ -16,7 +16,6 @@
 namespace ember::apps {
 
 namespace {
-using Clock = std::chrono::steady_clock;
 
 // Step s's random tokens: inputs x and next-token targets y, [B, T] each.
 std::pair<Tensor, Tensor> random_batch(const BenchCase& c, const BenchRunOptions& o, int64_t s) {
@@ -121,10 +120,10 @@ nlohmann::json run_bench_case(const BenchCase& c, const BenchRunOptions& o, doub
   prof::enable();
   prof::reset();
   for (int64_t s = 0; s < o.warmup_steps + o.steps; ++s) {
-    const auto t0 = Clock::now();
+    const Stopwatch step;
     const auto [x, y] = random_batch(c, o, s);
     const nn::LossTerms loss = train_step(model, opt, params, x, y, o.autocast);
-    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double dt = step.seconds();
     EMBER_CHECK(std::isfinite(loss.ce), c.name, ": non-finite loss at step ", s);
     last_ce = loss.ce;
     prof::end_step();

@@ -12,7 +12,6 @@
 
 #include "core/kernels/cpu_isa.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cstdint>
 
@@ -107,7 +106,7 @@ struct Kernel {
 // The widest kernel the CPU runs and EMBER_MAX_ISA allows; no kernel (run null) for bf16 without AVX512-BF16.
 Kernel pick_kernel(DType dtype) {
   EMBER_CHECK(dtype == DType::Float32 || dtype == DType::BFloat16,
-              "measure_fma_peak: float32 or bfloat16, got ", dtype_name(dtype));
+              "fma_round_flops: float32 or bfloat16, got ", dtype_name(dtype));
 #ifdef EMBER_FMA_PEAK_X86
   if (dtype == DType::BFloat16) {
     return isa_available(Isa::Avx512Bf16) ? Kernel{dot_bf16_avx512, kChains * 64.0, Isa::Avx512Bf16} : Kernel{};
@@ -151,13 +150,10 @@ const char* fma_peak_isa(DType dtype) {
   return k.run ? isa_name(k.isa) : "";
 }
 
-double measure_fma_peak(DType dtype, int rounds, double round_seconds) {
-  EMBER_CHECK(rounds > 0 && round_seconds > 0, "measure_fma_peak: rounds and round_seconds must be positive");
+double fma_round_flops(DType dtype, double round_seconds) {
+  EMBER_CHECK(round_seconds > 0, "fma_round_flops: round_seconds must be positive");
   const Kernel k = pick_kernel(dtype);
-  if (!k.run) return 0;
-  double best = 0;
-  for (int r = 0; r < rounds; ++r) best = std::max(best, timed_round(k, round_seconds));
-  return best;
+  return k.run ? timed_round(k, round_seconds) : 0;
 }
 
 }  // namespace ember::apps

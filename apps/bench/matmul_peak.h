@@ -1,11 +1,11 @@
-// The peaks `ember train` and `ember bench` divide by, measured so that a busy
-// moment on a shared machine does not lower them much: the best of several
-// rounds with short pauses between, so one burst of another process spoils
-// one round, not the figure.
+// The one place that measures the peaks `ember train`, `ember bench` and the
+// bench/ programs divide by, so that a busy moment on a shared machine does
+// not lower them much: the best of several rounds with short pauses between,
+// so one burst of another process spoils one round, not the figure.
 //   measure_peak: the matmul peak MFU divides by, 1024^3 oneDNN products with
 //     float32 or, for --dtype bf16, bf16 operands (AMX tiles where oneDNN uses them).
-//   measure_float32_fma_peak: the register-only float32 multiply-add peak
-//     (apps::measure_fma_peak).
+//   measure_fma_peak / measure_float32_fma_peak: the register-only
+//     multiply-add peak (rounds of apps::fma_round_flops).
 //   floor_peak: the rate `ember bench`'s floor divides a step's FLOPs by.
 #pragma once
 #include "core/dtype.h"
@@ -17,9 +17,15 @@ struct MatmulPeak {
   int products = 0;  // how many products it was the best of
 };
 // operands: Float32, or BFloat16 for the bf16 matmul peak (--dtype bf16).
+// FLOP/s = 2 * 1024^3 / seconds of the fastest product.
 MatmulPeak measure_peak(int rounds = 3, int products_per_round = 4, DType operands = DType::Float32);
 
-// FLOP/s of all threads: the best of 3 x 5 rounds of 50 ms.
+// FLOP/s of all OpenMP threads: the best of `rounds` back-to-back rounds of
+// about `round_seconds` (apps::fma_round_flops; 0 for BFloat16 where the
+// CPU lacks AVX512-BF16).
+double measure_fma_peak(DType dtype = DType::Float32, int rounds = 5, double round_seconds = 0.05);
+
+// The float32 FMA peak of `ember bench`: the best of 3 x 5 rounds of 50 ms.
 double measure_float32_fma_peak();
 
 // The floor's rule: the fastest rate at which any FLOP of a training step with

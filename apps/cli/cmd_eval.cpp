@@ -2,13 +2,9 @@
 // batches of token shards (apps/train/evaluation.h, the evaluation `ember train`
 // validates with), and with --grads-out the loss terms and the gradient of the
 // mean total loss w.r.t. every parameter, in a new HDF5 file (SPEC.md section 8).
-#include <fcntl.h>
-#include <stdio.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 
 #include "apps/cli/commands.h"
@@ -37,21 +33,6 @@ void check_new_output(const std::string& path) {
   EMBER_CHECK(fs::is_directory(parent, ec), "--grads-out ", path, ": no such folder ", parent.string());
 }
 
-// Moves tmp to path unless path exists by now (then tmp is removed and an Error names path).
-void rename_no_replace(const std::string& tmp, const std::string& path) {
-  int rc = ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE);
-  if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) {  // no RENAME_NOREPLACE here: link fails on EEXIST too
-    rc = ::link(tmp.c_str(), path.c_str());
-    if (rc == 0) ::unlink(tmp.c_str());
-  }
-  if (rc != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    EMBER_CHECK(err != EEXIST, "--grads-out ", path, ": the file appeared while eval ran; not overwritten");
-    throw Error(detail::concat("--grads-out ", path, ": cannot write: ", std::strerror(err)));
-  }
-}
-
 // The loss terms and every parameter's gradient, written to a temporary file beside
 // `path` and renamed to it at the end: `path` is either absent or complete.
 void write_grads(const std::string& path, const EvalResult& r, const nn::Transformer& model) {
@@ -74,8 +55,9 @@ void write_grads(const std::string& path, const EvalResult& r, const nn::Transfo
     fs::remove(tmp, ec);
     throw;
   }
-  rename_no_replace(tmp.string(), path);
-  fsync_parent_folder(path);  // the rename on disk too, as every atomic writer (core/io/atomic_file.h)
+  // fsync, rename never over a file, fsync of the folder (core/io/atomic_file.h)
+  EMBER_CHECK(commit_new_file(tmp.string(), path), "--grads-out ", path,
+              ": the file appeared while eval ran; not overwritten");
 }
 
 }  // namespace

@@ -4,12 +4,11 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "apps/cli/commands.h"
 #include "apps/train/model_io.h"
+#include "core/io/read_file.h"
 #include "nn/generate.h"
 
 namespace ember::apps {
@@ -125,12 +124,7 @@ CommandRunner add_generate_command(CLI::App& app) {
       return 0;
     }
     std::string prompt = o->prompt;
-    if (!o->prompt_file.empty()) {
-      std::ifstream f(o->prompt_file, std::ios::binary);
-      std::stringstream ss;
-      ss << f.rdbuf();
-      prompt = ss.str();
-    }
+    if (!o->prompt_file.empty()) prompt = read_file(o->prompt_file, "prompt file");
     for (int64_t i = 0; i < o->num_samples; ++i) {
       if (o->num_samples > 1) std::printf("--- sample %lld ---\n", static_cast<long long>(i + 1));
       run_one(lm, prompt, *o, o->seed + static_cast<uint64_t>(i));

@@ -6,10 +6,10 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "nn/checkpoint.h"
 #include "apps/interop/hf_files.h"
+#include "core/io/read_file.h"
 #include "core/io/safetensors.h"
 #include "core/io/json_message.h"
 #include "data/tokenizer/tokenizer.h"
@@ -19,16 +19,6 @@
 namespace ember::apps {
 namespace {
 namespace fs = std::filesystem;
-
-std::string read_text(const fs::path& path) {
-  std::error_code ec;
-  EMBER_CHECK(!fs::is_directory(path, ec), path.string(), ": is a folder, expected a file");
-  std::ifstream in(path, std::ios::binary);
-  EMBER_CHECK(in.good(), path.string(), ": cannot open");
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // Every tensor of DIR/model.safetensors, or of the shards DIR/model.safetensors.index.json
 // maps them to, as float32.
@@ -44,7 +34,7 @@ std::map<std::string, Tensor> read_hf_weights(const fs::path& dir) {
               ": no model.safetensors or model.safetensors.index.json");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(read_text(index));
+    j = nlohmann::json::parse(read_file(index.string(), "safetensors index file"));
   } catch (const nlohmann::json::exception& e) {
     throw Error(index.string() + ": invalid JSON: " + json_message(e.what()));
   }
@@ -114,7 +104,7 @@ void import_hf(const std::string& dir_name, const std::string& out_checkpoint,
   const fs::path config_path = dir / "config.json";
   EMBER_CHECK(fs::exists(config_path), config_path.string(),
               ": missing (a Hugging Face model folder needs one)");
-  const HfModelConfig hf = hf_config_from_json(read_text(config_path), config_path.string());
+  const HfModelConfig hf = hf_config_from_json(read_file(config_path.string(), "Hugging Face config file"), config_path.string());
   nn::require_fits_in_memory(nn::inference_memory(hf.config), config_path.string());  // before any weight is read
 
   nn::Checkpoint c;

@@ -5,12 +5,11 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/error.h"
+#include "core/io/read_file.h"
 #include "core/io/atomic_file.h"
 
 namespace ember::apps {
@@ -79,12 +78,7 @@ RunMetrics read_run_metrics(const std::string& run_dir) {
   EMBER_CHECK(fs::is_directory(run_dir), run_dir, ": no such run folder");
   EMBER_CHECK(fs::exists(path), file, ": no such file (is ", run_dir,
               " the --out folder of an `ember train` run?)");
-  EMBER_CHECK(!fs::is_directory(path), file, ": is a folder, expected the run's metrics file");
-  std::ifstream in(path, std::ios::binary);
-  EMBER_CHECK(in, file, ": cannot open");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  const std::string text = read_file(file, "run's metrics file");
 
   RunMetrics run;
   run.name = folder_name(run_dir);

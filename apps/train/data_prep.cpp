@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "apps/train/model_io.h"
+#include "core/io/read_file.h"
 #include "data/corpus.h"
 #include "data/corpus_encoder.h"
 #include "data/token_shard.h"
@@ -97,10 +98,7 @@ PreparedData prepare_bytes(const std::vector<std::string>& files, const std::str
                            double val_fraction, bool need_val) {
   std::vector<uint32_t> tokens;
   for (const std::string& f : files) {
-    std::ifstream in(f, std::ios::binary);
-    EMBER_CHECK(in.good(), f, ": cannot read the corpus file");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    for (unsigned char c : text) tokens.push_back(c);
+    for (unsigned char c : read_file(f, "corpus file")) tokens.push_back(c);
   }
   EMBER_CHECK(!tokens.empty(), "the corpus is empty: ", files.size(), " file(s) and no text");
   PreparedData out;

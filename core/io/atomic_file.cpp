@@ -1,9 +1,10 @@
-// write_file_atomically and commit_temporary_file: a temporary file in the
-// same folder, fsync, rename over the target, fsync of the folder (see
-// core/io/atomic_file.h).
+// write_file_atomically, commit_temporary_file and commit_new_file: a
+// temporary file in the same folder, fsync, rename over the target (or beside
+// it, never over it), fsync of the folder (see core/io/atomic_file.h).
 #include "core/io/atomic_file.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,6 +22,16 @@ namespace {
   throw Error(detail::concat("cannot write '", path, "': ", std::strerror(err)));
 }
 
+// fsync of the complete temporary (an Error naming `path` when it fails).
+void fsync_temporary(const std::string& tmp, const std::string& path) {
+  const int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(tmp, path, errno);
+  const bool synced = ::fsync(fd) == 0;
+  const int err = errno;
+  ::close(fd);
+  if (!synced) fail(tmp, path, err);
+}
+
 }  // namespace
 
 void fsync_parent_folder(const std::string& path) {
@@ -32,14 +43,25 @@ void fsync_parent_folder(const std::string& path) {
 }
 
 void commit_temporary_file(const std::string& tmp, const std::string& path) {
-  const int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(tmp, path, errno);
-  const bool synced = ::fsync(fd) == 0;
-  const int err = errno;
-  ::close(fd);
-  if (!synced) fail(tmp, path, err);
+  fsync_temporary(tmp, path);
   if (std::rename(tmp.c_str(), path.c_str()) != 0) fail(tmp, path, errno);
   fsync_parent_folder(path);
+}
+
+bool commit_new_file(const std::string& tmp, const std::string& path) {
+  fsync_temporary(tmp, path);
+  int rc = ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE);
+  if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) {  // no RENAME_NOREPLACE here: link fails on EEXIST too
+    rc = ::link(tmp.c_str(), path.c_str());
+    if (rc == 0) ::unlink(tmp.c_str());
+  }
+  if (rc != 0 && errno == EEXIST) {
+    ::unlink(tmp.c_str());
+    return false;
+  }
+  if (rc != 0) fail(tmp, path, errno);
+  fsync_parent_folder(path);
+  return true;
 }
 
 void write_file_atomically(const std::string& path, std::string_view content) {

@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -483,22 +482,6 @@ void matmul_into_varying(Tensor& c, const Tensor& a, const Tensor& b, bool trans
   EMBER_CHECK(a.dim() == 2 && b.dim() == 2, "matmul_into_varying: 2-D operands only, got ",
               describe(a, b, trans_a, trans_b));
   matmul_into_impl(c, a, b, trans_a, trans_b, alpha, beta, true);
-}
-
-double measure_matmul_peak(int reps, DType operands) {
-  const int64_t n = 1024;
-  Tensor a = Tensor::randn({n, n}, 1), b = Tensor::randn({n, n}, 2);
-  if (operands == DType::BFloat16) {
-    a = to_bfloat16(a);
-    b = to_bfloat16(b);
-  }
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    matmul(a, b);
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return 2.0 * static_cast<double>(n * n * n) / best;
 }
 
 bool bf16_matmul_native() {

@@ -23,10 +23,6 @@ void matmul_into_varying(Tensor& c, const Tensor& a, const Tensor& b, bool trans
                          bool trans_b = false, double alpha = 1, double beta = 0);
 // Number of oneDNN primitives created so far (for tests of the cache).
 int64_t matmul_primitive_cache_size();
-// The machine's matmul peak as this kernel reaches it: FLOP/s of the best of
-// `reps` 1024^3 products with float32 (or bfloat16) operands (what MFU and the
-// benchmarks divide by).
-double measure_matmul_peak(int reps = 6, DType operands = DType::Float32);
 // True when oneDNN runs bfloat16 matmuls on native instructions (AVX512-BF16 or
 // AMX); elsewhere they are emulated or fall back to the reference kernel, slower than float32.
 // Follows ONEDNN_MAX_CPU_ISA and EMBER_MAX_ISA (kernels/cpu_isa.h).

@@ -3,32 +3,20 @@
 // <|endoftext|> in encoder.json becomes a special token.
 #include <nlohmann/json.hpp>
 
-#include <fstream>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/io/read_file.h"
 #include "core/io/json_message.h"
 #include "data/tokenizer/tokenizer.h"
 #include "data/tokenizer/vocab_builder.h"
 
 namespace ember::data {
-namespace {
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EMBER_CHECK(in, "cannot open GPT-2 file '", path, "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-}  // namespace
-
 Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std::string& vocab_bpe) {
   StringVocab v;
   nlohmann::json encoder;
   try {
-    encoder = nlohmann::json::parse(read_text(encoder_json));
+    encoder = nlohmann::json::parse(read_file(encoder_json, "GPT-2 encoder.json file"));
   } catch (const nlohmann::json::exception& e) {
     throw Error(encoder_json + ": malformed JSON: " + json_message(e.what()));
   }
@@ -39,7 +27,7 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std:
     v.vocab.emplace_back(it.key(), it->get<uint32_t>());
     if (it.key() == kEndOfText) v.added.push_back(SpecialToken{it.key(), it->get<uint32_t>(), true});
   }
-  std::istringstream lines(read_text(vocab_bpe));
+  std::istringstream lines(read_file(vocab_bpe, "GPT-2 vocab.bpe file"));
   std::string line;
   size_t line_no = 0;
   while (std::getline(lines, line)) {

@@ -3,12 +3,10 @@
 // [a, b] pairs); to_json writes a file that library loads with the same ids.
 #include <nlohmann/json.hpp>
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/io/read_file.h"
 #include "core/io/atomic_file.h"
 #include "core/io/json_message.h"
 #include "data/tokenizer/tokenizer.h"
@@ -208,14 +206,9 @@ std::string Tokenizer::to_json() const {
 }
 
 Tokenizer Tokenizer::load(const std::string& path) {
-  std::error_code ec;
-  EMBER_CHECK(!std::filesystem::is_directory(path, ec), path, ": is a folder, not a tokenizer.json file");
-  std::ifstream in(path, std::ios::binary);
-  EMBER_CHECK(in, "cannot open tokenizer file '", path, "'");
-  std::ostringstream text;
-  text << in.rdbuf();
+  const std::string text = read_file(path, "tokenizer.json file");
   try {
-    return from_json(text.str());
+    return from_json(text);
   } catch (const Error& e) {
     throw Error(path + ": " + e.what());
   }
