@@ -1,6 +1,6 @@
-// Shared pieces of the commands: the default tokenizer and corpus, building a
-// model from a checkpoint (every tensor checked against its config) with the
-// tokenizer its ids are in, and a plain sampler for the end-of-training sample.
+// Shared pieces of the commands: the default tokenizer and corpus, and building
+// a model from a checkpoint (every tensor checked against its config) with the
+// tokenizer its ids are in.
 #pragma once
 #include <memory>
 #include <optional>
@@ -40,10 +40,5 @@ struct LoadedModel {
 };
 // Model weights (float32) and tokenizer of a checkpoint; eval mode.
 LoadedModel load_model(const std::string& checkpoint_path);
-
-// Samples n tokens after the prompt (temperature 1, top-k 40) by running the
-// full forward over the last max_seq_len tokens, and prints prompt + text.
-void print_sample(const nn::Transformer& model, const Tokenizer& tokenizer, const std::string& prompt,
-                  int64_t n, uint64_t seed);
 
 }  // namespace ember::apps
