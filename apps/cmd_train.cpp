@@ -1,7 +1,7 @@
 // `ember train`: command-line options -> TrainOptions (SPEC.md section 8); the
-// options themselves are the field table of apps/train_options.h.
+// options themselves are the field table of apps/train_options.h (flags: train_options_cli.h).
 #include "apps/commands.h"
-#include "apps/train_options.h"
+#include "apps/train_options_cli.h"
 #include "apps/trainer.h"
 #include "dist/communicator.h"
 
