@@ -186,12 +186,14 @@ Run run_ember(const std::string& args) { return ember(args); }
 
 #include "apps/checkpoint.h"
 #include "apps/finite_parameters.h"
+#include "apps/model_io.h"
 #include "apps/run_files.h"
 #include <cmath>
 #include <functional>
 
 #include "data/token_shard.h"
 #include "data/tokenizer.h"
+#include "nn/generate.h"
 #include "nn/transformer.h"
 #include "temp_dir.h"
 
@@ -791,6 +793,37 @@ TEST_CASE("train --resume of a run already at --steps ends with latest on its ch
   CHECK(r.out.find("done: 3 steps, 96 tokens in ") != std::string::npos);
   CHECK(latest_name(run) == "step_00000003.h5");
   CHECK(ember::apps::read_checkpoint(run + "/step_00000003.h5", true).train_step == 3);
+}
+
+TEST_CASE("ember train's sample is the prompt and the tokens nn::generate draws (top-k 40, temperature 1, the seed)",
+          "[cli][train]") {
+  TempDir dir("cli_sample");
+  // The tiny model's context is 32 tokens: "line 7: " leaves room for the 12 tokens; the
+  // 40-byte prompt does not, and the sample then sees its last 32 + 1 - 12 = 21 bytes.
+  for (const std::string& prompt : {std::string("line 7: "), std::string(40, 'x')}) {
+    INFO(prompt);
+    fs::remove_all(dir / "run");
+    const Run r = run_ember(tiny_train(dir) + " --steps 3 --seed 5 --sample-tokens 12 --sample-prompt '" + prompt + "'");
+    REQUIRE(r.code == 0);
+    const size_t begin = r.out.find("--- sample ---\n"), end = r.out.rfind("\n--------------\n");
+    REQUIRE(begin != std::string::npos);
+    REQUIRE(end != std::string::npos);
+    const std::string sample = r.out.substr(begin + 15, end - begin - 15);
+    // The same draw from the final checkpoint (byte tokenizer: a token is its byte).
+    const ember::apps::LoadedModel lm = ember::apps::load_model(dir / "run/step_00000003.h5");
+    const size_t context = std::min<size_t>(prompt.size(), 32 + 1 - 12);
+    std::vector<int64_t> ids;
+    for (size_t i = prompt.size() - context; i < prompt.size(); ++i) ids.push_back(static_cast<unsigned char>(prompt[i]));
+    ember::nn::SamplingOptions s;
+    s.max_tokens = 12;
+    s.top_k = 40;
+    s.seed = 5;
+    const ember::nn::GenerationResult g = ember::nn::generate(*lm.model, ids, s);
+    CHECK(g.tokens.size() == 12);
+    std::string expected = prompt;
+    for (const int64_t t : g.tokens) expected += static_cast<char>(t);
+    CHECK(sample == expected);
+  }
 }
 
 TEST_CASE("a new run refuses an --out that holds another run's checkpoints, and changes nothing there", "[cli][train]") {

@@ -76,7 +76,8 @@ void print_mean_mfu(const TrainRun& run, const RunTally& tally, double seconds) 
 
 // --sample-tokens after --sample-prompt (an empty prompt starts a fresh document:
 // <|endoftext|>, else a newline), top-k 40 at temperature 1 with the run's seed,
-// ending at <|endoftext|> or a full context; printed as prompt + text.
+// ending at <|endoftext|> (or a full context when N > max_seq_len); printed as
+// prompt + text.
 void print_sample(TrainRun& run) {
   const Tokenizer& tokenizer = *run.tokenizer;
   nn::Transformer& model = *run.model;
@@ -84,8 +85,9 @@ void print_sample(TrainRun& run) {
   const std::optional<uint32_t> eot = tokenizer.find_special(kEndOfText);
   std::vector<uint32_t> ids = tokenizer.encode(run.o.sample_prompt);
   if (ids.empty()) ids.push_back(eot.value_or(static_cast<uint32_t>('\n')));
-  // The context holds at most max_seq_len tokens: a longer prompt is seen by its end.
-  const size_t context = std::min(ids.size(), static_cast<size_t>(model.config().max_seq_len));
+  // The context holds max_seq_len tokens: a prompt too long for the sample after it is seen by its end.
+  const int64_t room = std::max<int64_t>(1, model.config().max_seq_len + 1 - run.o.sample_tokens);
+  const size_t context = std::min(ids.size(), static_cast<size_t>(room));
   const std::vector<int64_t> prompt(ids.end() - static_cast<std::ptrdiff_t>(context), ids.end());
   nn::SamplingOptions s;
   s.max_tokens = run.o.sample_tokens;
