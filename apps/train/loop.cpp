@@ -28,7 +28,9 @@ using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
 std::atomic<int> g_stop_signal{0};
-extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+extern "C" void on_stop_signal(int sig) {
+  g_stop_signal = sig;
+}
 
 void restore_default_signals() {
   std::signal(SIGINT, SIG_DFL);
@@ -47,7 +49,7 @@ struct ProfilerSwitch {  // --profile: on for the loop, off again however the ru
 
 struct StepResult {
   double lr = 0;
-  double ce = 0, z = 0, aux = 0;   // the loss terms, mean over micro-batches (and ranks)
+  double ce = 0, z = 0, aux = 0;    // the loss terms, mean over micro-batches (and ranks)
   double norm = 0, grad_scale = 1;  // gradient norm before clipping; the clip's factor
 };
 
@@ -105,13 +107,14 @@ void clip_gradients(TrainRun& run, StepResult& s) {
 void average_and_check_loss(TrainRun& run, StepResult& s) {
   if (run.world > 1) {
     EMBER_PROFILE_PHASE(prof::Phase::CommWait);
-    const std::vector<double> mean = run.comm.all_reduce(std::vector<double>{s.ce, s.z, s.aux}, dist::ReduceOp::Average);
+    const std::vector<double> mean =
+        run.comm.all_reduce(std::vector<double>{s.ce, s.z, s.aux}, dist::ReduceOp::Average);
     s.ce = mean[0], s.z = mean[1], s.aux = mean[2];
   }
   agreed(run.comm, [&] {  // the same on every rank: rank 0 reports it once
     EMBER_CHECK(std::isfinite(s.ce) && std::isfinite(s.norm), "step ", run.step, ": non-finite ",
-                std::isfinite(s.ce) ? "gradient norm" : "loss", " (loss ", s.ce, ", grad norm ", s.norm,
-                "); stopped before the update, no checkpoint written");
+                std::isfinite(s.ce) ? "gradient norm" : "loss", " (loss ", s.ce, ", grad norm ",
+                s.norm, "); stopped before the update, no checkpoint written");
   });
 }
 
@@ -141,37 +144,65 @@ void evaluate_step(TrainRun& run, RunTally& tally, json& record) {
     tally.have_eval = true;
     record["val_loss"] = tally.last_eval.loss;
     record["val_bpb"] = tally.last_eval.bits_per_byte;
-    EMBER_CHECK(std::isfinite(tally.last_eval.loss), "step ", run.step, ": non-finite validation loss (",
-                tally.last_eval.loss, "); the run diverged, no checkpoint written");
+    EMBER_CHECK(std::isfinite(tally.last_eval.loss), "step ", run.step,
+                ": non-finite validation loss (", tally.last_eval.loss,
+                "); the run diverged, no checkpoint written");
   });
 }
 
-bool every(int64_t n, int64_t step) { return n > 0 && step % n == 0; }
-bool save_due(const TrainRun& run) { return every(run.o.save_every, run.step) || run.step == run.o.steps; }
+bool every(int64_t n, int64_t step) {
+  return n > 0 && step % n == 0;
+}
+bool save_due(const TrainRun& run) {
+  return every(run.o.save_every, run.step) || run.step == run.o.steps;
+}
 
 // The step just taken, after its checks: the metrics record, the validation when
 // due, the ranks' parameter checksums, and the progress line.
-void log_step(TrainRun& run, RunTally& tally, MetricsLog& metrics, TrainProgress& progress, const StepResult& s,
-              double dt) {
+void log_step(TrainRun& run, RunTally& tally, MetricsLog& metrics, TrainProgress& progress,
+              const StepResult& s, double dt) {
   const TrainOptions& o = run.o;
   const double elapsed = std::chrono::duration<double>(Clock::now() - tally.start).count();
   const double tok_s = static_cast<double>(run.tokens_per_step) / dt;
   const double mfu = run.stats.flops_per_token * tok_s / tally.peak;
   tally.mfu_sum += mfu;
-  const double eta = elapsed / static_cast<double>(run.step - tally.first_step) * static_cast<double>(o.steps - run.step);
-  json m = {{"step", run.step}, {"loss", s.ce}, {"z", s.z}, {"aux", s.aux}, {"lr", s.lr}, {"grad_norm", s.norm},
-            {"tokens", run.tokens_seen}, {"tokens_per_s", tok_s}, {"ms_per_step", dt * 1e3}, {"mfu", mfu},
+  const double eta = elapsed / static_cast<double>(run.step - tally.first_step) *
+                     static_cast<double>(o.steps - run.step);
+  json m = {{"step", run.step},
+            {"loss", s.ce},
+            {"z", s.z},
+            {"aux", s.aux},
+            {"lr", s.lr},
+            {"grad_norm", s.norm},
+            {"tokens", run.tokens_seen},
+            {"tokens_per_s", tok_s},
+            {"ms_per_step", dt * 1e3},
+            {"mfu", mfu},
             {"eta_s", eta}};
-  const bool eval_now = run.val_loader && run.eval_batches > 0 && (every(o.eval_every, run.step) || run.step == o.steps);
+  const bool eval_now = run.val_loader && run.eval_batches > 0 &&
+                        (every(o.eval_every, run.step) || run.step == o.steps);
   if (eval_now) evaluate_step(run, tally, m);
-  if (run.world > 1 && o.check_every > 0 && (run.step % o.check_every == 0 || run.step == o.steps)) {
+  if (run.world > 1 && o.check_every > 0 &&
+      (run.step % o.check_every == 0 || run.step == o.steps)) {
     dist::check_parameters_consistent(run.comm, run.params, run.step);
   }
   metrics.append(m.dump());
   if (!run.root) return;
-  const StepReport r{run.step, o.steps, s.ce, s.lr, s.norm, tok_s, dt * 1e3, mfu, eta,
-                     eval_now, tally.last_eval.loss, tally.last_eval.bits_per_byte, run.tokenizer.has_value()};
-  progress.step(r, every(o.log_every, run.step) || run.step == o.steps || run.step == tally.first_step + 1 || eval_now);
+  const StepReport r{run.step,
+                     o.steps,
+                     s.ce,
+                     s.lr,
+                     s.norm,
+                     tok_s,
+                     dt * 1e3,
+                     mfu,
+                     eta,
+                     eval_now,
+                     tally.last_eval.loss,
+                     tally.last_eval.bits_per_byte,
+                     run.tokenizer.has_value()};
+  progress.step(r, every(o.log_every, run.step) || run.step == o.steps ||
+                       run.step == tally.first_step + 1 || eval_now);
   continue_if_stdout_closed();
 }
 
@@ -189,14 +220,17 @@ void end_profiled_step(RunTally& tally, int64_t step, double dt) {
 // (unless this step wrote one), the line naming it, and the shell's code for
 // "ended by this signal" (130 for Ctrl-C).
 int stop_on_signal(TrainRun& run, const RunTally& tally, TrainProgress& progress) {
-  const std::string name = save_due(run) ? checkpoint_name(run.step) : save_checkpoint(run, run.step);
+  const std::string name =
+      save_due(run) ? checkpoint_name(run.step) : save_checkpoint(run, run.step);
   progress.clear();
   // The signal some rank got (the highest), so that every rank exits alike.
   int sig = g_stop_signal.load();
-  if (run.world > 1) sig = static_cast<int>(run.comm.all_reduce(static_cast<double>(sig), dist::ReduceOp::Max));
+  if (run.world > 1)
+    sig = static_cast<int>(run.comm.all_reduce(static_cast<double>(sig), dist::ReduceOp::Max));
   if (sig == 0) sig = SIGTERM;
   if (run.root) {
-    std::printf("stopped by signal %d at step %lld; checkpoint %s\n", sig, static_cast<long long>(run.step), name.c_str());
+    std::printf("stopped by signal %d at step %lld; checkpoint %s\n", sig,
+                static_cast<long long>(run.step), name.c_str());
     std::fflush(stdout);
     write_run_plot_or_warn(run.o.out);
   }

@@ -45,8 +45,8 @@ struct TrainRun {
   int64_t saved_world = 1, saved_batch = 0;  // the resumed run's ranks and batch (its global batch)
   nn::ModelConfig cfg;
   DType autocast = DType::Float32;  // matmul operands of forward and backward (autograd/autocast.h)
-  std::vector<std::string> resume_notes;   // "--resume: --lr 0.001 overrides the run's 0.0003"
-  nlohmann::json saved_data_fingerprint;   // the run's, when resuming a checkpoint that has one
+  std::vector<std::string> resume_notes;  // "--resume: --lr 0.001 overrides the run's 0.0003"
+  nlohmann::json saved_data_fingerprint;  // the run's, when resuming a checkpoint that has one
   // The training data's files (size and hash): kept in the checkpoint, compared on --resume.
   nlohmann::json data_files;
   std::optional<RunLock> run_lock;  // --out, held while the run lasts
@@ -75,9 +75,9 @@ struct TrainRun {
 struct RunTally {
   std::chrono::steady_clock::time_point start;
   int64_t first_step = 0;
-  MatmulPeak start_peak;      // measured before the first step
-  double peak = 0;            // start_peak x ranks: what progress lines' MFU divides by
-  double mfu_sum = 0;         // over the steps run
+  MatmulPeak start_peak;  // measured before the first step
+  double peak = 0;        // start_peak x ranks: what progress lines' MFU divides by
+  double mfu_sum = 0;     // over the steps run
   double last_loss = NAN;
   EvalResult last_eval;
   bool have_eval = false;

@@ -25,7 +25,8 @@ void read_resumed_run(TrainRun& run) {
   TrainOptions& o = run.o;
   run.start_path = find_resume_checkpoint(o.resume);
   run.start = read_checkpoint(run.start_path, /*with_optim=*/true);
-  EMBER_CHECK(run.start.train_state, run.start_path, ": has no training state (/train); use --init-from");
+  EMBER_CHECK(run.start.train_state, run.start_path,
+              ": has no training state (/train); use --init-from");
   with_train_state(run.start_path, *run.start.train_state, [&](const json& st) {
     run.resume_notes = restore_options(st.at("options"), o);
     run.saved_data_fingerprint = st.value("data_fingerprint", json());
@@ -48,8 +49,10 @@ nn::ModelConfig model_config(const TrainRun& run) {
 
 void resolve_model_source(TrainRun& run) {
   TrainOptions& o = run.o;
-  const int sources = !o.config.empty() + !o.preset.empty() + !o.init_from.empty() + !o.resume.empty();
-  EMBER_CHECK(sources <= 1 || (sources == 2 && !o.resume.empty() && (!o.config.empty() || !o.preset.empty())),
+  const int sources =
+      !o.config.empty() + !o.preset.empty() + !o.init_from.empty() + !o.resume.empty();
+  EMBER_CHECK(sources <= 1 ||
+                  (sources == 2 && !o.resume.empty() && (!o.config.empty() || !o.preset.empty())),
               "give one of --config, --preset, --init-from, --resume");
   ignore_sigpipe();  // `ember train | head`: training goes on without stdout (closed_stdout.h)
   agreed(run.comm, [&] {
@@ -70,14 +73,16 @@ void resolve_model_source(TrainRun& run) {
 void fingerprint_data(TrainRun& run) {
   const TrainOptions& o = run.o;
   agreed(run.comm, [&] {
-    EMBER_CHECK(fs::exists(o.data) || o.data.find_first_of("*?[") != std::string::npos, "--data: ",
-                o.data, ": no such file or directory");
+    EMBER_CHECK(fs::exists(o.data) || o.data.find_first_of("*?[") != std::string::npos,
+                "--data: ", o.data, ": no such file or directory");
     run.data_files = data_fingerprint(o.data, o.val_data);
     if (!run.saved_data_fingerprint.is_null()) {
       const std::string change = describe_data_change(run.saved_data_fingerprint, run.data_files);
-      EMBER_CHECK(change.empty() || o.allow_data_change, "--resume: the training data changed since the run started (",
-                  change, "); give --allow-data-change to train on it anyway");
-      if (!change.empty()) run.resume_notes.push_back("--resume: training on changed data (" + change + ")");
+      EMBER_CHECK(change.empty() || o.allow_data_change,
+                  "--resume: the training data changed since the run started (", change,
+                  "); give --allow-data-change to train on it anyway");
+      if (!change.empty())
+        run.resume_notes.push_back("--resume: training on changed data (" + change + ")");
     }
   });
 }
@@ -94,7 +99,8 @@ void check_ranks_agree_on_run(TrainRun& run) {
   std::string files;  // one field, so that every rank has the same fields
   for (const json& f : run.data_files) {
     files += (files.empty() ? "" : "; ") + f.value("file", std::string()) + " " +
-             std::to_string(f.value("bytes", uint64_t{0})) + " bytes hash " + f.value("hash", std::string());
+             std::to_string(f.value("bytes", uint64_t{0})) + " bytes hash " +
+             f.value("hash", std::string());
   }
   fields.emplace_back("the data files (size and content)", files);
   dist::check_ranks_agree(run.comm, fields);

@@ -17,7 +17,8 @@ void train_tokenizer_if_asked(TrainRun& run) {
   if (o.vocab_size <= 0 || !run.start_path.empty()) return;
   std::string tokenizer_json;
   agreed(run.comm, [&] {
-    EMBER_CHECK(!is_shard_spec(o.data), "--vocab-size trains a tokenizer on text; --data ", o.data, " is token shards");
+    EMBER_CHECK(!is_shard_spec(o.data), "--vocab-size trains a tokenizer on text; --data ", o.data,
+                " is token shards");
     BpeTrainOptions t;
     t.vocab_size = static_cast<size_t>(o.vocab_size);
     CorpusOptions corpus;
@@ -38,20 +39,23 @@ void choose_tokenizer(TrainRun& run) {
   const TrainOptions& o = run.o;
   agreed(run.comm, [&] {
     if (!run.start_path.empty()) {
-      EMBER_CHECK(run.cfg.to_json() == run.start.config.to_json(), run.start_path,
-                  ": the checkpoint's model config does not match the one given by --config/--preset");
+      EMBER_CHECK(
+          run.cfg.to_json() == run.start.config.to_json(), run.start_path,
+          ": the checkpoint's model config does not match the one given by --config/--preset");
     }
     run.autocast = parse_autocast_dtype(o.dtype);
     if (run.trained_tokenizer) {
       run.tokenizer = run.trained_tokenizer;
     } else {
-      run.run_tokenizer = training_tokenizer(o.tokenizer, run.start.tokenizer_json, run.cfg, o.data);
+      run.run_tokenizer =
+          training_tokenizer(o.tokenizer, run.start.tokenizer_json, run.cfg, o.data);
       run.tokenizer = run.run_tokenizer.tokenizer;
     }
     if (!is_shard_spec(o.data)) {
-      EMBER_CHECK(run.tokenizer && static_cast<int64_t>(run.tokenizer->vocab_size()) <= run.cfg.vocab_size,
-                  "--data: tokenising text needs a tokenizer that fits the model's vocab_size (",
-                  run.cfg.vocab_size, "); the byte tokenizer needs at least 256");
+      EMBER_CHECK(
+          run.tokenizer && static_cast<int64_t>(run.tokenizer->vocab_size()) <= run.cfg.vocab_size,
+          "--data: tokenising text needs a tokenizer that fits the model's vocab_size (",
+          run.cfg.vocab_size, "); the byte tokenizer needs at least 256");
     }
   });
 }
@@ -67,8 +71,10 @@ void open_validation(TrainRun& run, const std::string& spec) {
               "--val-data: a token id is outside the model's vocabulary");
   if (static_cast<int64_t>(val_set->size()) <= o.seq_len) return;
   const int64_t rows = run.world * o.batch_size;
-  run.val_loader = std::make_unique<BatchLoader>(val_set, BatchLoaderOptions{rows, o.seq_len, 1, 1, 0, true, 0});
-  run.eval_batches = std::min(o.eval_batches, std::max<int64_t>(1, run.val_loader->num_windows() / rows));
+  run.val_loader =
+      std::make_unique<BatchLoader>(val_set, BatchLoaderOptions{rows, o.seq_len, 1, 1, 0, true, 0});
+  run.eval_batches =
+      std::min(o.eval_batches, std::max<int64_t>(1, run.val_loader->num_windows() / rows));
 }
 
 }  // namespace
@@ -78,7 +84,9 @@ void open_data(TrainRun& run) {
   const TrainOptions& o = run.o;
   PreparedData data;
   agreed(run.comm, [&] {
-    if (run.root) data = prepare_data(o.data, o.val_data, run.tokenizer ? *run.tokenizer : Tokenizer(), o.out, o.val_fraction);
+    if (run.root)
+      data = prepare_data(o.data, o.val_data, run.tokenizer ? *run.tokenizer : Tokenizer(), o.out,
+                          o.val_fraction);
   });
   run.comm.broadcast(data.train);
   run.comm.broadcast(data.val);
@@ -88,13 +96,15 @@ void open_data(TrainRun& run) {
     EMBER_CHECK(static_cast<int64_t>(max_id) < run.cfg.vocab_size, "--data: token id ", max_id,
                 " is outside the model's vocabulary (vocab_size ", run.cfg.vocab_size, ")");
     check_tokenizer_covers(run.run_tokenizer, max_id, o.data);
-    run.loader = std::make_unique<BatchLoader>(run.train_set, BatchLoaderOptions{o.batch_size, o.seq_len, o.grad_accum,
-                                                                                 run.world, run.comm.rank(), o.sequential, o.seed});
+    run.loader = std::make_unique<BatchLoader>(
+        run.train_set, BatchLoaderOptions{o.batch_size, o.seq_len, o.grad_accum, run.world,
+                                          run.comm.rank(), o.sequential, o.seed});
     if (!data.val.empty()) open_validation(run, data.val);
   });
 }
 
-// What --resume changes, once the run has its folder and data (a refused run prints only its error).
+// What --resume changes, once the run has its folder and data (a refused run prints only its
+// error).
 void print_resume_notes(TrainRun& run) {
   if (run.root) {
     for (const std::string& note : run.resume_notes) std::printf("%s\n", note.c_str());

@@ -10,7 +10,8 @@ namespace ember::apps {
 void build_model_and_optimizer(TrainRun& run) {
   const TrainOptions& o = run.o;
   // Bytes per token for bits per byte (none without a tokenizer: then it is bits per token).
-  run.token_bytes = run.tokenizer ? token_byte_lengths(*run.tokenizer, run.cfg.vocab_size) : std::vector<int64_t>();
+  run.token_bytes = run.tokenizer ? token_byte_lengths(*run.tokenizer, run.cfg.vocab_size)
+                                  : std::vector<int64_t>();
   run.model = std::make_unique<nn::Transformer>(run.cfg, o.seed);
   if (!run.start_path.empty()) run.model->load_state_dict(run.start.model);
   run.params = run.model->parameters();
@@ -26,13 +27,15 @@ void restore_training_state(TrainRun& run) {
     if (o.resume.empty()) return;
     const Checkpoint& start = run.start;
     EMBER_CHECK(start.optim_step, run.start_path, ": has no optimizer state");
-    run.optimization.optimizer->load_state_dict(start.optim, *start.optim_step, start.optim_param_steps);
+    run.optimization.optimizer->load_state_dict(start.optim, *start.optim_step,
+                                                start.optim_param_steps);
     with_train_state(run.start_path, *start.train_state, [&](const nlohmann::json& st) {
       run.step = st.at("step").get<int64_t>();
       run.tokens_seen = st.at("tokens_seen").get<int64_t>();
       run.model->dropout_generator().offset = st.at("dropout_offset").get<uint64_t>();
     });
-    EMBER_CHECK(run.step <= o.steps, "--resume: the checkpoint is at step ", run.step, ", beyond --steps ", o.steps);
+    EMBER_CHECK(run.step <= o.steps, "--resume: the checkpoint is at step ", run.step,
+                ", beyond --steps ", o.steps);
   });
   run.schedule = optim::Schedule{o.schedule, o.lr, o.min_lr, o.warmup, o.steps, o.steps / 5};
   run.tokens_per_step = run.world * o.batch_size * o.seq_len * o.grad_accum;
