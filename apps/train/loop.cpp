@@ -9,12 +9,12 @@
 #include <filesystem>
 #include <optional>
 
-#include "apps/closed_stdout.h"
-#include "apps/metrics_log.h"
-#include "apps/run_files.h"
+#include "apps/train/closed_stdout.h"
+#include "apps/train/metrics_log.h"
+#include "apps/train/run_files.h"
 #include "apps/train/run.h"
-#include "apps/train_progress.h"
-#include "apps/training_plot.h"
+#include "apps/train/progress.h"
+#include "apps/plot/training_plot.h"
 #include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "core/profiler.h"

@@ -1,7 +1,7 @@
-// The state of one `ember train` run (apps/trainer.h) and the steps that build,
+// The state of one `ember train` run (apps/train/trainer.h) and the steps that build,
 // run and end it. setup.cpp, setup_data.cpp and setup_model.cpp fill a TrainRun
 // in order (every rank runs the same collectives in the same order: agreed()
-// blocks of apps/data_parallel.h); loop.cpp trains; save.cpp writes a
+// blocks of apps/train/data_parallel.h); loop.cpp trains; save.cpp writes a
 // checkpoint; summary.cpp prints the run's first and last lines.
 #pragma once
 #include <chrono>
@@ -13,15 +13,15 @@
 #include <string>
 #include <vector>
 
-#include "apps/checkpoint.h"
-#include "apps/data_parallel.h"
-#include "apps/data_prep.h"
-#include "apps/evaluation.h"
-#include "apps/matmul_peak.h"
-#include "apps/run_lock.h"
-#include "apps/train_options.h"
+#include "nn/checkpoint.h"
+#include "apps/train/data_parallel.h"
+#include "apps/train/data_prep.h"
+#include "apps/train/evaluation.h"
+#include "apps/bench/matmul_peak.h"
+#include "apps/train/run_lock.h"
+#include "apps/train/options.h"
 #include "core/error.h"
-#include "core/json_message.h"
+#include "core/io/json_message.h"
 #include "data/batch_loader.h"
 #include "dist/communicator.h"
 #include "nn/model_stats.h"
@@ -40,7 +40,7 @@ struct TrainRun {
   const int64_t world;
 
   // Where the model comes from (resolve_model_source).
-  Checkpoint start;  // weights (and state) to start from, if any
+  nn::Checkpoint start;  // weights (and state) to start from, if any
   std::string start_path;
   int64_t saved_world = 1, saved_batch = 0;  // the resumed run's ranks and batch (its global batch)
   nn::ModelConfig cfg;
@@ -52,11 +52,11 @@ struct TrainRun {
   std::optional<RunLock> run_lock;  // --out, held while the run lasts
 
   // Tokenizer and data (setup_data.cpp).
-  std::optional<Tokenizer> trained_tokenizer;  // --vocab-size: trained here on the text corpus
-  std::optional<Tokenizer> tokenizer;          // the run's, if any
+  std::optional<data::Tokenizer> trained_tokenizer;  // --vocab-size: trained here on the text corpus
+  std::optional<data::Tokenizer> tokenizer;          // the run's, if any
   TrainingTokenizer run_tokenizer;             // with where it came from (unset with --vocab-size)
-  std::shared_ptr<TokenDataset> train_set;
-  std::unique_ptr<BatchLoader> loader, val_loader;
+  std::shared_ptr<data::TokenDataset> train_set;
+  std::unique_ptr<data::BatchLoader> loader, val_loader;
   int64_t eval_batches = 0;
   // Bytes per token for bits per byte (none without a tokenizer: then it is bits per token).
   std::vector<int64_t> token_bytes;

@@ -4,8 +4,8 @@
 // points OUT/latest at it and prunes, while the others wait at a barrier.
 #include <filesystem>
 
-#include "apps/finite_parameters.h"
-#include "apps/run_files.h"
+#include "apps/train/finite_parameters.h"
+#include "apps/train/run_files.h"
 #include "apps/train/run.h"
 #include "core/profiler.h"
 
@@ -36,7 +36,7 @@ std::string save_checkpoint(TrainRun& run, int64_t at_step) {
     EMBER_CHECK(bad.empty(), "step ", at_step, ": parameter ", bad,
                 " is not finite (the run diverged); no checkpoint written");
   });
-  Checkpoint c;
+  nn::Checkpoint c;
   if (o.zero) c.optim = opt.state_dict();  // collective: every rank gathers
   if (!run.root) {
     run.comm.barrier();
@@ -50,7 +50,7 @@ std::string save_checkpoint(TrainRun& run, int64_t at_step) {
   c.train_step = at_step;
   c.train_state = train_state(run, at_step);
   if (run.tokenizer) c.tokenizer_json = run.tokenizer->to_json();
-  write_checkpoint((std::filesystem::path(o.out) / name).string(), c);
+  nn::write_checkpoint((std::filesystem::path(o.out) / name).string(), c);
   write_latest(o.out, name);
   prune_checkpoints(o.out, o.keep, o.keep_every);
   run.comm.barrier();

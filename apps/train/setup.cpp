@@ -4,11 +4,11 @@
 // under mpirun; then the claim on --out before any long work or any write.
 #include <filesystem>
 
-#include "apps/closed_stdout.h"
-#include "apps/data_fingerprint.h"
-#include "apps/model_io.h"
-#include "apps/presets.h"
-#include "apps/run_files.h"
+#include "apps/train/closed_stdout.h"
+#include "apps/train/data_fingerprint.h"
+#include "apps/train/model_io.h"
+#include "nn/presets.h"
+#include "apps/train/run_files.h"
 #include "apps/train/run.h"
 #include "dist/consistency.h"
 
@@ -24,7 +24,7 @@ namespace {
 void read_resumed_run(TrainRun& run) {
   TrainOptions& o = run.o;
   run.start_path = find_resume_checkpoint(o.resume);
-  run.start = read_checkpoint(run.start_path, /*with_optim=*/true);
+  run.start = nn::read_checkpoint(run.start_path, /*with_optim=*/true);
   EMBER_CHECK(run.start.train_state, run.start_path,
               ": has no training state (/train); use --init-from");
   with_train_state(run.start_path, *run.start.train_state, [&](const json& st) {
@@ -40,9 +40,9 @@ void read_resumed_run(TrainRun& run) {
 nn::ModelConfig model_config(const TrainRun& run) {
   const TrainOptions& o = run.o;
   if (!o.config.empty()) return nn::ModelConfig::from_file(o.config);
-  if (!o.preset.empty()) return preset_config(o.preset);
+  if (!o.preset.empty()) return nn::preset_config(o.preset);
   if (!run.start_path.empty()) return run.start.config;
-  return preset_config("dense-small");
+  return nn::preset_config("dense-small");
 }
 
 }  // namespace
@@ -60,7 +60,7 @@ void resolve_model_source(TrainRun& run) {
       read_resumed_run(run);
     } else if (!o.init_from.empty()) {
       run.start_path = o.init_from;
-      run.start = read_checkpoint(run.start_path, /*with_optim=*/false);
+      run.start = nn::read_checkpoint(run.start_path, /*with_optim=*/false);
     }
     validate_options(o);  // before any work: one line naming the option and what it allows
     run.cfg = model_config(run);

@@ -6,7 +6,7 @@
 
 #include "apps/train/run.h"
 #include "autograd/autocast.h"
-#include "data/bpe_trainer.h"
+#include "data/tokenizer/bpe_trainer.h"
 
 namespace ember::apps {
 
@@ -19,14 +19,14 @@ void train_tokenizer_if_asked(TrainRun& run) {
   agreed(run.comm, [&] {
     EMBER_CHECK(!is_shard_spec(o.data), "--vocab-size trains a tokenizer on text; --data ", o.data,
                 " is token shards");
-    BpeTrainOptions t;
+    data::BpeTrainOptions t;
     t.vocab_size = static_cast<size_t>(o.vocab_size);
-    CorpusOptions corpus;
+    data::CorpusOptions corpus;
     corpus.separator_line = "%";
-    if (run.root) tokenizer_json = train_bpe_on_corpus({o.data}, t, corpus).to_json();
+    if (run.root) tokenizer_json = data::train_bpe_on_corpus({o.data}, t, corpus).to_json();
   });
   run.comm.broadcast(tokenizer_json);
-  run.trained_tokenizer = Tokenizer::from_json(tokenizer_json);
+  run.trained_tokenizer = data::Tokenizer::from_json(tokenizer_json);
   nn::ModelConfig c = run.cfg;
   c.vocab_size = static_cast<int64_t>(run.trained_tokenizer->vocab_size());
   run.cfg = nn::ModelConfig::from_json(c.to_json(), "config with --vocab-size");
@@ -66,13 +66,13 @@ namespace {
 // batch's rows (as one process would); none when the data is shorter than a row.
 void open_validation(TrainRun& run, const std::string& spec) {
   const TrainOptions& o = run.o;
-  auto val_set = std::make_shared<TokenDataset>(spec);
-  EMBER_CHECK(static_cast<int64_t>(max_token_id(*val_set)) < run.cfg.vocab_size,
+  auto val_set = std::make_shared<data::TokenDataset>(spec);
+  EMBER_CHECK(static_cast<int64_t>(data::max_token_id(*val_set)) < run.cfg.vocab_size,
               "--val-data: a token id is outside the model's vocabulary");
   if (static_cast<int64_t>(val_set->size()) <= o.seq_len) return;
   const int64_t rows = run.world * o.batch_size;
   run.val_loader =
-      std::make_unique<BatchLoader>(val_set, BatchLoaderOptions{rows, o.seq_len, 1, 1, 0, true, 0});
+      std::make_unique<data::BatchLoader>(val_set, data::BatchLoaderOptions{rows, o.seq_len, 1, 1, 0, true, 0});
   run.eval_batches =
       std::min(o.eval_batches, std::max<int64_t>(1, run.val_loader->num_windows() / rows));
 }
@@ -85,19 +85,19 @@ void open_data(TrainRun& run) {
   PreparedData data;
   agreed(run.comm, [&] {
     if (run.root)
-      data = prepare_data(o.data, o.val_data, run.tokenizer ? *run.tokenizer : Tokenizer(), o.out,
+      data = prepare_data(o.data, o.val_data, run.tokenizer ? *run.tokenizer : data::Tokenizer(), o.out,
                           o.val_fraction);
   });
   run.comm.broadcast(data.train);
   run.comm.broadcast(data.val);
   agreed(run.comm, [&] {
-    run.train_set = std::make_shared<TokenDataset>(data.train);
-    const uint32_t max_id = max_token_id(*run.train_set);
+    run.train_set = std::make_shared<data::TokenDataset>(data.train);
+    const uint32_t max_id = data::max_token_id(*run.train_set);
     EMBER_CHECK(static_cast<int64_t>(max_id) < run.cfg.vocab_size, "--data: token id ", max_id,
                 " is outside the model's vocabulary (vocab_size ", run.cfg.vocab_size, ")");
     check_tokenizer_covers(run.run_tokenizer, max_id, o.data);
-    run.loader = std::make_unique<BatchLoader>(
-        run.train_set, BatchLoaderOptions{o.batch_size, o.seq_len, o.grad_accum, run.world,
+    run.loader = std::make_unique<data::BatchLoader>(
+        run.train_set, data::BatchLoaderOptions{o.batch_size, o.seq_len, o.grad_accum, run.world,
                                           run.comm.rank(), o.sequential, o.seed});
     if (!data.val.empty()) open_validation(run, data.val);
   });

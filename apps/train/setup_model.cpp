@@ -25,7 +25,7 @@ void restore_training_state(TrainRun& run) {
   const TrainOptions& o = run.o;
   agreed(run.comm, [&] {
     if (o.resume.empty()) return;
-    const Checkpoint& start = run.start;
+    const nn::Checkpoint& start = run.start;
     EMBER_CHECK(start.optim_step, run.start_path, ": has no optimizer state");
     run.optimization.optimizer->load_state_dict(start.optim, *start.optim_step,
                                                 start.optim_param_steps);

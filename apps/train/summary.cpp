@@ -7,14 +7,14 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "apps/closed_stdout.h"
-#include "apps/profile_report.h"
-#include "apps/run_files.h"
+#include "apps/train/closed_stdout.h"
+#include "apps/bench/profile_report.h"
+#include "apps/train/run_files.h"
 #include "apps/train/run.h"
-#include "apps/training_plot.h"
+#include "apps/plot/training_plot.h"
 #include "core/kernels/matmul.h"
 #include "core/profiler.h"
-#include "data/atomic_file.h"
+#include "core/io/atomic_file.h"
 #include "nn/generate.h"
 
 namespace ember::apps {
@@ -87,10 +87,10 @@ void print_mean_mfu(const TrainRun& run, const RunTally& tally, double seconds) 
 // ending at <|endoftext|> (or a full context when N > max_seq_len); printed as
 // prompt + text.
 void print_sample(TrainRun& run) {
-  const Tokenizer& tokenizer = *run.tokenizer;
+  const data::Tokenizer& tokenizer = *run.tokenizer;
   nn::Transformer& model = *run.model;
   model.eval();  // no dropout
-  const std::optional<uint32_t> eot = tokenizer.find_special(kEndOfText);
+  const std::optional<uint32_t> eot = tokenizer.find_special(data::kEndOfText);
   std::vector<uint32_t> ids = tokenizer.encode(run.o.sample_prompt);
   if (ids.empty()) ids.push_back(eot.value_or(static_cast<uint32_t>('\n')));
   // The context holds max_seq_len tokens: a prompt too long for the sample after it is seen by its

@@ -1,0 +1,84 @@
+// The options of `ember train` as ONE table of fields (flag, member, help,
+// allowed values, what --resume does with it): the command line, the
+// checkpoint's saved options, the restore on --resume, the validation at start
+// and the ranks' agreement under mpirun all read this table, so an option can
+// no longer be missing from one of them.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <set>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace ember::apps {
+
+struct TrainOptions {
+  // Model source: exactly one of config / preset / init_from / resume (none: the default preset).
+  std::string config, preset, init_from, resume;
+  std::string data, val_data, out = "runs/ember";
+  std::string tokenizer;  // tokenizer.json of --data (default: the checkpoint's, or the one beside the shards)
+  int64_t batch_size = 8, seq_len = 256, grad_accum = 1, steps = 1000;
+  double lr = 3e-4, min_lr = 3e-5, weight_decay = 0.1, clip = 1.0, beta1 = 0.9, beta2 = 0.95;
+  int64_t warmup = 100;
+  std::string schedule = "cosine";
+  uint64_t seed = 1337;
+  bool sequential = false;
+  int64_t save_every = 0;   // 0: only at the end
+  int64_t keep = 0;         // keep the newest N checkpoints (0: all)
+  int64_t keep_every = 0;   // and every M-th step's forever
+  int64_t log_every = 10;
+  int64_t eval_every = 0;   // 0: only at the end
+  int64_t eval_batches = 20;
+  double val_fraction = 0.05;
+  int64_t vocab_size = 0;     // > 256: train a BPE tokenizer of this size on text --data
+  int64_t sample_tokens = 0;  // print a sample of this many tokens at the end
+  std::string sample_prompt;
+  // Data parallel (under mpirun): ZeRO-1 (0/1), gradient bucket size, and how
+  // often the ranks compare parameter checksums (0: never).
+  int64_t zero = 0;
+  int64_t bucket_mb = 25;
+  int64_t check_every = 100;
+  // Print a profile (time by phase and op family, core/profiler.h) at the end and write OUT/profile.json.
+  bool profile = false;
+  // Matmul precision of forward and backward: "float32" or "bf16" (float32
+  // weights, gradients and AdamW either way; autograd/autocast.h).
+  std::string dtype = "float32";
+  // --resume: accept training data that differ from the run's (another --data, or changed files).
+  bool allow_data_change = false;
+  // Options given explicitly on the command line, by field name (batch_size); they override a resumed run's.
+  std::set<std::string> given;
+};
+
+// One field of the table as the command line sees it (apps/cli/train_options.h
+// registers these): the flag, its help, the member of `o` it sets, and its key
+// in TrainOptions::given ("--batch-size" -> "batch_size").
+struct OptionFlag {
+  const char* flag;
+  const char* help;
+  std::variant<int64_t*, uint64_t*, double*, std::string*, bool*> target;
+  bool existing_file;  // the value names a file that must exist
+  std::string key;
+};
+// Every field of the table, in its order, bound to o's members.
+std::vector<OptionFlag> option_flags(TrainOptions& o);
+
+// One line naming the first option outside its allowed range or names
+// (as an ember::Error); cross-field rules too (--min-lr <= --lr).
+void validate_options(const TrainOptions& o);
+
+// The run's options as saved in the checkpoint (every resumable field).
+nlohmann::json options_to_json(const TrainOptions& o);
+// --resume: takes the saved options except those given on the command line.
+// A given option that differs from the run's is an override: returns one note
+// per override ("--resume: --lr 0.001 overrides the run's 0.0003"), or throws
+// when the table refuses that change (the data order; --data without
+// o.allow_data_change).
+std::vector<std::string> restore_options(const nlohmann::json& saved, TrainOptions& o);
+
+// Every field of the table as (flag, value as text), in the table's order:
+// what the ranks of a data-parallel run must agree on.
+std::vector<std::pair<std::string, std::string>> option_values(const TrainOptions& o);
+
+}  // namespace ember::apps

@@ -1,0 +1,32 @@
+// `ember train`'s entry point (see trainer.h): the setup steps in order, then
+// the loop (apps/train/: run.h holds the run's state and lists the steps).
+#include "apps/train/trainer.h"
+
+#include "apps/train/run.h"
+#include "core/threads.h"
+
+namespace ember::apps {
+
+int run_train(TrainOptions o) {
+  dist::Communicator single(dist::Launch::Single);
+  return run_train(std::move(o), single);
+}
+
+int run_train(TrainOptions o, dist::Communicator& comm) {
+  TrainRun run(std::move(o), comm);
+  resolve_model_source(run);       // --config/--preset/--init-from/--resume; options checked
+  fingerprint_data(run);           // compared with the resumed run's
+  check_ranks_agree_on_run(run);   // under mpirun: options, model config, data
+  claim_out_folder(run);           // memory, lock, no other run's checkpoints
+  train_tokenizer_if_asked(run);   // --vocab-size
+  choose_tokenizer(run);           // --tokenizer, the checkpoint's, the shards', bytes
+  open_data(run);                  // text tokenised into OUT/data; the loaders
+  print_resume_notes(run);         // what --resume changed
+  build_model_and_optimizer(run);  // weights from rank 0; reducer and AdamW
+  restore_training_state(run);     // --resume: moments, step, tokens, dropout offset
+  pin_threads();                   // with EMBER_PIN_THREADS=1 (core/threads.h)
+  print_run_start(run);
+  return train_loop(run);
+}
+
+}  // namespace ember::apps
