@@ -28,7 +28,7 @@ struct Checkpoint {
   // "<name>" -> updates that parameter took (optim::Optimizer::param_steps);
   // empty for checkpoints written before per-parameter counts.
   std::map<std::string, int64_t> optim_param_steps;
-  std::optional<std::string> train_state;  // JSON (apps/train/trainer.cpp owns its keys)
+  std::optional<std::string> train_state;  // JSON (apps/train/save.cpp owns its keys)
   int64_t train_step = 0;
   std::string tokenizer_json;           // empty: none stored
 };

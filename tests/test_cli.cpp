@@ -186,12 +186,14 @@ Run run_ember(const std::string& args) { return ember(args); }
 
 #include "nn/checkpoint.h"
 #include "apps/train/finite_parameters.h"
+#include "apps/train/model_io.h"
 #include "apps/train/run_files.h"
 #include <cmath>
 #include <functional>
 
 #include "data/token_shard.h"
 #include "data/tokenizer/tokenizer.h"
+#include "nn/generate.h"
 #include "nn/transformer.h"
 #include "temp_dir.h"
 

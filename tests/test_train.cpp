@@ -1,8 +1,10 @@
 // `ember train` end to end on a tiny model: loader order, checkpoint layout
 // and round trip, bit-exact resume, skipping a truncated checkpoint, and
-// every bad input of the training issue failing with a clear error.
+// every bad input of the training issue failing with a clear error; the
+// option table behind the flags.
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
@@ -10,6 +12,8 @@
 #include <thread>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
 
 #include "nn/checkpoint.h"
 #include "apps/train/run_files.h"
@@ -265,4 +269,44 @@ TEST_CASE("a non-finite loss stops before the update and writes no checkpoint", 
   n.init_from = dir / "nan.h5";
   CHECK_THROWS_WITH(run_train(n), Catch::Contains("step 0") && Catch::Contains("non-finite"));
   CHECK(list_checkpoints(dir / "nan_run").empty());
+}
+
+TEST_CASE("the command line's flags are the option table's fields, bound to TrainOptions' members", "[train][options]") {
+  TrainOptions o;
+  const std::vector<OptionFlag> flags = option_flags(o);
+  std::set<std::string> keys;
+  for (const OptionFlag& f : flags) {
+    INFO(f.flag);
+    // "--batch-size" -> "batch_size", by hand.
+    std::string key = std::string(f.flag).substr(2);
+    std::replace(key.begin(), key.end(), '-', '_');
+    CHECK(f.key == key);
+    CHECK(keys.insert(f.key).second);
+  }
+  // Every saved option has a flag; the flags saved nowhere are this invocation's own.
+  std::set<std::string> not_saved = keys;
+  const nlohmann::json saved = options_to_json(o);
+  for (const auto& [key, value] : saved.items()) {
+    INFO(key);
+    CHECK(not_saved.erase(key) == 1);
+  }
+  CHECK(not_saved == std::set<std::string>{"config", "preset", "init_from", "resume", "out", "profile",
+                                           "allow_data_change"});
+  // The rank-agreement list walks the same table, in the same order.
+  const auto values = option_values(o);
+  REQUIRE(values.size() == flags.size());
+  for (size_t i = 0; i < flags.size(); ++i) CHECK(values[i].first == flags[i].flag);
+  // A flag's target is o's member.
+  for (const OptionFlag& f : flags) {
+    if (f.key == "batch_size") *std::get<int64_t*>(f.target) = 3;
+    if (f.key == "lr") *std::get<double*>(f.target) = 0.5;
+    if (f.key == "seed") *std::get<uint64_t*>(f.target) = 9;
+    if (f.key == "schedule") *std::get<std::string*>(f.target) = "wsd";
+    if (f.key == "sequential") *std::get<bool*>(f.target) = true;
+  }
+  CHECK(o.batch_size == 3);
+  CHECK(o.lr == 0.5);
+  CHECK(o.seed == 9);
+  CHECK(o.schedule == "wsd");
+  CHECK(o.sequential);
 }

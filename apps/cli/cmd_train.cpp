@@ -1,7 +1,7 @@
 // `ember train`: command-line options -> TrainOptions (SPEC.md section 8); the
-// options themselves are the field table of apps/train/options.h.
+// options themselves are the field table of apps/train/options.h (flags: apps/cli/train_options.h).
 #include "apps/cli/commands.h"
-#include "apps/train/options.h"
+#include "apps/cli/train_options.h"
 #include "apps/train/trainer.h"
 #include "dist/communicator.h"
 

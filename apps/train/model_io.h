@@ -1,6 +1,6 @@
 // Shared pieces of the commands: the default corpus, a checkpoint's model
 // (nn::model_from_checkpoint) together with the tokenizer its ids are in
-// (data::stored_tokenizer), and the end-of-training sample.
+// (data::stored_tokenizer).
 #pragma once
 #include <memory>
 #include <optional>
@@ -23,10 +23,5 @@ struct LoadedModel {
 };
 // Model weights (float32) and tokenizer of a checkpoint; eval mode.
 LoadedModel load_model(const std::string& checkpoint_path);
-
-// Samples n tokens after the prompt (temperature 1, top-k 40) by running the
-// full forward over the last max_seq_len tokens, and prints prompt + text.
-void print_sample(const nn::Transformer& model, const data::Tokenizer& tokenizer, const std::string& prompt,
-                  int64_t n, uint64_t seed);
 
 }  // namespace ember::apps

@@ -1,9 +1,9 @@
 // The field table of `ember train`'s options (see train_options.h) and the
-// functions that walk it: CLI registration, validation, checkpoint JSON,
-// restore on --resume with its notes and refusals, and the values the ranks compare.
+// functions that walk it: the flags the CLI registers (apps/cli/train_options.cpp),
+// validation, checkpoint JSON, restore on --resume with its notes and
+// refusals, and the values the ranks compare.
 #include "apps/train/options.h"
 
-#include <CLI/CLI.hpp>
 #include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -188,26 +188,12 @@ void check_field(const Field& f, const TrainOptions& o) {
 
 }  // namespace
 
-void add_train_options(CLI::App& sub, TrainOptions& o) {
+std::vector<OptionFlag> option_flags(TrainOptions& o) {
+  std::vector<OptionFlag> flags;
   for (const Field& f : fields()) {
-    std::visit(
-        [&](auto m) {
-          using T = std::decay_t<decltype(o.*m)>;
-          if constexpr (std::is_same_v<T, bool>) {
-            sub.add_flag(f.flag, o.*m, f.help);
-          } else {
-            CLI::Option* op = sub.add_option(f.flag, o.*m, f.help)->capture_default_str();
-            if (f.existing_file) op->check(CLI::ExistingFile);
-          }
-        },
-        f.member);
+    std::visit([&](auto m) { flags.push_back({f.flag, f.help, &(o.*m), f.existing_file, key_of(f)}); }, f.member);
   }
-}
-
-void mark_given_options(const CLI::App& sub, TrainOptions& o) {
-  for (const Field& f : fields()) {
-    if (sub.count(f.flag) > 0) o.given.insert(key_of(f));
-  }
+  return flags;
 }
 
 void validate_options(const TrainOptions& o) {

@@ -9,11 +9,8 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
-
-namespace CLI {
-class App;
-}
 
 namespace ember::apps {
 
@@ -54,10 +51,18 @@ struct TrainOptions {
   std::set<std::string> given;
 };
 
-// Registers every field of the table on `sub`, bound to o's members.
-void add_train_options(CLI::App& sub, TrainOptions& o);
-// After parsing: records in o.given the fields given on the command line.
-void mark_given_options(const CLI::App& sub, TrainOptions& o);
+// One field of the table as the command line sees it (apps/cli/train_options.h
+// registers these): the flag, its help, the member of `o` it sets, and its key
+// in TrainOptions::given ("--batch-size" -> "batch_size").
+struct OptionFlag {
+  const char* flag;
+  const char* help;
+  std::variant<int64_t*, uint64_t*, double*, std::string*, bool*> target;
+  bool existing_file;  // the value names a file that must exist
+  std::string key;
+};
+// Every field of the table, in its order, bound to o's members.
+std::vector<OptionFlag> option_flags(TrainOptions& o);
 
 // One line naming the first option outside its allowed range or names
 // (as an ember::Error); cross-field rules too (--min-lr <= --lr).

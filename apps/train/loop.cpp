@@ -1,0 +1,283 @@
+// The training loop, flat as llm.c's: each step is batch -> forward -> backward
+// (x --grad-accum) -> clip -> AdamW, then the step is logged, evaluated every
+// --eval-every and saved every --save-every. SIGINT/SIGTERM end the run at the
+// same step on every rank, with a checkpoint.
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+
+#include "apps/train/closed_stdout.h"
+#include "apps/train/metrics_log.h"
+#include "apps/train/run_files.h"
+#include "apps/train/run.h"
+#include "apps/train/progress.h"
+#include "apps/plot/training_plot.h"
+#include "autograd/autocast.h"
+#include "autograd/ops.h"
+#include "core/profiler.h"
+#include "dist/consistency.h"
+#include "optim/clip.h"
+
+namespace ember::apps {
+namespace {
+
+using nlohmann::json;
+
+std::atomic<int> g_stop_signal{0};
+extern "C" void on_stop_signal(int sig) {
+  g_stop_signal = sig;
+}
+
+void restore_default_signals() {
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+}
+
+struct ProfilerSwitch {  // --profile: on for the loop, off again however the run ends
+  bool on;
+  explicit ProfilerSwitch(bool profile) : on(profile) {
+    if (on) prof::enable();
+  }
+  ~ProfilerSwitch() {
+    if (on) prof::enable(false);
+  }
+};
+
+struct StepResult {
+  double lr = 0;
+  double ce = 0, z = 0, aux = 0;    // the loss terms, mean over micro-batches (and ranks)
+  double norm = 0, grad_scale = 1;  // gradient norm before clipping; the clip's factor
+};
+
+// batch -> forward -> backward for each micro-batch, in --dtype's matmul precision;
+// the reducer all-reduces the last micro-batch's gradients during its backward.
+void forward_backward(TrainRun& run, StepResult& s) {
+  const TrainOptions& o = run.o;
+  dist::Reducer* reducer = run.optimization.reducer.get();
+  const double accum = static_cast<double>(o.grad_accum);
+  AutocastGuard mixed(run.autocast);  // forward and backward only
+  for (int64_t u = 0; u < o.grad_accum; ++u) {
+    if (reducer) reducer->set_sync(u == o.grad_accum - 1);
+    Tensor x, y;
+    {
+      EMBER_PROFILE_PHASE(prof::Phase::Data);
+      EMBER_PROFILE_SCOPE(prof::Family::Data);
+      const Tensor b = run.loader->batch(run.step, u);
+      x = b.narrow(1, 0, o.seq_len).contiguous();
+      y = b.narrow(1, 1, o.seq_len).contiguous();
+    }
+    nn::LossTerms l;
+    {
+      EMBER_PROFILE_PHASE(prof::Phase::Forward);
+      l = run.model->loss(run.model->forward(x), y);
+    }
+    {
+      EMBER_PROFILE_PHASE(prof::Phase::Backward);
+      (o.grad_accum > 1 ? l.total / accum : l.total).backward();
+    }
+    s.ce += l.ce / accum;
+    s.z += l.z / accum;
+    s.aux += l.aux / accum;
+  }
+  if (reducer) {
+    EMBER_PROFILE_PHASE(prof::Phase::CommWait);
+    reducer->finish();
+  }
+}
+
+// Clipping: the norm here, the scaling fused into the optimizer's pass
+// (grad_scale) instead of a pass of its own over every gradient; ZeRO-1
+// clips its shard of the gradient in place.
+void clip_gradients(TrainRun& run, StepResult& s) {
+  EMBER_PROFILE_PHASE(prof::Phase::Clip);
+  if (run.o.zero) {
+    s.norm = run.optimization.reducer->clip_grad_norm(run.o.clip);
+  } else {
+    s.norm = optim::grad_norm(run.params);
+    s.grad_scale = optim::clip_coefficient(s.norm, run.o.clip);
+  }
+}
+
+// The mean over ranks: every rank logs and checks the same loss, so a
+// non-finite one stops every rank before the update.
+void average_and_check_loss(TrainRun& run, StepResult& s) {
+  if (run.world > 1) {
+    EMBER_PROFILE_PHASE(prof::Phase::CommWait);
+    const std::vector<double> mean =
+        run.comm.all_reduce(std::vector<double>{s.ce, s.z, s.aux}, dist::ReduceOp::Average);
+    s.ce = mean[0], s.z = mean[1], s.aux = mean[2];
+  }
+  agreed(run.comm, [&] {  // the same on every rank: rank 0 reports it once
+    EMBER_CHECK(std::isfinite(s.ce) && std::isfinite(s.norm), "step ", run.step, ": non-finite ",
+                std::isfinite(s.ce) ? "gradient norm" : "loss", " (loss ", s.ce, ", grad norm ",
+                s.norm, "); stopped before the update, no checkpoint written");
+  });
+}
+
+// One optimizer step: batch -> forward -> backward (x grad_accum) -> clip -> AdamW.
+StepResult train_step(TrainRun& run) {
+  optim::Optimizer& opt = *run.optimization.optimizer;
+  StepResult s;
+  s.lr = optim::lr_at(run.schedule, run.step);
+  opt.zero_grad();
+  forward_backward(run, s);
+  clip_gradients(run, s);
+  average_and_check_loss(run, s);
+  {
+    EMBER_PROFILE_PHASE(prof::Phase::Optimizer);
+    opt.step(s.lr, s.grad_scale);
+  }
+  return s;
+}
+
+// Rank 0 evaluates (validated as trained: same matmul precision); a
+// non-finite loss stops every rank.
+void evaluate_step(TrainRun& run, RunTally& tally, json& record) {
+  agreed(run.comm, [&] {
+    if (!run.root) return;
+    AutocastGuard eval_mixed(run.autocast);
+    tally.last_eval = evaluate(*run.model, *run.val_loader, run.eval_batches, run.token_bytes);
+    tally.have_eval = true;
+    record["val_loss"] = tally.last_eval.loss;
+    record["val_bpb"] = tally.last_eval.bits_per_byte;
+    EMBER_CHECK(std::isfinite(tally.last_eval.loss), "step ", run.step,
+                ": non-finite validation loss (", tally.last_eval.loss,
+                "); the run diverged, no checkpoint written");
+  });
+}
+
+bool every(int64_t n, int64_t step) {
+  return n > 0 && step % n == 0;
+}
+bool save_due(const TrainRun& run) {
+  return every(run.o.save_every, run.step) || run.step == run.o.steps;
+}
+
+// The step just taken, after its checks: the metrics record, the validation when
+// due, the ranks' parameter checksums, and the progress line.
+void log_step(TrainRun& run, RunTally& tally, MetricsLog& metrics, TrainProgress& progress,
+              const StepResult& s, double dt) {
+  const TrainOptions& o = run.o;
+  const double elapsed = tally.run_clock.seconds();
+  const double tok_s = static_cast<double>(run.tokens_per_step) / dt;
+  const double mfu = run.stats.flops_per_token * tok_s / tally.peak;
+  tally.mfu_sum += mfu;
+  const double eta = elapsed / static_cast<double>(run.step - tally.first_step) *
+                     static_cast<double>(o.steps - run.step);
+  json m = {{"step", run.step},
+            {"loss", s.ce},
+            {"z", s.z},
+            {"aux", s.aux},
+            {"lr", s.lr},
+            {"grad_norm", s.norm},
+            {"tokens", run.tokens_seen},
+            {"tokens_per_s", tok_s},
+            {"ms_per_step", dt * 1e3},
+            {"mfu", mfu},
+            {"eta_s", eta}};
+  const bool eval_now = run.val_loader && run.eval_batches > 0 &&
+                        (every(o.eval_every, run.step) || run.step == o.steps);
+  if (eval_now) evaluate_step(run, tally, m);
+  if (run.world > 1 && o.check_every > 0 &&
+      (run.step % o.check_every == 0 || run.step == o.steps)) {
+    dist::check_parameters_consistent(run.comm, run.params, run.step);
+  }
+  metrics.append(m.dump());
+  if (!run.root) return;
+  const StepReport r{run.step,
+                     o.steps,
+                     s.ce,
+                     s.lr,
+                     s.norm,
+                     tok_s,
+                     dt * 1e3,
+                     mfu,
+                     eta,
+                     eval_now,
+                     tally.last_eval.loss,
+                     tally.last_eval.bits_per_byte,
+                     run.tokenizer.has_value()};
+  progress.step(r, every(o.log_every, run.step) || run.step == o.steps ||
+                       run.step == tally.first_step + 1 || eval_now);
+  continue_if_stdout_closed();
+}
+
+// --profile: the step's time; the averages start after the warm-up.
+void end_profiled_step(RunTally& tally, int64_t step, double dt) {
+  prof::end_step();
+  tally.profiled_seconds += dt;
+  if (step - tally.first_step == tally.profile_warmup) {
+    prof::reset();
+    tally.profiled_seconds = 0;
+  }
+}
+
+// Every rank stops at the same step when any rank got the signal: a checkpoint
+// (unless this step wrote one), the line naming it, and the shell's code for
+// "ended by this signal" (130 for Ctrl-C).
+int stop_on_signal(TrainRun& run, const RunTally& tally, TrainProgress& progress) {
+  const std::string name =
+      save_due(run) ? checkpoint_name(run.step) : save_checkpoint(run, run.step);
+  progress.clear();
+  // The signal some rank got (the highest), so that every rank exits alike.
+  int sig = g_stop_signal.load();
+  if (run.world > 1)
+    sig = static_cast<int>(run.comm.all_reduce(static_cast<double>(sig), dist::ReduceOp::Max));
+  if (sig == 0) sig = SIGTERM;
+  if (run.root) {
+    std::printf("stopped by signal %d at step %lld; checkpoint %s\n", sig,
+                static_cast<long long>(run.step), name.c_str());
+    std::fflush(stdout);
+    write_run_plot_or_warn(run.o.out);
+  }
+  restore_default_signals();
+  report_profile(run, tally);
+  return 128 + sig;
+}
+
+}  // namespace
+
+int train_loop(TrainRun& run) {
+  const TrainOptions& o = run.o;
+  g_stop_signal = 0;
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  RunTally tally;
+  // MFU divides by the best of 6 products (3 rounds) at the start; on a busy machine that
+  // can be low, so the summary of a longer run re-measures and takes the better.
+  tally.start_peak = measure_peak(3, 2, run.autocast);
+  tally.peak = tally.start_peak.flops * static_cast<double>(run.world);
+  MetricsLog metrics(run.root ? (std::filesystem::path(o.out) / "metrics.jsonl").string() : "");
+  // Plain lines, plus a bar redrawn in place when stdout is a terminal.
+  TrainProgress progress(stdout, run.root && TrainProgress::stdout_is_terminal());
+  tally.run_clock.restart();
+  tally.first_step = run.step;
+  // --profile: the first step (two of a longer run) is warm-up, left out of the averages.
+  const int64_t to_run = o.steps - tally.first_step;
+  tally.profile_warmup = std::max<int64_t>(0, std::min<int64_t>(to_run > 10 ? 2 : 1, to_run - 1));
+  ProfilerSwitch profiler_switch(o.profile);
+  while (run.step < o.steps) {
+    const Stopwatch step_clock;
+    const StepResult s = train_step(run);
+    ++run.step;
+    run.tokens_seen += run.tokens_per_step;
+    tally.last_loss = s.ce;
+    const double dt = step_clock.seconds();
+    log_step(run, tally, metrics, progress, s, dt);
+    if (save_due(run)) save_checkpoint(run, run.step);
+    if (o.profile) end_profiled_step(tally, run.step, dt);
+    if (run.comm.any(g_stop_signal != 0)) return stop_on_signal(run, tally, progress);
+  }
+  // A --resume already at --steps trains nothing; its checkpoint is written
+  // again into --out, so that the run ends with one and `latest` names it
+  // (a run killed between a checkpoint and `latest` left it pointing earlier).
+  if (run.step == tally.first_step) save_checkpoint(run, run.step);
+  restore_default_signals();
+  progress.clear();
+  if (run.root) print_summary(run, tally);
+  return 0;
+}
+
+}  // namespace ember::apps

@@ -1,0 +1,123 @@
+// The state of one `ember train` run (apps/train/trainer.h) and the steps that build,
+// run and end it. setup.cpp, setup_data.cpp and setup_model.cpp fill a TrainRun
+// in order (every rank runs the same collectives in the same order: agreed()
+// blocks of apps/train/data_parallel.h); loop.cpp trains; save.cpp writes a
+// checkpoint; summary.cpp prints the run's first and last lines.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nn/checkpoint.h"
+#include "apps/bench/stopwatch.h"
+#include "apps/train/data_parallel.h"
+#include "apps/train/data_prep.h"
+#include "apps/train/evaluation.h"
+#include "apps/bench/matmul_peak.h"
+#include "apps/train/run_lock.h"
+#include "apps/train/options.h"
+#include "core/error.h"
+#include "core/io/json_message.h"
+#include "data/batch_loader.h"
+#include "dist/communicator.h"
+#include "nn/model_stats.h"
+#include "nn/transformer.h"
+#include "optim/schedule.h"
+
+namespace ember::apps {
+
+struct TrainRun {
+  TrainRun(TrainOptions options, dist::Communicator& communicator)
+      : o(std::move(options)), comm(communicator), root(comm.is_root()), world(comm.world_size()) {}
+
+  TrainOptions o;
+  dist::Communicator& comm;
+  const bool root;
+  const int64_t world;
+
+  // Where the model comes from (resolve_model_source).
+  nn::Checkpoint start;  // weights (and state) to start from, if any
+  std::string start_path;
+  int64_t saved_world = 1, saved_batch = 0;  // the resumed run's ranks and batch (its global batch)
+  nn::ModelConfig cfg;
+  DType autocast = DType::Float32;  // matmul operands of forward and backward (autograd/autocast.h)
+  std::vector<std::string> resume_notes;  // "--resume: --lr 0.001 overrides the run's 0.0003"
+  nlohmann::json saved_data_fingerprint;  // the run's, when resuming a checkpoint that has one
+  // The training data's files (size and hash): kept in the checkpoint, compared on --resume.
+  nlohmann::json data_files;
+  std::optional<RunLock> run_lock;  // --out, held while the run lasts
+
+  // Tokenizer and data (setup_data.cpp).
+  std::optional<data::Tokenizer> trained_tokenizer;  // --vocab-size: trained here on the text corpus
+  std::optional<data::Tokenizer> tokenizer;          // the run's, if any
+  TrainingTokenizer run_tokenizer;             // with where it came from (unset with --vocab-size)
+  std::shared_ptr<data::TokenDataset> train_set;
+  std::unique_ptr<data::BatchLoader> loader, val_loader;
+  int64_t eval_batches = 0;
+  // Bytes per token for bits per byte (none without a tokenizer: then it is bits per token).
+  std::vector<int64_t> token_bytes;
+
+  // Model, optimizer and where training stands (setup_model.cpp).
+  std::unique_ptr<nn::Transformer> model;
+  std::vector<Variable> params;
+  Optimization optimization;  // after the model: its reducer hooks the model's parameters
+  int64_t step = 0, tokens_seen = 0;
+  optim::Schedule schedule;
+  int64_t tokens_per_step = 0;
+  nn::ModelStats stats;
+};
+
+// What the loop gathers for the summary.
+struct RunTally {
+  Stopwatch run_clock;  // from the first step
+  int64_t first_step = 0;
+  MatmulPeak start_peak;  // measured before the first step
+  double peak = 0;        // start_peak x ranks: what progress lines' MFU divides by
+  double mfu_sum = 0;     // over the steps run
+  double last_loss = NAN;
+  EvalResult last_eval;
+  bool have_eval = false;
+  int64_t profile_warmup = 0;  // --profile: steps left out of the averages
+  double profiled_seconds = 0;
+};
+
+// Runs f on the checkpoint's /train state (JSON that ember writes): a state
+// that does not parse or lacks a key (another tool's file whose digest is
+// fine) is one line naming the checkpoint, not the JSON library's text.
+template <class F>
+void with_train_state(const std::string& path, const std::string& state, F&& f) {
+  try {
+    f(nlohmann::json::parse(state));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path + ": the training state (/train) is not ember's: " + json_message(e.what()));
+  }
+}
+
+// setup.cpp: the model's source and the options, the data's fingerprint, the
+// ranks' agreement on both, and the claim on --out.
+void resolve_model_source(TrainRun& run);
+void fingerprint_data(TrainRun& run);
+void check_ranks_agree_on_run(TrainRun& run);
+void claim_out_folder(TrainRun& run);
+// setup_data.cpp: the tokenizer (trained with --vocab-size), the shards, the loaders.
+void train_tokenizer_if_asked(TrainRun& run);
+void choose_tokenizer(TrainRun& run);
+void open_data(TrainRun& run);
+void print_resume_notes(TrainRun& run);
+// setup_model.cpp: model, optimizer and, on --resume, their state and the step.
+void build_model_and_optimizer(TrainRun& run);
+void restore_training_state(TrainRun& run);
+// loop.cpp: trains to --steps; returns the exit code (128 + signal when stopped).
+int train_loop(TrainRun& run);
+// save.cpp: the checkpoint of at_step, OUT/latest and pruning; returns its name. Collective.
+std::string save_checkpoint(TrainRun& run, int64_t at_step);
+// summary.cpp: the lines before the first step, the --profile report, the end of a run.
+void print_run_start(const TrainRun& run);
+void report_profile(const TrainRun& run, const RunTally& tally);
+void print_summary(TrainRun& run, const RunTally& tally);
+
+}  // namespace ember::apps

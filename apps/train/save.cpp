@@ -1,0 +1,60 @@
+// One checkpoint of a run: refused when a parameter is not finite (`latest`
+// never moves to diverged weights); ZeroAdamW gathers the moments on every
+// rank; rank 0 writes OUT/step_N.h5 with the run state of an exact resume,
+// points OUT/latest at it and prunes, while the others wait at a barrier.
+#include <filesystem>
+
+#include "apps/train/finite_parameters.h"
+#include "apps/train/run_files.h"
+#include "apps/train/run.h"
+#include "core/profiler.h"
+
+namespace ember::apps {
+
+namespace {
+
+// The run state of an exact resume (the checkpoint's /train; docs/formats.md).
+std::string train_state(const TrainRun& run, int64_t at_step) {
+  return nlohmann::json{{"step", at_step},
+                        {"tokens_seen", run.tokens_seen},
+                        {"dropout_offset", run.model->dropout_generator().offset},
+                        {"world_size", run.world},
+                        {"options", options_to_json(run.o)},
+                        {"data_fingerprint", run.data_files}}
+      .dump();
+}
+
+}  // namespace
+
+std::string save_checkpoint(TrainRun& run, int64_t at_step) {
+  EMBER_PROFILE_PHASE(prof::Phase::Checkpoint);
+  const TrainOptions& o = run.o;
+  const optim::Optimizer& opt = *run.optimization.optimizer;
+  const std::string name = checkpoint_name(at_step);
+  agreed(run.comm, [&] {
+    const std::string bad = first_non_finite_parameter(run.model->named_parameters());
+    EMBER_CHECK(bad.empty(), "step ", at_step, ": parameter ", bad,
+                " is not finite (the run diverged); no checkpoint written");
+  });
+  nn::Checkpoint c;
+  if (o.zero) c.optim = opt.state_dict();  // collective: every rank gathers
+  if (!run.root) {
+    run.comm.barrier();
+    return name;
+  }
+  c.config = run.cfg;
+  c.model = run.model->state_dict();
+  if (!o.zero) c.optim = opt.state_dict();
+  c.optim_step = opt.steps();
+  c.optim_param_steps = opt.param_steps();
+  c.train_step = at_step;
+  c.train_state = train_state(run, at_step);
+  if (run.tokenizer) c.tokenizer_json = run.tokenizer->to_json();
+  nn::write_checkpoint((std::filesystem::path(o.out) / name).string(), c);
+  write_latest(o.out, name);
+  prune_checkpoints(o.out, o.keep, o.keep_every);
+  run.comm.barrier();
+  return name;
+}
+
+}  // namespace ember::apps

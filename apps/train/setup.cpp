@@ -1,0 +1,127 @@
+// The first steps of a run: where the model comes from (--config, --preset,
+// --init-from, --resume with its saved options) and the options' check; the
+// data's fingerprint (compared on --resume); the ranks' agreement on all of it
+// under mpirun; then the claim on --out before any long work or any write.
+#include <filesystem>
+
+#include "apps/train/closed_stdout.h"
+#include "apps/train/data_fingerprint.h"
+#include "apps/train/model_io.h"
+#include "nn/presets.h"
+#include "apps/train/run_files.h"
+#include "apps/train/run.h"
+#include "dist/consistency.h"
+
+namespace ember::apps {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// --resume: the run's newest checkpoint, its options (a given flag overrides
+// one, with a note) and what the rest of the setup compares against.
+void read_resumed_run(TrainRun& run) {
+  TrainOptions& o = run.o;
+  run.start_path = find_resume_checkpoint(o.resume);
+  run.start = nn::read_checkpoint(run.start_path, /*with_optim=*/true);
+  EMBER_CHECK(run.start.train_state, run.start_path,
+              ": has no training state (/train); use --init-from");
+  with_train_state(run.start_path, *run.start.train_state, [&](const json& st) {
+    run.resume_notes = restore_options(st.at("options"), o);
+    run.saved_data_fingerprint = st.value("data_fingerprint", json());
+    run.saved_batch = st.at("options").value("batch_size", int64_t{0});
+    run.saved_world = st.value("world_size", int64_t{1});
+  });
+  if (!o.given.count("out")) o.out = o.resume;
+}
+
+// --config, --preset, the checkpoint's, else dense-small.
+nn::ModelConfig model_config(const TrainRun& run) {
+  const TrainOptions& o = run.o;
+  if (!o.config.empty()) return nn::ModelConfig::from_file(o.config);
+  if (!o.preset.empty()) return nn::preset_config(o.preset);
+  if (!run.start_path.empty()) return run.start.config;
+  return nn::preset_config("dense-small");
+}
+
+}  // namespace
+
+void resolve_model_source(TrainRun& run) {
+  TrainOptions& o = run.o;
+  const int sources =
+      !o.config.empty() + !o.preset.empty() + !o.init_from.empty() + !o.resume.empty();
+  EMBER_CHECK(sources <= 1 ||
+                  (sources == 2 && !o.resume.empty() && (!o.config.empty() || !o.preset.empty())),
+              "give one of --config, --preset, --init-from, --resume");
+  ignore_sigpipe();  // `ember train | head`: training goes on without stdout (closed_stdout.h)
+  agreed(run.comm, [&] {
+    if (!o.resume.empty()) {
+      read_resumed_run(run);
+    } else if (!o.init_from.empty()) {
+      run.start_path = o.init_from;
+      run.start = nn::read_checkpoint(run.start_path, /*with_optim=*/false);
+    }
+    validate_options(o);  // before any work: one line naming the option and what it allows
+    run.cfg = model_config(run);
+    EMBER_CHECK(o.seq_len <= run.cfg.max_seq_len, "--seq-len ", o.seq_len,
+                " must be between 1 and the model's max_seq_len (", run.cfg.max_seq_len, ")");
+    if (o.data.empty()) o.data = default_corpus();
+  });
+}
+
+void fingerprint_data(TrainRun& run) {
+  const TrainOptions& o = run.o;
+  agreed(run.comm, [&] {
+    EMBER_CHECK(fs::exists(o.data) || o.data.find_first_of("*?[") != std::string::npos,
+                "--data: ", o.data, ": no such file or directory");
+    run.data_files = data_fingerprint(o.data, o.val_data);
+    if (!run.saved_data_fingerprint.is_null()) {
+      const std::string change = describe_data_change(run.saved_data_fingerprint, run.data_files);
+      EMBER_CHECK(change.empty() || o.allow_data_change,
+                  "--resume: the training data changed since the run started (", change,
+                  "); give --allow-data-change to train on it anyway");
+      if (!change.empty())
+        run.resume_notes.push_back("--resume: training on changed data (" + change + ")");
+    }
+  });
+}
+
+// Under mpirun every rank must run the same: options, model config, data (dist/consistency.h).
+void check_ranks_agree_on_run(TrainRun& run) {
+  if (run.world <= 1) return;
+  std::vector<std::pair<std::string, std::string>> fields = option_values(run.o);
+  fields.emplace_back("the checkpoint started from", run.start_path);
+  const json config = json::parse(run.cfg.to_json());
+  for (auto it = config.begin(); it != config.end(); ++it) {
+    fields.emplace_back("the model config's " + it.key(), it.value().dump());
+  }
+  std::string files;  // one field, so that every rank has the same fields
+  for (const json& f : run.data_files) {
+    files += (files.empty() ? "" : "; ") + f.value("file", std::string()) + " " +
+             std::to_string(f.value("bytes", uint64_t{0})) + " bytes hash " +
+             f.value("hash", std::string());
+  }
+  fields.emplace_back("the data files (size and content)", files);
+  dist::check_ranks_agree(run.comm, fields);
+}
+
+// Claim --out before any long work or any write (tokenizer training, data preparation):
+// the model fits the machine, the folder's lock (one run per folder), no other run's
+// checkpoints in it, then its temporaries are stale (rank 0 writes the folder).
+void claim_out_folder(TrainRun& run) {
+  const TrainOptions& o = run.o;
+  agreed(run.comm, [&] {
+    nn::ModelConfig planned = run.cfg;  // --vocab-size sets the vocabulary below
+    if (o.vocab_size > 0 && run.start_path.empty()) planned.vocab_size = o.vocab_size;
+    nn::require_fits_in_memory(nn::training_memory(planned, o.batch_size, o.seq_len));
+    if (run.root) {
+      ensure_writable_dir(o.out, "--out");
+      run.run_lock.emplace(o.out);
+      check_no_other_run(o.out, o.resume);
+      remove_stale_temporaries(o.out);
+    }
+  });
+}
+
+}  // namespace ember::apps

@@ -1,0 +1,45 @@
+// The model and its optimizer: weights from the seed or the checkpoint started
+// from, broadcast from rank 0; the reducer and AdamW (or ZeRO-1's); on --resume
+// the optimizer's moments, the step, the tokens seen and the dropout stream's
+// offset, so that the run continues as an unbroken one would.
+#include "apps/train/run.h"
+#include "dist/consistency.h"
+
+namespace ember::apps {
+
+void build_model_and_optimizer(TrainRun& run) {
+  const TrainOptions& o = run.o;
+  // Bytes per token for bits per byte (none without a tokenizer: then it is bits per token).
+  run.token_bytes = run.tokenizer ? token_byte_lengths(*run.tokenizer, run.cfg.vocab_size)
+                                  : std::vector<int64_t>();
+  run.model = std::make_unique<nn::Transformer>(run.cfg, o.seed);
+  if (!run.start_path.empty()) run.model->load_state_dict(run.start.model);
+  run.params = run.model->parameters();
+  // Every rank starts from rank 0's weights (also after --init-from / --resume).
+  dist::broadcast_parameters(run.comm, run.params);
+  // Gradients are averaged across ranks by the reducer (none in a plain single-process run).
+  run.optimization = make_optimization(run.comm, *run.model, o);
+}
+
+void restore_training_state(TrainRun& run) {
+  const TrainOptions& o = run.o;
+  agreed(run.comm, [&] {
+    if (o.resume.empty()) return;
+    const nn::Checkpoint& start = run.start;
+    EMBER_CHECK(start.optim_step, run.start_path, ": has no optimizer state");
+    run.optimization.optimizer->load_state_dict(start.optim, *start.optim_step,
+                                                start.optim_param_steps);
+    with_train_state(run.start_path, *start.train_state, [&](const nlohmann::json& st) {
+      run.step = st.at("step").get<int64_t>();
+      run.tokens_seen = st.at("tokens_seen").get<int64_t>();
+      run.model->dropout_generator().offset = st.at("dropout_offset").get<uint64_t>();
+    });
+    EMBER_CHECK(run.step <= o.steps, "--resume: the checkpoint is at step ", run.step,
+                ", beyond --steps ", o.steps);
+  });
+  run.schedule = optim::Schedule{o.schedule, o.lr, o.min_lr, o.warmup, o.steps, o.steps / 5};
+  run.tokens_per_step = run.world * o.batch_size * o.seq_len * o.grad_accum;
+  run.stats = nn::model_stats(run.cfg, o.batch_size, o.seq_len);
+}
+
+}  // namespace ember::apps

@@ -1,0 +1,133 @@
+// What a run prints around its loop: the lines before the first step (ranks,
+// parameters, tokens per step, precision, data), the --profile report, and the
+// end of a run: the `done:` line, OUT/loss.svg, the mean MFU, and the sample
+// of --sample-tokens drawn by nn::generate.
+#include <omp.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "apps/train/closed_stdout.h"
+#include "apps/bench/profile_report.h"
+#include "apps/train/run_files.h"
+#include "apps/train/run.h"
+#include "apps/plot/training_plot.h"
+#include "core/kernels/matmul.h"
+#include "core/profiler.h"
+#include "core/io/atomic_file.h"
+#include "nn/generate.h"
+
+namespace ember::apps {
+
+namespace fs = std::filesystem;
+
+void print_run_start(const TrainRun& run) {
+  const TrainOptions& o = run.o;
+  if (!run.root) return;
+  if (run.world > 1) {
+    std::printf("ember train: %lld ranks x %d threads, %s\n", static_cast<long long>(run.world),
+                omp_get_max_threads(), o.zero ? "ZeRO-1" : "all-reduce");
+  }
+  std::printf(
+      "ember train: %s parameters, %lld tokens/step (%sB %lld x T %lld x accum %lld), %lld steps, "
+      "out %s\n",
+      std::to_string(run.stats.total_params).c_str(), static_cast<long long>(run.tokens_per_step),
+      run.world > 1 ? ("W " + std::to_string(run.world) + " x ").c_str() : "",
+      static_cast<long long>(o.batch_size), static_cast<long long>(o.seq_len),
+      static_cast<long long>(o.grad_accum), static_cast<long long>(o.steps), o.out.c_str());
+  if (run.autocast == DType::BFloat16) {
+    std::printf("mixed precision: bf16 matmuls, float32 weights, gradients and AdamW%s\n",
+                kernels::bf16_matmul_native()
+                    ? ""
+                    : " (warning: this CPU has no bf16 instructions; slower than float32)");
+  }
+  std::printf(
+      "data: %llu train tokens%s\n", static_cast<unsigned long long>(run.train_set->size()),
+      run.val_loader
+          ? (", validation " + std::to_string(run.val_loader->num_windows()) + " windows").c_str()
+          : ", no validation");
+  continue_if_stdout_closed();
+}
+
+void report_profile(const TrainRun& run, const RunTally& tally) {
+  if (!run.o.profile || !run.root) return;
+  const prof::Snapshot snap = prof::snapshot();
+  const double wall_ms =
+      snap.steps > 0 ? tally.profiled_seconds * 1e3 / static_cast<double>(snap.steps) : 0;
+  const std::string path = (fs::path(run.o.out) / "profile.json").string();
+  std::printf("%s", profile_table(snap, tally.profile_warmup, wall_ms).c_str());
+  write_file_atomically(path, profile_json(snap, tally.profile_warmup, wall_ms).dump(2) + "\n");
+  std::printf("profile written to %s\n", path.c_str());
+  std::fflush(stdout);
+}
+
+namespace {
+
+// The mean MFU over the steps run. A busy start lowers the peak: after a run of
+// 20 s or more, it is the better of the start's and the end's.
+void print_mean_mfu(const TrainRun& run, const RunTally& tally, double seconds) {
+  const int64_t steps_run = run.step - tally.first_step;
+  const MatmulPeak start = tally.start_peak;
+  const MatmulPeak end = seconds >= 20 ? measure_peak(3, 2, run.autocast) : MatmulPeak{};
+  const double best = std::max(start.flops, end.flops) * static_cast<double>(run.world);
+  std::printf(
+      "mean MFU %.1f%% of the %s matmul peak %.1f GFLOP/s%s (best of %d 1024^3 products at start",
+      100 * tally.mfu_sum / static_cast<double>(steps_run) * tally.peak / best,
+      run.autocast == DType::BFloat16 ? "bf16" : "float32", best / 1e9,
+      run.world > 1 ? " x ranks" : "", start.products);
+  if (end.products > 0) {
+    std::printf(" and %d at the end: %.1f and %.1f GFLOP/s; progress lines used the start's",
+                end.products, start.flops / 1e9, end.flops / 1e9);
+  }
+  std::printf(")\n");
+}
+
+// --sample-tokens after --sample-prompt (an empty prompt starts a fresh document:
+// <|endoftext|>, else a newline), top-k 40 at temperature 1 with the run's seed,
+// ending at <|endoftext|> (or a full context when N > max_seq_len); printed as
+// prompt + text.
+void print_sample(TrainRun& run) {
+  const data::Tokenizer& tokenizer = *run.tokenizer;
+  nn::Transformer& model = *run.model;
+  model.eval();  // no dropout
+  const std::optional<uint32_t> eot = tokenizer.find_special(data::kEndOfText);
+  std::vector<uint32_t> ids = tokenizer.encode(run.o.sample_prompt);
+  if (ids.empty()) ids.push_back(eot.value_or(static_cast<uint32_t>('\n')));
+  // The context holds max_seq_len tokens: a prompt too long for the sample after it is seen by its
+  // end.
+  const int64_t room = std::max<int64_t>(1, model.config().max_seq_len + 1 - run.o.sample_tokens);
+  const size_t context = std::min(ids.size(), static_cast<size_t>(room));
+  const std::vector<int64_t> prompt(ids.end() - static_cast<std::ptrdiff_t>(context), ids.end());
+  nn::SamplingOptions s;
+  s.max_tokens = run.o.sample_tokens;
+  s.temperature = 1.0;
+  s.top_k = 40;
+  s.seed = run.o.seed;
+  s.stop_token = eot ? static_cast<int64_t>(*eot) : -1;
+  for (const int64_t t : nn::generate(model, prompt, s).tokens)
+    ids.push_back(static_cast<uint32_t>(t));
+  const std::string text = tokenizer.decode(std::span<const uint32_t>(ids.data(), ids.size()));
+  std::printf("--- sample ---\n%s\n--------------\n", text.c_str());
+}
+
+}  // namespace
+
+void print_summary(TrainRun& run, const RunTally& tally) {
+  const TrainOptions& o = run.o;
+  const bool trained = run.step > tally.first_step;
+  const double seconds = tally.run_clock.seconds();
+  std::printf("done: %lld steps, %lld tokens in %.1f s", static_cast<long long>(run.step),
+              static_cast<long long>(run.tokens_seen), seconds);
+  if (trained) std::printf("; final loss %.4f", tally.last_loss);
+  if (tally.have_eval) {
+    std::printf(", val loss %.4f (%.3f bits/%s)", tally.last_eval.loss,
+                tally.last_eval.bits_per_byte, run.tokenizer ? "byte" : "token");
+  }
+  std::printf("; checkpoint %s\n", (fs::path(o.out) / checkpoint_name(run.step)).string().c_str());
+  write_run_plot_or_warn(o.out);  // OUT/loss.svg; a warning, never a failed run
+  if (trained) print_mean_mfu(run, tally, seconds);
+  report_profile(run, tally);
+  if (o.sample_tokens > 0 && run.tokenizer) print_sample(run);
+}
+
+}  // namespace ember::apps
