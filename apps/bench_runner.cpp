@@ -7,7 +7,6 @@
 
 #include "apps/profile_report.h"
 #include "autograd/autocast.h"
-#include "core/profiler.h"
 #include "nn/model_stats.h"
 #include "nn/transformer.h"
 #include "optim/adamw.h"
@@ -40,8 +39,8 @@ nlohmann::json run_bench_case(const BenchCase& c, const BenchRunOptions& o, doub
     const auto t0 = Clock::now();
     Tensor x, y;
     {
-      EMBER_PROFILE_PHASE(prof::Phase::Data);
-      EMBER_PROFILE_SCOPE(prof::Family::Data);
+      EMBER_PROFILE_PHASE(kDataPhase);
+      EMBER_PROFILE_SCOPE(kDataFamily);
       const Tensor ids = Tensor::rand({B, T + 1}, o.seed + 1, static_cast<uint64_t>(s * B * (T + 1)),
                                       DType::Float64, 0, static_cast<double>(c.config.vocab_size))
                              .to(DType::Int64);
@@ -53,21 +52,21 @@ nlohmann::json run_bench_case(const BenchCase& c, const BenchRunOptions& o, doub
     {
       AutocastGuard mixed(o.autocast);  // forward and backward only, as ember train
       {
-        EMBER_PROFILE_PHASE(prof::Phase::Forward);
+        EMBER_PROFILE_PHASE(kForwardPhase);
         loss = model.loss(model.forward(x), y);
       }
       {
-        EMBER_PROFILE_PHASE(prof::Phase::Backward);
+        EMBER_PROFILE_PHASE(kBackwardPhase);
         loss.total.backward();
       }
     }
     double grad_scale = 1;
     {
-      EMBER_PROFILE_PHASE(prof::Phase::Clip);
+      EMBER_PROFILE_PHASE(kClipPhase);
       grad_scale = optim::clip_coefficient(optim::grad_norm(params), clip);  // applied inside AdamW, as ember train
     }
     {
-      EMBER_PROFILE_PHASE(prof::Phase::Optimizer);
+      EMBER_PROFILE_PHASE(kOptimizerPhase);
       opt.step(lr, grad_scale);
     }
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "core/profiler.h"
+#include "apps/step_phases.h"
 
 namespace ember::apps {
 

@@ -280,7 +280,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
   // Collective: ZeroAdamW gathers the moments on every rank; rank 0 writes
   // while the others wait, so no rank runs ahead of the file.
   auto save = [&](int64_t at_step) {
-    EMBER_PROFILE_PHASE(prof::Phase::Checkpoint);
+    EMBER_PROFILE_PHASE(kCheckpointPhase);
     const std::string name = checkpoint_name(at_step);
     agreed(comm, [&] {  // `latest` never moves to diverged weights
       const std::string bad = first_non_finite_parameter(model.named_parameters());
@@ -383,19 +383,19 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
       if (reducer) reducer->set_sync(u == o.grad_accum - 1);
       Tensor x, y;
       {
-        EMBER_PROFILE_PHASE(prof::Phase::Data);
-        EMBER_PROFILE_SCOPE(prof::Family::Data);
+        EMBER_PROFILE_PHASE(kDataPhase);
+        EMBER_PROFILE_SCOPE(kDataFamily);
         const Tensor b = loader.batch(step, u);
         x = b.narrow(1, 0, o.seq_len).contiguous();
         y = b.narrow(1, 1, o.seq_len).contiguous();
       }
       nn::LossTerms l;
       {
-        EMBER_PROFILE_PHASE(prof::Phase::Forward);
+        EMBER_PROFILE_PHASE(kForwardPhase);
         l = model.loss(model.forward(x), y);
       }
       {
-        EMBER_PROFILE_PHASE(prof::Phase::Backward);
+        EMBER_PROFILE_PHASE(kBackwardPhase);
         (o.grad_accum > 1 ? l.total / static_cast<double>(o.grad_accum) : l.total).backward();
       }
       ce += l.ce / static_cast<double>(o.grad_accum);
@@ -403,7 +403,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
       aux += l.aux / static_cast<double>(o.grad_accum);
     }
     if (reducer) {
-      EMBER_PROFILE_PHASE(prof::Phase::CommWait);
+      EMBER_PROFILE_PHASE(kCommWaitPhase);
       reducer->finish();
     }
     mixed.reset();
@@ -412,7 +412,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
     // clips its shard of the gradient in place.
     double norm = 0, grad_scale = 1;
     {
-      EMBER_PROFILE_PHASE(prof::Phase::Clip);
+      EMBER_PROFILE_PHASE(kClipPhase);
       if (o.zero) {
         norm = reducer->clip_grad_norm(o.clip);
       } else {
@@ -421,7 +421,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
       }
     }
     if (world > 1) {  // the mean over ranks: every rank logs and checks the same loss
-      EMBER_PROFILE_PHASE(prof::Phase::CommWait);
+      EMBER_PROFILE_PHASE(kCommWaitPhase);
       const std::vector<double> mean = comm.all_reduce(std::vector<double>{ce, z, aux}, dist::ReduceOp::Average);
       ce = mean[0], z = mean[1], aux = mean[2];
     }
@@ -431,7 +431,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
                   "); stopped before the update, no checkpoint written");
     });
     {
-      EMBER_PROFILE_PHASE(prof::Phase::Optimizer);
+      EMBER_PROFILE_PHASE(kOptimizerPhase);
       opt.step(lr, grad_scale);
     }
     ++step;

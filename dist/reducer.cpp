@@ -11,8 +11,8 @@
 
 #include "autograd/grad_mode.h"
 #include "core/kernels/elementwise.h"
-#include "core/profiler.h"
 #include "optim/clip.h"
+#include "optim/optimizer.h"
 
 namespace ember::dist {
 namespace {
@@ -126,7 +126,7 @@ struct Reducer::State {
   }
 
   void on_grad_ready(size_t i, const Variable& v) {
-    EMBER_PROFILE_SCOPE(prof::Family::Comm);
+    EMBER_PROFILE_SCOPE(kCommFamily);
     if (!sync || !communicates()) return;
     EMBER_CHECK(!copied[i], "dist::Reducer: the gradient of parameter ", i, " (shape ",
                 shape_str(v.shape()),
@@ -158,7 +158,7 @@ struct Reducer::State {
   }
 
   void finish() {
-    EMBER_PROFILE_SCOPE(prof::Family::Comm);
+    EMBER_PROFILE_SCOPE(kCommFamily);
     NoGradGuard no_grad;
     if (!communicates()) {
       finish_single();
@@ -295,7 +295,7 @@ void Reducer::finish() {
 }
 
 double Reducer::clip_grad_norm(double max_norm) {
-  EMBER_PROFILE_SCOPE(prof::Family::Optimizer);
+  EMBER_PROFILE_SCOPE(optim::kOptimizerFamily);
   State& s = *state_;
   if (!s.options.zero) return optim::clip_grad_norm(s.params, max_norm);
   NoGradGuard no_grad;

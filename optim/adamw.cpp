@@ -9,7 +9,6 @@
 #include <type_traits>
 
 #include "autograd/grad_mode.h"
-#include "core/profiler.h"
 #include "core/simd.h"
 
 namespace ember::optim {
@@ -105,7 +104,7 @@ AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options)
 }
 
 void AdamW::step(double lr, double grad_scale) {
-  EMBER_PROFILE_SCOPE(prof::Family::Optimizer);
+  EMBER_PROFILE_SCOPE(kOptimizerFamily);
   ++step_;
   NoGradGuard no_grad;
   std::vector<AdamWSpan<float>> f32;

@@ -21,7 +21,7 @@ void dropout_apply(const T* in, T* out, int64_t n, double p, uint64_t seed, uint
 }  // namespace
 
 Variable dropout(const Variable& x, double p, uint64_t seed, uint64_t offset) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   EMBER_CHECK(p >= 0 && p < 1, "dropout: probability must be in [0, 1), got ", p);
   if (p == 0) return x;
   const Tensor xc = x.data().contiguous();

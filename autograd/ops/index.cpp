@@ -30,7 +30,7 @@ Variable record_index_select(const char* name, const Variable& a, int64_t dim,
 
 // y[..., c] = weight[ids[...], c]:  dweight[v] = sum of g rows whose id is v
 Variable embedding(const Variable& weight, const Tensor& ids) {
-  EMBER_PROFILE_SCOPE(prof::Family::Embedding);
+  EMBER_PROFILE_SCOPE(kEmbeddingFamily);
   EMBER_CHECK(weight.dim() == 2, "embedding: weight must be [V, C], got shape ",
               shape_str(weight.shape()));
   return record_index_select("embedding", weight, 0, ids);

@@ -66,7 +66,7 @@ void cross_entropy_backward(const T* x, const I* y, const T* lse, T* dx, int64_t
 }  // namespace
 
 CrossEntropyResult cross_entropy(const Variable& logits, const Tensor& targets, double z_loss_coef) {
-  EMBER_PROFILE_SCOPE(prof::Family::Loss);
+  EMBER_PROFILE_SCOPE(kLossFamily);
   EMBER_CHECK(logits.dim() == 2, "cross_entropy: logits must be [N, V], got ",
               shape_str(logits.shape()));
   const int64_t N = logits.size(0), V = logits.size(1);

@@ -200,7 +200,7 @@ void check_norm_inputs(const char* op, const Variable& x, const Variable& w) {
 }  // namespace
 
 Variable rms_norm(const Variable& x, const Variable& w, double eps) {
-  EMBER_PROFILE_SCOPE(prof::Family::Norm);
+  EMBER_PROFILE_SCOPE(kNormFamily);
   check_norm_inputs("rms_norm", x, w);
   const int64_t C = x.size(-1), N = x.numel() / std::max<int64_t>(C, 1);
   const Tensor xc = x.data().contiguous(), wc = w.data().contiguous();
@@ -229,7 +229,7 @@ Variable rms_norm(const Variable& x, const Variable& w, double eps) {
 }
 
 Variable layer_norm(const Variable& x, const Variable& w, const Variable& b, double eps) {
-  EMBER_PROFILE_SCOPE(prof::Family::Norm);
+  EMBER_PROFILE_SCOPE(kNormFamily);
   check_norm_inputs("layer_norm", x, w);
   if (b.defined()) check_norm_inputs("layer_norm (bias)", x, b);
   const int64_t C = x.size(-1), N = x.numel() / std::max<int64_t>(C, 1);

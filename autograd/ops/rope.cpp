@@ -39,7 +39,7 @@ void rope_rotate(const T* x, const T* cos, const T* sin, T* out, int64_t B, int6
 }  // namespace
 
 Variable rope(const Variable& x, const Tensor& cos, const Tensor& sin, int64_t pos0) {
-  EMBER_PROFILE_SCOPE(prof::Family::Attention);
+  EMBER_PROFILE_SCOPE(kAttentionFamily);
   EMBER_CHECK(x.dim() == 4, "rope: input must be [B, T, H, D], got ", shape_str(x.shape()));
   const int64_t B = x.size(0), Tn = x.size(1), H = x.size(2), D = x.size(3);
   EMBER_CHECK(D % 2 == 0, "rope: head dim must be even, got ", D);
