@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/threads.h"
+
 namespace ember::dist {
 
 const prof::Family kCommFamily = prof::register_family("comm", 400);
@@ -98,7 +100,7 @@ void divide_by(const Tensor& t, int w) {
     T* d = t.data<T>();
     const int64_t n = t.numel();
     const T tw = static_cast<T>(w);
-#pragma omp parallel for simd if (n > 65536)
+#pragma omp parallel for simd if (n > 2 * kParallelGrain)
     for (int64_t i = 0; i < n; ++i) d[i] /= tw;
   });
 }

@@ -11,6 +11,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/kernels/elementwise.h"
+#include "core/threads.h"
 #include "optim/clip.h"
 #include "optim/optimizer.h"
 
@@ -29,7 +30,7 @@ void divide_(const Tensor& t, int w) {
     T* d = t.numel() ? t.data<T>() : nullptr;
     const int64_t n = t.numel();
     const T tw = static_cast<T>(w);
-#pragma omp parallel for simd if (n > 65536)
+#pragma omp parallel for simd if (n > 2 * kParallelGrain)
     for (int64_t i = 0; i < n; ++i) d[i] /= tw;
   });
   t.bump_version();
@@ -304,7 +305,7 @@ double Reducer::clip_grad_norm(double max_norm) {
     using T = decltype(tag);
     const T* d = s.shard_grad.numel() ? s.shard_grad.data<T>() : nullptr;
     const int64_t n = s.shard_grad.numel();
-#pragma omp parallel for reduction(+ : local) if (n > 32768)
+#pragma omp parallel for reduction(+ : local) if (n > kParallelGrain)
     for (int64_t i = 0; i < n; ++i) local += static_cast<double>(d[i]) * d[i];
   });
   const double norm = std::sqrt(s.comm->all_reduce(local, ReduceOp::Sum));

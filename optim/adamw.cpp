@@ -10,6 +10,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/simd.h"
+#include "core/threads.h"
 
 namespace ember::optim {
 
@@ -60,7 +61,7 @@ template <class T>
 void adamw_run(const std::vector<AdamWSpan<T>>& spans) {
   int64_t total = 0;
   for (const auto& sp : spans) total += sp.n;
-#pragma omp parallel if (total > 32768)
+#pragma omp parallel if (total > kParallelGrain)
   {
     const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
     const int64_t chunk = ((total + nt - 1) / nt + 15) / 16 * 16;

@@ -9,6 +9,7 @@
 
 #include "core/kernels/elementwise.h"
 #include "core/kernels/reduce.h"
+#include "core/threads.h"
 #include "optim/optimizer.h"
 
 namespace ember::optim {
@@ -42,7 +43,7 @@ double grad_norm(const std::vector<Variable>& params) {
     total_n += g.numel();
   }
   double total = 0;
-#pragma omp parallel reduction(+ : total) if (total_n > 32768)
+#pragma omp parallel reduction(+ : total) if (total_n > kParallelGrain)
   {
     const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
     const int64_t chunk = (total_n + nt - 1) / nt;

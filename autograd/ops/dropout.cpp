@@ -4,6 +4,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "core/rng.h"
+#include "core/threads.h"
 
 namespace ember {
 namespace {
@@ -11,7 +12,7 @@ namespace {
 template <class T>
 void dropout_apply(const T* in, T* out, int64_t n, double p, uint64_t seed, uint64_t offset) {
   const T scale = static_cast<T>(1.0 / (1.0 - p));
-#pragma omp parallel for if (n > 32768)
+#pragma omp parallel for if (n > kParallelGrain)
   for (int64_t i = 0; i < n; ++i) {
     const auto r = philox4x32(seed, offset + static_cast<uint64_t>(i));
     out[i] = uniform_double(r[0], r[1]) >= p ? in[i] * scale : T(0);
