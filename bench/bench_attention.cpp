@@ -1,5 +1,5 @@
 // Attention kernel figures: ms and GFLOP/s of the flash kernels
-// (core/kernels/attention.h), forward and forward + backward, float32, next
+// (core/kernels/attention/attention.h), forward and forward + backward, float32, next
 // to the previous row-wise kernel (kept below as the baseline: one query row
 // at a time, scalar dot products, libm exp) on the same inputs.
 // Best of N interleaved repetitions after a warm-up (the machine is shared).
@@ -20,7 +20,7 @@
 #include <limits>
 #include <vector>
 
-#include "core/kernels/attention.h"
+#include "core/kernels/attention/attention.h"
 #include "core/kernels/matmul.h"
 
 using namespace ember;

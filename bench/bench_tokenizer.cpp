@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "data/bpe_trainer.h"
+#include "data/tokenizer/bpe_trainer.h"
 
 using namespace ember;
 
@@ -24,20 +24,20 @@ double now() {
 }
 
 // Best of `reps` runs: MB/s and token count of encoding all documents.
-std::pair<double, uint64_t> encode_rate(const Tokenizer& tok, const std::vector<std::string>& docs,
+std::pair<double, uint64_t> encode_rate(const data::Tokenizer& tok, const std::vector<std::string>& docs,
                                         int threads, int reps) {
   uint64_t bytes = 0;
   for (const auto& d : docs) bytes += d.size();
   double best = 1e30;
   uint64_t tokens = 0;
   for (int r = 0; r < reps; ++r) {
-    std::vector<EncodeCache> caches(threads);  // fresh caches: every run starts cold
+    std::vector<data::EncodeCache> caches(threads);  // fresh caches: every run starts cold
     uint64_t count = 0;
     const double t0 = now();
 #pragma omp parallel num_threads(threads) reduction(+ : count)
     {
       std::vector<uint32_t> ids;
-      EncodeCache& cache = caches[omp_get_thread_num()];
+      data::EncodeCache& cache = caches[omp_get_thread_num()];
 #pragma omp for schedule(dynamic, 64)
       for (size_t i = 0; i < docs.size(); ++i) {
         ids.clear();
@@ -54,7 +54,7 @@ std::pair<double, uint64_t> encode_rate(const Tokenizer& tok, const std::vector<
 }  // namespace
 
 int main(int argc, char** argv) {
-  BpeTrainOptions options;
+  data::BpeTrainOptions options;
   options.vocab_size = 30000;  // the Hugging Face trainer's default
   options.min_frequency = 0;   // likewise
   std::string save_path, docs_path;
@@ -76,14 +76,14 @@ int main(int argc, char** argv) {
   }
   if (inputs.empty()) inputs.push_back("/usr/share/games/fortunes");
   try {
-    CorpusOptions corpus;
+    data::CorpusOptions corpus;
     corpus.separator_line = "%";
-    const auto files = list_corpus_files(inputs);
+    const auto files = data::list_corpus_files(inputs);
     std::vector<std::string> docs;
     uint64_t bytes = 0;
     {
-      CorpusReader reader(files, corpus);
-      TextBlock b;
+      data::CorpusReader reader(files, corpus);
+      data::TextBlock b;
       while (reader.next(b)) {
         bytes += b.text.size();
         docs.push_back(std::move(b.text));
@@ -93,10 +93,10 @@ int main(int argc, char** argv) {
     if (!docs_path.empty()) std::ofstream(docs_path) << nlohmann::json(docs).dump();
 
     double t0 = now();
-    const WordCounts counts = count_corpus_words(files, corpus, options.special_tokens);
+    const data::WordCounts counts = data::count_corpus_words(files, corpus, options.special_tokens);
     const double t_count = now() - t0;
     t0 = now();
-    const Tokenizer tok = train_bpe(counts.sorted(), options);
+    const data::Tokenizer tok = data::train_bpe(counts.sorted(), options);
     const double t_merge = now() - t0;
     std::printf("train: vocab %zu (%zu merges), %zu distinct words: %.3f s (count %.3f s, merge %.3f s)\n",
                 tok.vocab_size(), tok.model().merges().size(), counts.size(), t_count + t_merge,

@@ -26,7 +26,7 @@ find_package(nlohmann_json CONFIG QUIET)
 ember_require(nlohmann_json_FOUND "nlohmann-json" "nlohmann-json3-dev")
 
 # Unicode character data: the BPE pre-tokenizer's letter, number and space
-# classes are generated from it at build time (data/tools/gen_unicode_classes.cpp).
+# classes are generated from it at build time (data/tokenizer/tools/gen_unicode_classes.cpp).
 find_file(EMBER_UNICODE_DATA UnicodeData.txt PATHS /usr/share/unicode NO_DEFAULT_PATH)
 find_file(EMBER_UNICODE_PROPLIST PropList.txt PATHS /usr/share/unicode NO_DEFAULT_PATH)
 ember_require(EMBER_UNICODE_DATA "Unicode character data (/usr/share/unicode/UnicodeData.txt)" "unicode-data")

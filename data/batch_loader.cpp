@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 
-namespace ember {
+namespace ember::data {
 
 BatchLoader::BatchLoader(std::shared_ptr<const TokenDataset> data, BatchLoaderOptions options)
     : data_(std::move(data)), opt_(options) {
@@ -68,4 +68,4 @@ uint32_t max_token_id(const TokenDataset& data) {
   return best;
 }
 
-}  // namespace ember
+}  // namespace ember::data

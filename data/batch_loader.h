@@ -15,7 +15,7 @@
 #include "core/tensor.h"
 #include "data/token_shard.h"
 
-namespace ember {
+namespace ember::data {
 
 struct BatchLoaderOptions {
   int64_t batch = 8;       // B, rows per rank
@@ -51,4 +51,4 @@ class BatchLoader {
 // against the model's vocabulary before training.
 uint32_t max_token_id(const TokenDataset& data);
 
-}  // namespace ember
+}  // namespace ember::data

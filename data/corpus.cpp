@@ -11,9 +11,9 @@
 #include <string_view>
 
 #include "core/error.h"
-#include "data/tokenizer.h"
+#include "data/tokenizer/tokenizer.h"
 
-namespace ember {
+namespace ember::data {
 namespace fs = std::filesystem;
 
 namespace {
@@ -227,4 +227,4 @@ bool CorpusReader::next_batch(std::vector<TextBlock>& out, size_t max_bytes) {
   return !out.empty();
 }
 
-}  // namespace ember
+}  // namespace ember::data

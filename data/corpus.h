@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace ember {
+namespace ember::data {
 
 struct CorpusOptions {
   std::string separator_line;        // a line equal to this ends a document; "" for none
@@ -60,4 +60,4 @@ class CorpusReader {
   uint64_t total_ = 0;
 };
 
-}  // namespace ember
+}  // namespace ember::data

@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "data/token_shard.h"
 
-namespace ember {
+namespace ember::data {
 namespace {
 
 // One split (train or val): a shard writer that rolls over every shard_tokens.
@@ -116,4 +116,4 @@ CorpusEncodeResult encode_corpus(const Tokenizer& tokenizer, const std::vector<s
   return result;
 }
 
-}  // namespace ember
+}  // namespace ember::data

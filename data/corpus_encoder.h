@@ -9,9 +9,9 @@
 
 #include "data/corpus.h"
 #include "data/progress.h"
-#include "data/tokenizer.h"
+#include "data/tokenizer/tokenizer.h"
 
-namespace ember {
+namespace ember::data {
 
 struct CorpusEncodeOptions {
   std::string out_dir;
@@ -40,4 +40,4 @@ inline bool is_val_document(uint64_t i, double val_fraction) {
   return static_cast<uint64_t>((i + 1) * val_fraction) > static_cast<uint64_t>(i * val_fraction);
 }
 
-}  // namespace ember
+}  // namespace ember::data

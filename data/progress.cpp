@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
-namespace ember {
+namespace ember::data {
 namespace {
 
 std::string clock(double s) {
@@ -49,4 +49,4 @@ std::string format_progress(const Progress& p, bool terminal) {
   return out;
 }
 
-}  // namespace ember
+}  // namespace ember::data

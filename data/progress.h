@@ -6,7 +6,7 @@
 #include <functional>
 #include <string>
 
-namespace ember {
+namespace ember::data {
 
 struct Progress {
   std::string stage;     // "counting", "merging", "encoding"
@@ -23,4 +23,4 @@ using ProgressFn = std::function<void(const Progress&)>;
 // "encoding 63% 12.0/19.1 MB 41.2 MB/s ETA 0:12" (plain).
 std::string format_progress(const Progress& p, bool terminal);
 
-}  // namespace ember
+}  // namespace ember::data

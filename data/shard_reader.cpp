@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "data/token_shard.h"
 
-namespace ember {
+namespace ember::data {
 namespace fs = std::filesystem;
 
 TokenShard::TokenShard(const std::string& path) : path_(path) {
@@ -137,4 +137,4 @@ template void TokenDataset::read(uint64_t, size_t, int32_t*) const;
 template void TokenDataset::read(uint64_t, size_t, int64_t*) const;
 template void TokenDataset::read(uint64_t, size_t, uint32_t*) const;
 
-}  // namespace ember
+}  // namespace ember::data

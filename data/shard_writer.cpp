@@ -4,10 +4,10 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "data/atomic_file.h"
+#include "core/io/atomic_file.h"
 #include "data/token_shard.h"
 
-namespace ember {
+namespace ember::data {
 
 ShardWriter::ShardWriter(std::string path, size_t vocab_size)
     : path_(std::move(path)),
@@ -75,4 +75,4 @@ void write_shard(const std::string& path, std::span<const uint32_t> tokens, size
   w.close();
 }
 
-}  // namespace ember
+}  // namespace ember::data

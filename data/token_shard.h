@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace ember {
+namespace ember::data {
 
 inline constexpr int32_t kShardMagic = 20240520;
 inline constexpr size_t kShardHeaderInts = 256;
@@ -93,4 +93,4 @@ class TokenDataset {
   std::vector<uint64_t> offsets_;  // offsets_[i]: first token of shard i; back(): total
 };
 
-}  // namespace ember
+}  // namespace ember::data

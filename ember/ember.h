@@ -32,8 +32,8 @@
 
 #include "data/batch_loader.h"
 #include "data/token_shard.h"
-#include "data/tokenizer.h"
+#include "data/tokenizer/tokenizer.h"
 
-#include "apps/checkpoint.h"
-#include "apps/evaluation.h"
-#include "apps/model_io.h"
+#include "nn/checkpoint.h"
+#include "apps/train/evaluation.h"
+#include "apps/train/model_io.h"

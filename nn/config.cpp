@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "core/json_message.h"
+#include "core/io/json_message.h"
 #include "nn/model_stats.h"
 
 namespace ember::nn {

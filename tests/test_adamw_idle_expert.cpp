@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "apps/checkpoint.h"
-#include "apps/run_files.h"
-#include "apps/trainer.h"
-#include "core/hdf5_file.h"
+#include "nn/checkpoint.h"
+#include "apps/train/run_files.h"
+#include "apps/train/trainer.h"
+#include "core/io/hdf5_file.h"
 #include "data/token_shard.h"
 #include "nn/transformer.h"
 #include "optim/adamw.h"
@@ -74,7 +74,7 @@ apps::TrainOptions moe_train_options(const testing::TempDir& dir, const std::str
     std::vector<uint32_t> tokens(n);
     const Tensor r = Tensor::rand({n}, seed, 0, DType::Float64, 0, 32);
     for (int64_t i = 0; i < n; ++i) tokens[i] = static_cast<uint32_t>(r.at({i}));
-    write_shard(dir / name, tokens, 32);
+    data::write_shard(dir / name, tokens, 32);
   }
   o.data = dir / "train.bin";
   o.val_data = dir / "val.bin";
@@ -168,20 +168,20 @@ TEST_CASE("per-parameter AdamW step counts round-trip through a checkpoint",
   }
   REQUIRE_FALSE(idle.empty());
 
-  apps::Checkpoint c;
+  nn::Checkpoint c;
   c.config = cfg;
   c.model = model.state_dict();
   c.optim = opt.state_dict();
   c.optim_step = opt.steps();
   c.optim_param_steps = counts;
   const std::string path = dir / "ckpt.h5";
-  apps::write_checkpoint(path, c);
+  nn::write_checkpoint(path, c);
   {
     H5File f(path, H5File::Mode::Read);
     CHECK(f.read_attr_int("/optim", "step") == 4);
     CHECK(f.read_attr_int("/optim/" + idle, "step") == counts.at(idle));
   }
-  const apps::Checkpoint back = apps::read_checkpoint(path);
+  const nn::Checkpoint back = nn::read_checkpoint(path);
   CHECK(back.optim_param_steps == counts);
   nn::Transformer other(cfg, 5);
   optim::AdamW loaded(optim::decay_groups(other.named_parameters(), kWd));
@@ -191,8 +191,8 @@ TEST_CASE("per-parameter AdamW step counts round-trip through a checkpoint",
 
   // A checkpoint from before per-parameter counts: every parameter took every step.
   c.optim_param_steps.clear();
-  apps::write_checkpoint(path, c);
-  const apps::Checkpoint old = apps::read_checkpoint(path);
+  nn::write_checkpoint(path, c);
+  const nn::Checkpoint old = nn::read_checkpoint(path);
   CHECK(old.optim_param_steps.empty());
   loaded.load_state_dict(old.optim, *old.optim_step, old.optim_param_steps);
   for (const auto& [name, n] : loaded.param_steps()) CHECK(n == 4);
@@ -214,8 +214,8 @@ TEST_CASE("train --resume after a step with an idle expert is the unbroken run b
     apps::TrainOptions full = moe_train_options(dir, "full");
     full.zero = zero;
     REQUIRE(apps::run_train(full) == 0);
-    const apps::Checkpoint at4 = apps::read_checkpoint(dir / ("full/" + apps::checkpoint_name(4)));
-    const apps::Checkpoint at8 = apps::read_checkpoint(dir / ("full/" + apps::checkpoint_name(8)));
+    const nn::Checkpoint at4 = nn::read_checkpoint(dir / ("full/" + apps::checkpoint_name(4)));
+    const nn::Checkpoint at8 = nn::read_checkpoint(dir / ("full/" + apps::checkpoint_name(8)));
     // An expert idle before the checkpoint and updated after it: the resumed
     // run needs its own count to repeat the unbroken one.
     int64_t lagging = 0;
@@ -232,7 +232,7 @@ TEST_CASE("train --resume after a step with an idle expert is the unbroken run b
     resume.zero = zero;  // not part of the saved options: the state is the same either way
     resume.log_every = 100;
     REQUIRE(apps::run_train(resume) == 0);
-    const apps::Checkpoint b = apps::read_checkpoint(dir / ("half/" + apps::checkpoint_name(8)));
+    const nn::Checkpoint b = nn::read_checkpoint(dir / ("half/" + apps::checkpoint_name(8)));
     CHECK(b.optim_param_steps == at8.optim_param_steps);
     REQUIRE(b.model.size() == at8.model.size());
     for (const auto& [name, t] : at8.model) {

@@ -14,7 +14,7 @@
 
 #include "autograd/ops.h"
 #include "core/allocator.h"
-#include "core/kernels/attention.h"
+#include "core/kernels/attention/attention.h"
 #include "core/kernels/attention/reference.h"
 
 using namespace ember;

@@ -4,8 +4,8 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "apps/bench_runner.h"
-#include "apps/matmul_peak.h"
+#include "apps/bench/bench_runner.h"
+#include "apps/bench/matmul_peak.h"
 
 using namespace ember;
 

@@ -10,9 +10,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "apps/checkpoint.h"
-#include "apps/run_files.h"
-#include "apps/trainer.h"
+#include "nn/checkpoint.h"
+#include "apps/train/run_files.h"
+#include "apps/train/trainer.h"
 #include "autograd/autocast.h"
 #include "data/token_shard.h"
 #include "temp_dir.h"
@@ -35,7 +35,7 @@ TrainOptions tiny_options(const TempDir& dir, const std::string& out, const std:
     std::vector<uint32_t> tokens(4000);
     const Tensor r = Tensor::rand({4000}, 1, 0, DType::Float64, 0, 64);
     for (int64_t i = 0; i < 4000; ++i) tokens[i] = static_cast<uint32_t>(r.at({i}));
-    write_shard(dir / "train.bin", tokens, 64);
+    data::write_shard(dir / "train.bin", tokens, 64);
   }
   o.data = dir / "train.bin";
   o.val_fraction = 0;
@@ -51,8 +51,8 @@ TrainOptions tiny_options(const TempDir& dir, const std::string& out, const std:
   return o;
 }
 
-Checkpoint final_checkpoint(const TempDir& dir, const std::string& out) {
-  return read_checkpoint((fs::path(dir / out) / checkpoint_name(8)).string(), /*with_optim=*/true);
+nn::Checkpoint final_checkpoint(const TempDir& dir, const std::string& out) {
+  return nn::read_checkpoint((fs::path(dir / out) / checkpoint_name(8)).string(), /*with_optim=*/true);
 }
 
 }  // namespace
@@ -62,7 +62,7 @@ TEST_CASE("train --dtype bf16: float32 state, close to float32, resumes in bf16 
   REQUIRE(run_train(tiny_options(dir, "f32", "float32")) == 0);
   REQUIRE(run_train(tiny_options(dir, "bf16", "bf16")) == 0);
   CHECK(autocast_dtype() == DType::Float32);  // the run's guard ended with its steps
-  const Checkpoint f32 = final_checkpoint(dir, "f32"), bf16 = final_checkpoint(dir, "bf16");
+  const nn::Checkpoint f32 = final_checkpoint(dir, "f32"), bf16 = final_checkpoint(dir, "bf16");
   double diff2 = 0, norm2 = 0;
   for (const auto& [name, t] : bf16.model) {
     INFO(name);
@@ -85,7 +85,7 @@ TEST_CASE("train --dtype bf16: float32 state, close to float32, resumes in bf16 
   resume.resume = dir / "resumed";
   resume.log_every = 100;
   REQUIRE(run_train(resume) == 0);
-  const Checkpoint resumed = final_checkpoint(dir, "resumed");
+  const nn::Checkpoint resumed = final_checkpoint(dir, "resumed");
   for (const auto& [name, t] : bf16.model) {
     INFO(name);
     CHECK(t.to_vector<float>() == resumed.model.at(name).to_vector<float>());

@@ -13,12 +13,12 @@
 #include <fstream>
 #include <random>
 
-#include "apps/checkpoint.h"
-#include "apps/metrics_log.h"
-#include "apps/run_files.h"
-#include "core/crc32c.h"
-#include "core/file_digest.h"
-#include "core/hdf5_file.h"
+#include "nn/checkpoint.h"
+#include "apps/train/metrics_log.h"
+#include "apps/train/run_files.h"
+#include "core/io/crc32c.h"
+#include "core/io/file_digest.h"
+#include "core/io/hdf5_file.h"
 #include "temp_dir.h"
 
 using namespace ember;
@@ -29,8 +29,8 @@ using testing::TempDir;
 
 namespace {
 
-Checkpoint small_checkpoint(int64_t step) {
-  Checkpoint c;
+nn::Checkpoint small_checkpoint(int64_t step) {
+  nn::Checkpoint c;
   c.config = nn::ModelConfig::from_json(
       R"({"vocab_size": 64, "d_model": 16, "n_layers": 1, "n_heads": 2, "ffn_hidden": 32, "max_seq_len": 32})",
       "test config");
@@ -80,8 +80,8 @@ TEST_CASE("CRC-32C matches the RFC 3720 test vectors in one call and in pieces",
 TEST_CASE("a checkpoint with any one byte flipped is refused before libhdf5 reads it", "[checkpoint]") {
   TempDir dir("ckpt_flip");
   const std::string good = dir / "good.h5", bad = dir / "bad.h5";
-  write_checkpoint(good, small_checkpoint(3));
-  REQUIRE(read_checkpoint(good).model.at("w").to_vector<float>() ==
+  nn::write_checkpoint(good, small_checkpoint(3));
+  REQUIRE(nn::read_checkpoint(good).model.at("w").to_vector<float>() ==
           small_checkpoint(3).model.at("w").to_vector<float>());
   const size_t size = fs::file_size(good);
   // Every byte of the user block, the superblock and the first metadata, then random offsets.
@@ -95,7 +95,7 @@ TEST_CASE("a checkpoint with any one byte flipped is refused before libhdf5 read
     fs::copy_file(good, bad, fs::copy_options::overwrite_existing);
     flip_byte(bad, at, static_cast<unsigned char>(1u << (at % 8)));
     try {
-      read_checkpoint(bad, /*with_optim=*/true);
+      nn::read_checkpoint(bad, /*with_optim=*/true);
       FAIL_CHECK("a checkpoint with byte " << at << " flipped was read");
     } catch (const Error& e) {
       CHECK_THAT(e.what(), Catch::Contains(bad) && Catch::Contains("checksum mismatch (file corrupt)"));
@@ -106,9 +106,9 @@ TEST_CASE("a checkpoint with any one byte flipped is refused before libhdf5 read
   // Truncated, extended, and written without close() (no checksum sealed).
   fs::copy_file(good, bad, fs::copy_options::overwrite_existing);
   fs::resize_file(bad, size - 1);
-  CHECK_THROWS_WITH(read_checkpoint(bad), Catch::Contains("checksum mismatch"));
+  CHECK_THROWS_WITH(nn::read_checkpoint(bad), Catch::Contains("checksum mismatch"));
   fs::resize_file(bad, size + 1);
-  CHECK_THROWS_WITH(read_checkpoint(bad), Catch::Contains("checksum mismatch"));
+  CHECK_THROWS_WITH(nn::read_checkpoint(bad), Catch::Contains("checksum mismatch"));
   {
     H5File f(bad, H5File::Mode::Create);
     f.write_tensor("/model/w", Tensor::ones({4}));
@@ -119,13 +119,13 @@ TEST_CASE("a checkpoint with any one byte flipped is refused before libhdf5 read
 TEST_CASE("plain HDF5 files without ember's checksum (h5py, older ember) are still read", "[checkpoint]") {
   TempDir dir("ckpt_plain");
   const std::string sealed = dir / "sealed.h5", plain = dir / "plain.h5";
-  write_checkpoint(sealed, small_checkpoint(5));
+  nn::write_checkpoint(sealed, small_checkpoint(5));
   CHECK(verify_file_digest(sealed));
   // The same file without its user block: libhdf5 finds the superblock at 0.
   const std::string bytes = read_text(sealed);
   std::ofstream(plain, std::ios::binary) << bytes.substr(kDigestBlockBytes);
   CHECK_FALSE(verify_file_digest(plain));
-  const Checkpoint c = read_checkpoint(plain);
+  const nn::Checkpoint c = nn::read_checkpoint(plain);
   CHECK(c.model.at("b").to_vector<float>() == small_checkpoint(5).model.at("b").to_vector<float>());
   CHECK(c.train_step == 5);
 }
@@ -133,13 +133,13 @@ TEST_CASE("plain HDF5 files without ember's checksum (h5py, older ember) are sti
 TEST_CASE("resume falls back to the older checkpoint when the newest is corrupt", "[checkpoint][resume]") {
   TempDir dir("ckpt_resume");
   const std::string run = dir.path.string();
-  write_checkpoint(dir / checkpoint_name(1), small_checkpoint(1));
-  write_checkpoint(dir / checkpoint_name(2), small_checkpoint(2));
+  nn::write_checkpoint(dir / checkpoint_name(1), small_checkpoint(1));
+  nn::write_checkpoint(dir / checkpoint_name(2), small_checkpoint(2));
   write_latest(run, checkpoint_name(2));
   CHECK(find_resume_checkpoint(run) == dir / checkpoint_name(2));
   // A flipped bit in tensor data (libhdf5 alone would read it silently) and in the superblock.
   for (const size_t at : {fs::file_size(dir / checkpoint_name(2)) - 100, kDigestBlockBytes + 20}) {
-    write_checkpoint(dir / checkpoint_name(2), small_checkpoint(2));
+    nn::write_checkpoint(dir / checkpoint_name(2), small_checkpoint(2));
     flip_byte(dir / checkpoint_name(2), at, 0x10);
     CHECK(find_resume_checkpoint(run) == dir / checkpoint_name(1));
   }

@@ -184,14 +184,14 @@ Run run_ember(const std::string& args) { return ember(args); }
 
 #include <nlohmann/json.hpp>
 
-#include "apps/checkpoint.h"
-#include "apps/finite_parameters.h"
-#include "apps/run_files.h"
+#include "nn/checkpoint.h"
+#include "apps/train/finite_parameters.h"
+#include "apps/train/run_files.h"
 #include <cmath>
 #include <functional>
 
 #include "data/token_shard.h"
-#include "data/tokenizer.h"
+#include "data/tokenizer/tokenizer.h"
 #include "nn/transformer.h"
 #include "temp_dir.h"
 
@@ -296,7 +296,7 @@ TEST_CASE("ember train --resume restores every option of the run and notes the o
                           " --sample-tokens 3 --check-every 7 --bucket-mb 3");
   REQUIRE(first.code == 0);
   CHECK(ember::apps::list_checkpoints(dir / "run") == std::vector<std::string>{"step_00000004.h5", "step_00000003.h5"});
-  const ember::apps::Checkpoint c = ember::apps::read_checkpoint(dir / "run/step_00000004.h5", false);
+  const ember::nn::Checkpoint c = ember::nn::read_checkpoint(dir / "run/step_00000004.h5", false);
   const nlohmann::json options = nlohmann::json::parse(*c.train_state).at("options");
   for (const char* key : {"save_every", "keep", "keep_every", "eval_every", "eval_batches", "log_every", "zero",
                           "bucket_mb", "check_every", "vocab_size", "sample_tokens", "sample_prompt", "dtype",
@@ -353,7 +353,7 @@ TEST_CASE("a diverging run exits 1 and latest never points at non-finite weights
   CHECK(r.err.find("step 3: non-finite validation loss") != std::string::npos);
   CHECK(latest_name(dir / "run") == "step_00000002.h5");
   CHECK_FALSE(fs::exists(dir / "run/step_00000003.h5"));
-  const ember::apps::Checkpoint c = ember::apps::read_checkpoint(dir / "run/step_00000002.h5", false);
+  const ember::nn::Checkpoint c = ember::nn::read_checkpoint(dir / "run/step_00000002.h5", false);
   ember::nn::Transformer model(c.config, 1);
   model.load_state_dict(c.model);
   CHECK(ember::apps::first_non_finite_parameter(model.named_parameters()) == "");
@@ -513,8 +513,8 @@ void check_plain_message(const std::string& err) {
 }
 
 // A checkpoint of the tiny model (vocab 257, every weight zero: logits 0, CE = ln 257 per token).
-ember::apps::Checkpoint zero_checkpoint(const std::string& config_json) {
-  ember::apps::Checkpoint c;
+ember::nn::Checkpoint zero_checkpoint(const std::string& config_json) {
+  ember::nn::Checkpoint c;
   c.config = ember::nn::ModelConfig::from_json(config_json, "test config");
   for (const auto& [name, t] : ember::nn::Transformer(c.config, 0).state_dict())
     c.model[name] = ember::Tensor::zeros(t.shape());
@@ -547,10 +547,10 @@ TEST_CASE("ember eval and ember train's validation give the same loss and bits p
 TEST_CASE("bits per byte: CE in nats over the targets / (ln 2 x their text's bytes); <|endoftext|> has none",
           "[cli][eval]") {
   TempDir dir("cli_eval_bpb");
-  write_checkpoint(dir / "zero.h5", zero_checkpoint(tiny_config(257)));
+  nn::write_checkpoint(dir / "zero.h5", zero_checkpoint(tiny_config(257)));
   // T = 4, B = 1, 2 batches: targets 'b' EOT 'c' 0xC3 | 0xA9 EOT 'd' 'e' = 8 tokens, 6 bytes of text.
   const std::vector<uint32_t> tokens = {'a', 'b', 256, 'c', 0xC3, 0xA9, 256, 'd', 'e'};
-  ember::write_shard(dir / "tokens.bin", tokens, 257);
+  ember::data::write_shard(dir / "tokens.bin", tokens, 257);
   const Run r = run_ember("eval --checkpoint " + dir / "zero.h5" + " --data " + dir / "tokens.bin" +
                       " --batch-size 1 --seq-len 4 --batches 2");
   REQUIRE(r.code == 0);
@@ -560,7 +560,7 @@ TEST_CASE("bits per byte: CE in nats over the targets / (ln 2 x their text's byt
   CHECK(r.out.find("(8 tokens, 6 bytes)") != std::string::npos);
   CHECK(std::abs(number_after(r.out, "tokens; ") - 8 * ce / (std::log(2.0) * 6)) < 1e-5);
   // Without a tokenizer (vocab 300, none stored) the figure is bits per token.
-  write_checkpoint(dir / "zero300.h5", zero_checkpoint(tiny_config(300)));
+  nn::write_checkpoint(dir / "zero300.h5", zero_checkpoint(tiny_config(300)));
   const Run p = run_ember("eval --checkpoint " + dir / "zero300.h5" + " --data " + dir / "tokens.bin" +
                       " --batch-size 1 --seq-len 4 --batches 2");
   REQUIRE(p.code == 0);
@@ -570,9 +570,9 @@ TEST_CASE("bits per byte: CE in nats over the targets / (ln 2 x their text's byt
 
 TEST_CASE("eval --grads-out never overwrites a file and leaves no temporary", "[cli][eval]") {
   TempDir dir("cli_grads_out");
-  write_checkpoint(dir / "zero.h5", zero_checkpoint(tiny_config(257)));
+  nn::write_checkpoint(dir / "zero.h5", zero_checkpoint(tiny_config(257)));
   const std::vector<uint32_t> tokens = {'a', 'b', 256, 'c', 0xC3, 0xA9, 256, 'd', 'e'};
-  ember::write_shard(dir / "tokens.bin", tokens, 257);
+  ember::data::write_shard(dir / "tokens.bin", tokens, 257);
   const std::string args = "eval --checkpoint " + dir / "zero.h5" + " --data " + dir / "tokens.bin" +
                            " --batch-size 1 --seq-len 4 --grads-out ";
   const std::string before = read_text(dir.path / "zero.h5");
@@ -602,8 +602,8 @@ TEST_CASE("train on BPE shards stores the shards' tokenizer; without one it asks
                             " --val-data " + dir / "shards/val" + " --steps 2 --batch-size 2 --seq-len 16 "
                             "--eval-batches 1 --log-every 100 --out ";
   REQUIRE(run_ember(train + dir / "run").code == 0);
-  const ember::apps::Checkpoint c = ember::apps::read_checkpoint(dir / "run/step_00000002.h5", false);
-  CHECK(ember::Tokenizer::from_json(c.tokenizer_json).vocab_size() == 300);
+  const ember::nn::Checkpoint c = ember::nn::read_checkpoint(dir / "run/step_00000002.h5", false);
+  CHECK(ember::data::Tokenizer::from_json(c.tokenizer_json).vocab_size() == 300);
   CHECK(run_ember("generate --checkpoint " + dir / "run/step_00000002.h5" + " --max-tokens 40 --seed 3").code == 0);
   CHECK(run_ember("eval --checkpoint " + dir / "run/step_00000002.h5" + " --data " + dir / "shards/val" +
               " --batch-size 1 --seq-len 16 --batches 1")
@@ -621,7 +621,7 @@ TEST_CASE("train on BPE shards stores the shards' tokenizer; without one it asks
 TEST_CASE("export and eval refuse a checkpoint whose tensors do not match its config", "[cli][export]") {
   TempDir dir("cli_bad_tensors");
   const std::string cfg = tiny_config(257);
-  std::vector<std::pair<std::string, std::function<void(ember::apps::Checkpoint&)>>> variants = {
+  std::vector<std::pair<std::string, std::function<void(ember::nn::Checkpoint&)>>> variants = {
       {"model.norm.weight", [](auto& c) { c.model.erase("model.norm.weight"); }},
       {"model.extra.weight", [](auto& c) { c.model["model.extra.weight"] = ember::Tensor::zeros({2, 2}); }},
       {"model.embed_tokens.weight", [](auto& c) { c.model["model.embed_tokens.weight"] = ember::Tensor::zeros({257, 8}); }},
@@ -636,13 +636,13 @@ TEST_CASE("export and eval refuse a checkpoint whose tensors do not match its co
        }},
   };
   const std::vector<uint32_t> tokens = {'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i'};
-  ember::write_shard(dir / "tokens.bin", tokens, 257);
+  ember::data::write_shard(dir / "tokens.bin", tokens, 257);
   int i = 0;
   for (auto& [tensor, breakit] : variants) {
-    ember::apps::Checkpoint c = zero_checkpoint(cfg);
+    ember::nn::Checkpoint c = zero_checkpoint(cfg);
     breakit(c);
     const std::string path = dir / ("bad" + std::to_string(i++) + ".h5");
-    write_checkpoint(path, c);
+    nn::write_checkpoint(path, c);
     INFO(path << " " << tensor);
     const Run r = run_ember("export --checkpoint " + path + " --out " + dir / "hf");
     CHECK(r.code == 1);
@@ -656,19 +656,19 @@ TEST_CASE("export and eval refuse a checkpoint whose tensors do not match its co
   }
   const Run shape = run_ember("export --checkpoint " + dir / "bad2.h5" + " --out " + dir / "hf");
   CHECK(shape.err.find("[257, 8], expected [257, 16]") != std::string::npos);
-  write_checkpoint(dir / "good.h5", zero_checkpoint(cfg));
+  nn::write_checkpoint(dir / "good.h5", zero_checkpoint(cfg));
   CHECK(run_ember("export --checkpoint " + dir / "good.h5" + " --out " + dir / "hf").code == 0);
 }
 
 TEST_CASE("hostile command-line values and files get one plain line naming the option or file", "[cli][messages]") {
   TempDir dir("cli_hostile");
-  write_checkpoint(dir / "zero.h5", zero_checkpoint(tiny_config(257)));
+  nn::write_checkpoint(dir / "zero.h5", zero_checkpoint(tiny_config(257)));
   const std::vector<uint32_t> tokens = {'a', 'b', 256, 'c', 0xC3, 0xA9, 256, 'd', 'e'};
-  ember::write_shard(dir / "tokens.bin", tokens, 257);
+  ember::data::write_shard(dir / "tokens.bin", tokens, 257);
   dir.write("corpus.txt", "some text\n");
   dir.write("garbage.json", "{\"model\": ");
   fs::create_directories(dir.path / "folder");
-  write_checkpoint(dir / "zero300.h5", zero_checkpoint(tiny_config(300)));  // stores no tokenizer
+  nn::write_checkpoint(dir / "zero300.h5", zero_checkpoint(tiny_config(300)));  // stores no tokenizer
   const std::string ckpt = " --checkpoint " + dir / "zero.h5";
   // A huge --max-tokens ends at the context, as any other.
   CHECK(run_ember("generate" + ckpt + " --max-tokens 1000000000000 --seed 1").code == 0);
@@ -736,17 +736,17 @@ TEST_CASE("train --resume of a checkpoint whose /train state is not ember's JSON
   const std::string run = dir / "run";
   REQUIRE(run_ember(tiny_train(dir) + " --steps 1").code == 0);
   const std::string path = run + "/step_00000001.h5";
-  const ember::apps::Checkpoint good = ember::apps::read_checkpoint(path, true);
+  const ember::nn::Checkpoint good = ember::nn::read_checkpoint(path, true);
   // Written with a valid digest (as another tool would): only the state's text is wrong.
   nlohmann::json wrong_step = nlohmann::json::parse(*good.train_state);
   wrong_step["step"] = "one";
   for (const std::string& state : {std::string("{\"options\": {\"lr\": 0.01"), std::string("{}"),
                                    std::string("[1, 2]"), wrong_step.dump()}) {
     INFO(state);
-    ember::apps::Checkpoint c = good;
+    ember::nn::Checkpoint c = good;
     c.train_state = state;
     fs::remove(path);
-    ember::apps::write_checkpoint(path, c);
+    ember::nn::write_checkpoint(path, c);
     const Run r = run_ember("train --resume " + run + " --steps 2");
     CHECK(r.code == 1);
     CHECK(lines(r.err) == 1);
@@ -790,7 +790,7 @@ TEST_CASE("train --resume of a run already at --steps ends with latest on its ch
   CHECK(r.out.find("nan") == std::string::npos);
   CHECK(r.out.find("done: 3 steps, 96 tokens in ") != std::string::npos);
   CHECK(latest_name(run) == "step_00000003.h5");
-  CHECK(ember::apps::read_checkpoint(run + "/step_00000003.h5", true).train_step == 3);
+  CHECK(ember::nn::read_checkpoint(run + "/step_00000003.h5", true).train_step == 3);
 }
 
 TEST_CASE("a new run refuses an --out that holds another run's checkpoints, and changes nothing there", "[cli][train]") {
@@ -845,7 +845,7 @@ TEST_CASE("a refused new run with --vocab-size leaves the other run's tokenizer 
 
 #include <cstring>
 
-#include "core/file_digest.h"
+#include "core/io/file_digest.h"
 
 namespace eval_cli {
 namespace {
@@ -874,7 +874,7 @@ TEST_CASE("eval, generate and export refuse checkpoint tensors of a wrong kind o
           "[cli][hostile]") {
   TempDir dir("cli_hostile_tensors");
   const std::vector<uint32_t> tokens = {'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i'};
-  ember::write_shard(dir / "tokens.bin", tokens, 257);
+  ember::data::write_shard(dir / "tokens.bin", tokens, 257);
   const std::string norm = "/model/model.norm.weight";
   const std::vector<int32_t> ints(16, 1);
   const std::vector<int8_t> bytes(16, 1);
@@ -892,7 +892,7 @@ TEST_CASE("eval, generate and export refuse checkpoint tensors of a wrong kind o
   };
   for (size_t i = 0; i < variants.size(); ++i) {
     const std::string path = dir / ("bad" + std::to_string(i) + ".h5");
-    write_checkpoint(path, zero_checkpoint(tiny_config(257)));
+    nn::write_checkpoint(path, zero_checkpoint(tiny_config(257)));
     variants[i](path);
     for (const std::string& args :
          {"eval --checkpoint " + path + " --data " + dir / "tokens.bin" + " --batch-size 1 --seq-len 4",
@@ -911,9 +911,9 @@ TEST_CASE("eval, generate and export refuse checkpoint tensors of a wrong kind o
 
 TEST_CASE("a checkpoint whose stored tokenizer does not parse is one line naming the checkpoint", "[cli][hostile]") {
   TempDir dir("cli_hostile_stored_tok");
-  ember::apps::Checkpoint c = zero_checkpoint(tiny_config(257));
+  ember::nn::Checkpoint c = zero_checkpoint(tiny_config(257));
   c.tokenizer_json = R"({"model": 3})";
-  write_checkpoint(dir / "c.h5", c);
+  nn::write_checkpoint(dir / "c.h5", c);
   for (const std::string& args : {"generate --checkpoint " + dir / "c.h5" + " --max-tokens 2",
                                   "export --checkpoint " + dir / "c.h5" + " --out " + dir / "hf"}) {
     INFO(args);
@@ -927,9 +927,9 @@ TEST_CASE("a checkpoint whose stored tokenizer does not parse is one line naming
 TEST_CASE("tokenizer.json ids out of range or given twice are one line naming the file", "[cli][hostile]") {
   TempDir dir("cli_hostile_tokenizer");
   dir.write("corpus.txt", "some text\n");
-  write_checkpoint(dir / "zero.h5", zero_checkpoint(tiny_config(257)));
+  nn::write_checkpoint(dir / "zero.h5", zero_checkpoint(tiny_config(257)));
   REQUIRE(run_ember("export --checkpoint " + dir / "zero.h5" + " --out " + dir / "hf").code == 0);
-  const nlohmann::json good = nlohmann::json::parse(ember::Tokenizer::bytes({"<|endoftext|>"}).to_json());
+  const nlohmann::json good = nlohmann::json::parse(ember::data::Tokenizer::bytes({"<|endoftext|>"}).to_json());
   const std::vector<std::pair<std::string, std::function<void(nlohmann::json&)>>> variants = {
       {"1000000000", [](auto& j) { j["added_tokens"][0]["id"] = 1000000000; }},  // was: out of memory
       {"Ā", [](auto& j) { j["model"]["vocab"]["Ā"] = uint64_t{1} << 40; }},      // was: read as id 0
@@ -956,7 +956,7 @@ TEST_CASE("tokenizer.json ids out of range or given twice are one line naming th
 TEST_CASE("tokenize --encode of an empty corpus says so", "[cli][hostile]") {
   TempDir dir("cli_hostile_empty_corpus");
   dir.write("empty.txt", "");
-  dir.write("tok.json", ember::Tokenizer::bytes({"<|endoftext|>"}).to_json());
+  dir.write("tok.json", ember::data::Tokenizer::bytes({"<|endoftext|>"}).to_json());
   const Run r = run_ember("tokenize --encode " + dir / "empty.txt" + " --tokenizer " + dir / "tok.json" + " --out " +
                           dir / "shards");
   CHECK(r.code == 1);
@@ -966,8 +966,8 @@ TEST_CASE("tokenize --encode of an empty corpus says so", "[cli][hostile]") {
 
 TEST_CASE("generate --tokenizer with more tokens than the model names the option", "[cli][hostile]") {
   TempDir dir("cli_hostile_gen_tok");
-  write_checkpoint(dir / "zero.h5", zero_checkpoint(tiny_config(257)));
-  dir.write("tok.json", ember::Tokenizer::bytes({"<|endoftext|>", "<|pad|>", "<|x|>"}).to_json());
+  nn::write_checkpoint(dir / "zero.h5", zero_checkpoint(tiny_config(257)));
+  dir.write("tok.json", ember::data::Tokenizer::bytes({"<|endoftext|>", "<|pad|>", "<|x|>"}).to_json());
   const Run r = run_ember("generate --checkpoint " + dir / "zero.h5" + " --tokenizer " + dir / "tok.json" +
                           " --max-tokens 2");
   CHECK(r.code == 1);
@@ -977,7 +977,7 @@ TEST_CASE("generate --tokenizer with more tokens than the model names the option
 
 TEST_CASE("import never overwrites a file and refuses non-finite weights", "[cli][hostile]") {
   TempDir dir("cli_hostile_import");
-  write_checkpoint(dir / "zero.h5", zero_checkpoint(tiny_config(257)));
+  nn::write_checkpoint(dir / "zero.h5", zero_checkpoint(tiny_config(257)));
   REQUIRE(run_ember("export --checkpoint " + dir / "zero.h5" + " --out " + dir / "hf").code == 0);
   dir.write("precious.h5", "a checkpoint of another run");
   const Run over = run_ember("import --from " + dir / "hf" + " --out " + dir / "precious.h5");
@@ -1002,7 +1002,7 @@ TEST_CASE("import never overwrites a file and refuses non-finite weights", "[cli
 
 TEST_CASE("tokenize --train, plot and bench --json replace only a file of their kind", "[cli][hostile]") {
   TempDir dir("cli_hostile_replace");
-  write_checkpoint(dir / "zero.h5", zero_checkpoint(tiny_config(257)));
+  nn::write_checkpoint(dir / "zero.h5", zero_checkpoint(tiny_config(257)));
   const std::string before = read_text(dir.path / "zero.h5");
   fs::create_directories(dir.path / "run");
   dir.write("run/metrics.jsonl", "{\"step\":1,\"loss\":5.0,\"lr\":0.001,\"tokens\":32}\n"

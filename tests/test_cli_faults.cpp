@@ -15,8 +15,8 @@
 #include <fstream>
 #include <string>
 
-#include "apps/checkpoint.h"
-#include "data/tokenizer.h"
+#include "nn/checkpoint.h"
+#include "data/tokenizer/tokenizer.h"
 #include "temp_dir.h"
 
 
@@ -95,7 +95,7 @@ void check_run_intact(const fs::path& run, int64_t min_checkpoints) {
     const std::string name = e.path().filename().string();
     if (!name.starts_with("step_")) continue;
     ++checkpoints;
-    CHECK_NOTHROW(ember::apps::read_checkpoint(e.path().string(), true));
+    CHECK_NOTHROW(ember::nn::read_checkpoint(e.path().string(), true));
   }
   CHECK(checkpoints >= min_checkpoints);
   std::string latest;
@@ -195,7 +195,7 @@ TEST_CASE("a file-size limit ends training with one error line, exit 1 and no te
 
 // ---------------------------------------------------------------------------
 // The outputs of the other subcommands on a full disk, and the fsyncs of the
-// one atomic writer (data/atomic_file.h) seen by strace.
+// one atomic writer (core/io/atomic_file.h) seen by strace.
 namespace {
 
 // Files under `folder` (recursively), as paths relative to it.
@@ -221,7 +221,7 @@ TEST_CASE("a full disk under tokenize, export, import, plot, eval --grads-out an
   REQUIRE(run_ember(dir, tiny_train_args(dir, run) + " --steps 1").code == 0);
   const std::string ckpt = run + "/step_00000001.h5";
   REQUIRE(run_ember(dir, "export --checkpoint " + ckpt + " --out " + dir / "hf").code == 0);
-  dir.write("eot.json", ember::Tokenizer::bytes({"<|endoftext|>"}).to_json());
+  dir.write("eot.json", ember::data::Tokenizer::bytes({"<|endoftext|>"}).to_json());
   const fs::path mnt = dir.path / "full";
   fs::create_directories(mnt);
   const std::string m = mnt.string();

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/hdf5_file.h"
+#include "core/io/hdf5_file.h"
 
 using namespace ember;
 namespace fs = std::filesystem;

@@ -12,11 +12,11 @@
 #include <sstream>
 #include <tuple>
 
-#include "apps/checkpoint.h"
-#include "apps/hf_format.h"
-#include "apps/model_io.h"
-#include "apps/safetensors.h"
-#include "data/tokenizer.h"
+#include "nn/checkpoint.h"
+#include "apps/interop/hf_format.h"
+#include "apps/train/model_io.h"
+#include "core/io/safetensors.h"
+#include "data/tokenizer/tokenizer.h"
 #include "nn/transformer.h"
 #include "temp_dir.h"
 
@@ -54,11 +54,11 @@ const json kGpt2 = {
 
 // A checkpoint of a seeded random model with the byte tokenizer + <|endoftext|>.
 std::string make_checkpoint(const TempDir& dir, const nn::ModelConfig& cfg) {
-  Checkpoint c;
+  nn::Checkpoint c;
   c.config = cfg;
   c.model = nn::Transformer(cfg, 11).state_dict();
-  c.tokenizer_json = Tokenizer::bytes({std::string(kEndOfText)}).to_json();
-  write_checkpoint(dir / "model.h5", c);
+  c.tokenizer_json = data::Tokenizer::bytes({std::string(data::kEndOfText)}).to_json();
+  nn::write_checkpoint(dir / "model.h5", c);
   return dir / "model.h5";
 }
 
@@ -68,7 +68,7 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 }
 
 void check_round_trip(const std::string& original, const std::string& imported) {
-  const Checkpoint a = read_checkpoint(original), b = read_checkpoint(imported);
+  const nn::Checkpoint a = nn::read_checkpoint(original), b = nn::read_checkpoint(imported);
   CHECK(a.config.to_json() == b.config.to_json());
   CHECK(a.tokenizer_json == b.tokenizer_json);
   REQUIRE(a.model.size() == b.model.size());
@@ -121,7 +121,7 @@ TEST_CASE(
     const json hc = json::parse(read_text(dir / "hf/config.json"));
     CHECK(hc["architectures"][0] == c.arch);
     CHECK(json::parse(read_text(dir / "hf/generation_config.json"))["eos_token_id"] == 256);
-    CHECK(Tokenizer::load(dir / "hf/tokenizer.json").find_special(kEndOfText) == 256u);
+    CHECK(data::Tokenizer::load(dir / "hf/tokenizer.json").find_special(data::kEndOfText) == 256u);
     const SafetensorsFile f(dir / "hf/model.safetensors");
     const std::map<std::string, Tensor> state = nn::Transformer(cfg, 11).state_dict();
     const std::string arch = c.arch;
@@ -209,7 +209,7 @@ TEST_CASE("hf import: shards, Hub-style GPT-2 names, buffers and the tokenizer o
   import_hf(dir / "sharded", dir / "back.h5", {dir / "hf/tokenizer.json", false});
   check_round_trip(ckpt, dir / "back.h5");
   import_hf(dir / "sharded", dir / "bare.h5", {"", true});
-  CHECK(read_checkpoint(dir / "bare.h5").tokenizer_json.empty());
+  CHECK(nn::read_checkpoint(dir / "bare.h5").tokenizer_json.empty());
 
   // A weight_map naming a tensor its shard lacks.
   json& entry = index["weight_map"]["h.0.ln_1.weight"];
@@ -313,10 +313,10 @@ TEST_CASE("hf import: config.json keys that change the math are errors naming th
 
 TEST_CASE("hf export: a checkpoint without a tokenizer and a vocabulary below the bytes") {
   TempDir dir("hf");
-  Checkpoint c;
+  nn::Checkpoint c;
   c.config = config({{"vocab_size", 64}});
   c.model = nn::Transformer(c.config, 3).state_dict();
-  write_checkpoint(dir / "model.h5", c);
+  nn::write_checkpoint(dir / "model.h5", c);
   const HfExport done = export_hf(dir / "model.h5", dir / "hf");
   CHECK(done.arch == HfArch::Llama);
   CHECK_FALSE(done.tokenizer);
@@ -379,18 +379,18 @@ TEST_CASE("hf import: huge or malformed config.json values are one line naming t
 
 TEST_CASE("a checkpoint whose stored config is too large is refused before a model is built") {
   TempDir dir("ember_ckpt_huge");
-  Checkpoint c;
+  nn::Checkpoint c;
   c.model["model.norm.weight"] = Tensor::ones({16});
   // Beyond a key's bound: one line naming the file and the key.
   c.config = config(json::object());
   c.config.d_model = int64_t{1} << 62;
-  write_checkpoint(dir / "bound.h5", c);
-  CHECK_THROWS_WITH(read_checkpoint_config(dir / "bound.h5"),
+  nn::write_checkpoint(dir / "bound.h5", c);
+  CHECK_THROWS_WITH(nn::read_checkpoint_config(dir / "bound.h5"),
                     Catch::StartsWith(dir / "bound.h5" + ": config: key \"d_model\" must be between 1 and"));
   CHECK_THROWS_WITH(export_hf(dir / "bound.h5", dir / "out"), Catch::Contains("key \"d_model\""));
   // Within the bounds but 603 GiB of weights: the model is not built (eval, generate).
   c.config = nn::ModelConfig::from_json(R"({"d_model": 8192, "n_layers": 200, "n_heads": 64})");
-  write_checkpoint(dir / "memory.h5", c);
+  nn::write_checkpoint(dir / "memory.h5", c);
   CHECK_THROWS_WITH(load_model(dir / "memory.h5"),
                     Catch::StartsWith("the model needs 603 GiB to run it (float32)") &&
                         Catch::Contains("but this machine has"));

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <tuple>
 
-#include "core/json_message.h"
+#include "core/io/json_message.h"
 #include "core/system_memory.h"
 #include "nn/config.h"
 #include "nn/kv_cache.h"

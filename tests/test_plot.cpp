@@ -10,10 +10,10 @@
 #include <regex>
 #include <sstream>
 
-#include "apps/commands.h"
-#include "apps/svg_plot.h"
-#include "apps/trainer.h"
-#include "apps/training_plot.h"
+#include "apps/cli/commands.h"
+#include "apps/plot/svg_plot.h"
+#include "apps/train/trainer.h"
+#include "apps/plot/training_plot.h"
 #include "core/error.h"
 #include "data/token_shard.h"
 #include "temp_dir.h"
@@ -434,7 +434,7 @@ TEST_CASE(
   std::vector<uint32_t> tokens(3000);
   for (size_t i = 0; i < tokens.size(); ++i)
     tokens[i] = static_cast<uint32_t>((i * 7 + i / 13) % 64);
-  write_shard(dir / "train.bin", tokens, 64);
+  data::write_shard(dir / "train.bin", tokens, 64);
   o.data = dir / "train.bin";
   o.val_data = dir / "train.bin";
   o.out = dir / "run";

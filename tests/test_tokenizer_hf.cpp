@@ -8,7 +8,7 @@
 
 #include <random>
 
-#include "data/bpe_trainer.h"
+#include "data/tokenizer/bpe_trainer.h"
 #include "tokenizer_testing.h"
 
 using namespace ember;
@@ -17,15 +17,15 @@ using namespace ember_test;
 namespace {
 
 // What tests/data/ember_trained.tokenizer.json was made from.
-Tokenizer train_fixture_tokenizer() {
-  BpeTrainOptions o;
+data::Tokenizer train_fixture_tokenizer() {
+  data::BpeTrainOptions o;
   o.vocab_size = 600;
   o.min_frequency = 1;
-  CorpusOptions corpus;
-  return train_bpe_on_corpus({(fixture_dir() / "small_corpus.txt").string()}, o, corpus);
+  data::CorpusOptions corpus;
+  return data::train_bpe_on_corpus({(fixture_dir() / "small_corpus.txt").string()}, o, corpus);
 }
 
-void check_ids(const Tokenizer& t, const fs::path& expected_file) {
+void check_ids(const data::Tokenizer& t, const fs::path& expected_file) {
   const auto cases = nlohmann::json::parse(read_file(expected_file));
   REQUIRE(cases.size() >= 40);
   for (const auto& c : cases) {
@@ -44,29 +44,29 @@ std::string edit_json(const std::string& text, const std::function<void(nlohmann
 }  // namespace
 
 TEST_CASE("ember's tokenizer.json gives the Hugging Face library's ids", "[tokenizer][hf]") {
-  const Tokenizer t = train_fixture_tokenizer();
+  const data::Tokenizer t = train_fixture_tokenizer();
   const fs::path fixture = fixture_dir() / "ember_trained.tokenizer.json";
   if (std::getenv("EMBER_UPDATE_FIXTURES")) t.save(fixture.string());
   CHECK(t.to_json() == read_file(fixture));  // training reproduces the file byte for byte
-  check_ids(Tokenizer::load(fixture.string()), fixture_dir() / "ember_trained_hf_ids.json");
+  check_ids(data::Tokenizer::load(fixture.string()), fixture_dir() / "ember_trained_hf_ids.json");
 }
 
 TEST_CASE("ember loads a tokenizer.json trained by the Hugging Face library", "[tokenizer][hf]") {
-  const Tokenizer t = Tokenizer::load((fixture_dir() / "hf_trained.tokenizer.json").string());
+  const data::Tokenizer t = data::Tokenizer::load((fixture_dir() / "hf_trained.tokenizer.json").string());
   CHECK_FALSE(t.model().has_all_bytes());  // HF's default trainer keeps only the bytes it saw
   CHECK(t.find_special("<|endoftext|>").has_value());
   check_ids(t, fixture_dir() / "hf_trained_expected.json");
   // Written back by ember, it is the same tokenizer.
-  const Tokenizer back = Tokenizer::from_json(t.to_json());
+  const data::Tokenizer back = data::Tokenizer::from_json(t.to_json());
   CHECK(back.to_json() == t.to_json());
   check_ids(back, fixture_dir() / "hf_trained_expected.json");
 }
 
 TEST_CASE("tokenizer.json save and load round trip", "[tokenizer][hf]") {
-  const Tokenizer t = train_fixture_tokenizer();
+  const data::Tokenizer t = train_fixture_tokenizer();
   const fs::path path = fs::temp_directory_path() / "ember_roundtrip.tokenizer.json";
   t.save(path.string());
-  const Tokenizer back = Tokenizer::load(path.string());
+  const data::Tokenizer back = data::Tokenizer::load(path.string());
   fs::remove(path);
   CHECK(back.to_json() == t.to_json());
   CHECK(back.vocab_size() == t.vocab_size());
@@ -80,7 +80,7 @@ TEST_CASE("tokenizer.json save and load round trip", "[tokenizer][hf]") {
       m = nlohmann::json::array({s.substr(0, s.find(' ')), s.substr(s.find(' ') + 1)});
     }
   });
-  CHECK(Tokenizer::from_json(pairs).to_json() == t.to_json());
+  CHECK(data::Tokenizer::from_json(pairs).to_json() == t.to_json());
 }
 
 TEST_CASE("malformed tokenizer.json files give clear errors", "[tokenizer][hf]") {
@@ -88,35 +88,35 @@ TEST_CASE("malformed tokenizer.json files give clear errors", "[tokenizer][hf]")
   auto bad = [&](const std::function<void(nlohmann::json&)>& edit) {
     return edit_json(good, edit);
   };
-  REQUIRE_THROWS_WITH(Tokenizer::load("/no/such/tokenizer.json"),
+  REQUIRE_THROWS_WITH(data::Tokenizer::load("/no/such/tokenizer.json"),
                       Catch::Contains("/no/such/tokenizer.json"));
-  REQUIRE_THROWS_WITH(Tokenizer::from_json("{\"model\": "), Catch::Contains("malformed JSON"));
-  REQUIRE_THROWS_WITH(Tokenizer::from_json("[1, 2]"), Catch::Contains("not a JSON object"));
-  REQUIRE_THROWS_WITH(Tokenizer::from_json(bad([](auto& j) { j.erase("model"); })),
+  REQUIRE_THROWS_WITH(data::Tokenizer::from_json("{\"model\": "), Catch::Contains("malformed JSON"));
+  REQUIRE_THROWS_WITH(data::Tokenizer::from_json("[1, 2]"), Catch::Contains("not a JSON object"));
+  REQUIRE_THROWS_WITH(data::Tokenizer::from_json(bad([](auto& j) { j.erase("model"); })),
                       Catch::Contains("has no \"model\""));
-  REQUIRE_THROWS_WITH(Tokenizer::from_json(bad([](auto& j) { j["model"]["type"] = "WordPiece"; })),
+  REQUIRE_THROWS_WITH(data::Tokenizer::from_json(bad([](auto& j) { j["model"]["type"] = "WordPiece"; })),
                       Catch::Contains("model type 'WordPiece'"));
   REQUIRE_THROWS_WITH(
-      Tokenizer::from_json(bad([](auto& j) { j["pre_tokenizer"] = {{"type", "Whitespace"}}; })),
+      data::Tokenizer::from_json(bad([](auto& j) { j["pre_tokenizer"] = {{"type", "Whitespace"}}; })),
       Catch::Contains("pre_tokenizer of type 'Whitespace'"));
   REQUIRE_THROWS_WITH(
-      Tokenizer::from_json(bad([](auto& j) { j["normalizer"] = {{"type", "NFC"}}; })),
+      data::Tokenizer::from_json(bad([](auto& j) { j["normalizer"] = {{"type", "NFC"}}; })),
       Catch::Contains("normalizer of type 'NFC'"));
-  REQUIRE_THROWS_WITH(Tokenizer::from_json(bad([](auto& j) { j["model"]["merges"][0] = "Ġ zzz"; })),
+  REQUIRE_THROWS_WITH(data::Tokenizer::from_json(bad([](auto& j) { j["model"]["merges"][0] = "Ġ zzz"; })),
                       Catch::Contains("merge 0") && Catch::Contains("'zzz'"));
-  REQUIRE_THROWS_WITH(Tokenizer::from_json(bad([](auto& j) { j["model"]["merges"][1] = "nospace"; })),
+  REQUIRE_THROWS_WITH(data::Tokenizer::from_json(bad([](auto& j) { j["model"]["merges"][1] = "nospace"; })),
                       Catch::Contains("merge 1"));
-  REQUIRE_THROWS_WITH(Tokenizer::from_json(bad([](auto& j) { j["model"]["vocab"]["x"] = "1"; })),
+  REQUIRE_THROWS_WITH(data::Tokenizer::from_json(bad([](auto& j) { j["model"]["vocab"]["x"] = "1"; })),
                       Catch::Contains("model.vocab['x']"));
-  REQUIRE_THROWS_WITH(Tokenizer::from_json(bad([](auto& j) { j["model"]["vocab"].erase("a"); })),
+  REQUIRE_THROWS_WITH(data::Tokenizer::from_json(bad([](auto& j) { j["model"]["vocab"].erase("a"); })),
                       Catch::Contains("no token has id 97"));
   REQUIRE_THROWS_WITH(
-      Tokenizer::from_json(bad([](auto& j) { j["added_tokens"][0]["lstrip"] = true; })),
+      data::Tokenizer::from_json(bad([](auto& j) { j["added_tokens"][0]["lstrip"] = true; })),
       Catch::Contains("lstrip"));
   REQUIRE_THROWS_WITH(
-      Tokenizer::from_json(bad([](auto& j) { j["added_tokens"][0]["content"] = "<|other|>"; })),
+      data::Tokenizer::from_json(bad([](auto& j) { j["added_tokens"][0]["content"] = "<|other|>"; })),
       Catch::Contains("added token '<|other|>'"));
-  REQUIRE_THROWS_WITH(Tokenizer::from_json(bad([](auto& j) { j["model"]["dropout"] = 0.1; })),
+  REQUIRE_THROWS_WITH(data::Tokenizer::from_json(bad([](auto& j) { j["model"]["dropout"] = 0.1; })),
                       Catch::Contains("dropout"));
 }
 
@@ -127,13 +127,13 @@ TEST_CASE("live: the Hugging Face library loads ember's file with identical ids"
     WARN("SKIPPED: node or the npm package @anush008/tokenizers is not available");
     return;
   }
-  BpeTrainOptions o;
+  data::BpeTrainOptions o;
   o.vocab_size = 2000;
   o.special_tokens = {"<|endoftext|>", "<|pad|>"};
   std::string corpus = read_file(fixture_dir() / "small_corpus.txt");
   for (const auto& c : nlohmann::json::parse(read_file(fixture_dir() / "gpt2_expected.json")))
     corpus += from_hex(c["hex"].get<std::string>()) + "<|endoftext|>";
-  const Tokenizer t = train_bpe_on_text(corpus, o);
+  const data::Tokenizer t = data::train_bpe_on_text(corpus, o);
   const fs::path dir = fs::temp_directory_path() / ("ember_hf_live_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   t.save((dir / "tokenizer.json").string());

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <random>
 
-#include "data/bpe_trainer.h"
+#include "data/tokenizer/bpe_trainer.h"
 #include "tokenizer_testing.h"
 #include "temp_dir.h"
 
@@ -18,7 +18,7 @@ namespace {
 using testing::TempDir;
 using testing::read_text;
 
-std::string merge_text(const Tokenizer& t, size_t i) {
+std::string merge_text(const data::Tokenizer& t, size_t i) {
   const auto& m = t.model().merges()[i];
   return t.model().token_bytes(m.left) + "|" + t.model().token_bytes(m.right);
 }
@@ -45,9 +45,9 @@ TEST_CASE("training merges a small corpus as worked out by hand", "[tokenizer][t
   const std::string text =
       "low low low low low lower lower newest newest newest newest newest newest widest widest "
       "widest";
-  BpeTrainOptions o;
+  data::BpeTrainOptions o;
   o.vocab_size = 256 + 7 + 1;
-  const Tokenizer t = train_bpe_on_text(text, o);
+  const data::Tokenizer t = data::train_bpe_on_text(text, o);
   REQUIRE(t.model().merges().size() == 7);
   // 1. (e,s) and (s,t) both occur 9 times: the lower pair of ids wins.
   CHECK(merge_text(t, 0) == "e|s");
@@ -66,15 +66,15 @@ TEST_CASE("training merges a small corpus as worked out by hand", "[tokenizer][t
 
 TEST_CASE("training stops at the vocab size or the min frequency", "[tokenizer][train]") {
   const std::string text = synthetic_text(1, 3000);
-  BpeTrainOptions o;
+  data::BpeTrainOptions o;
   o.vocab_size = 300;
   o.special_tokens = {"<|endoftext|>", "<|pad|>"};
-  const Tokenizer t = train_bpe_on_text(text, o);
+  const data::Tokenizer t = data::train_bpe_on_text(text, o);
   CHECK(t.vocab_size() == 300);
   CHECK(t.special_id("<|pad|>") == 299);
   o.vocab_size = 100000;
   o.min_frequency = 50;
-  const Tokenizer f = train_bpe_on_text(text, o);
+  const data::Tokenizer f = data::train_bpe_on_text(text, o);
   CHECK(f.vocab_size() < 100000);
   // Special tokens are cut out of the text before counting: no merge spans "<|".
   for (size_t i = 0; i < f.model().merges().size(); ++i) CHECK(merge_text(f, i) != "<|e");
@@ -85,24 +85,24 @@ TEST_CASE("training is deterministic: word order and thread count do not matter"
           "[tokenizer][train]") {
   TempDir dir("tok");
   for (int i = 0; i < 6; ++i) dir.write("part" + std::to_string(i) + ".txt", synthetic_text(i, 4000));
-  BpeTrainOptions o;
+  data::BpeTrainOptions o;
   o.vocab_size = 700;
   o.threads = 1;
-  const std::string one = train_bpe_on_corpus({dir.path.string()}, o).to_json();
+  const std::string one = data::train_bpe_on_corpus({dir.path.string()}, o).to_json();
   o.threads = 2;
-  const std::string two = train_bpe_on_corpus({dir.path.string()}, o).to_json();
+  const std::string two = data::train_bpe_on_corpus({dir.path.string()}, o).to_json();
   CHECK(one == two);
-  CorpusOptions tiny_blocks;
+  data::CorpusOptions tiny_blocks;
   tiny_blocks.block_bytes = 1024;  // many more, smaller blocks: the same words
-  CHECK(train_bpe_on_corpus({(dir.path / "*.txt").string()}, o, tiny_blocks).to_json() == one);
+  CHECK(data::train_bpe_on_corpus({(dir.path / "*.txt").string()}, o, tiny_blocks).to_json() == one);
 
-  WordCounts counts;
+  data::WordCounts counts;
   counts.add_text(synthetic_text(9, 5000), {"<|endoftext|>"});
   auto words = counts.sorted();
   o.vocab_size = 500;
-  const std::string sorted_json = train_bpe(words, o).to_json();
+  const std::string sorted_json = data::train_bpe(words, o).to_json();
   std::shuffle(words.begin(), words.end(), std::mt19937(5));
-  CHECK(train_bpe(words, o).to_json() == sorted_json);
+  CHECK(data::train_bpe(words, o).to_json() == sorted_json);
 }
 
 TEST_CASE("the corpus reader splits documents and cuts long ones safely", "[tokenizer][train]") {
@@ -111,12 +111,12 @@ TEST_CASE("the corpus reader splits documents and cuts long ones safely", "[toke
   std::string long_doc;
   for (int i = 0; i < 400; ++i) long_doc += synthetic_text(i, 20, false) + (i % 7 ? ".\n" : "\n\n  ");
   dir.write("b.txt", long_doc);
-  CorpusOptions o;
+  data::CorpusOptions o;
   o.separator_line = "%";
   o.block_bytes = 1024;
-  CorpusReader reader(list_corpus_files({dir.path.string()}), o);
-  std::vector<TextBlock> blocks;
-  TextBlock b;
+  data::CorpusReader reader(data::list_corpus_files({dir.path.string()}), o);
+  std::vector<data::TextBlock> blocks;
+  data::TextBlock b;
   while (reader.next(b)) blocks.push_back(b);
   REQUIRE(blocks.size() > 6);
   CHECK(blocks[0].text == "first fortune\n");
@@ -129,9 +129,9 @@ TEST_CASE("the corpus reader splits documents and cuts long ones safely", "[toke
   CHECK(blocks[4].starts_document);
   std::string joined;
   std::vector<uint32_t> parts;
-  BpeTrainOptions to;
+  data::BpeTrainOptions to;
   to.vocab_size = 400;
-  const Tokenizer t = train_bpe_on_text(long_doc, to);
+  const data::Tokenizer t = data::train_bpe_on_text(long_doc, to);
   for (size_t i = 4; i < blocks.size(); ++i) {
     CHECK(blocks[i].starts_document == (i == 4));
     CHECK(blocks[i].text.size() <= 1024);
@@ -150,21 +150,21 @@ TEST_CASE("corpus listing skips binary and duplicate files", "[tokenizer][train]
   dir.write("a.dat", std::string("\0\1\2", 3));
   dir.write(".hidden", "no");
   fs::create_symlink(dir.path / "a.txt", dir.path / "a.u8");
-  const auto files = list_corpus_files({dir.path.string()});
+  const auto files = data::list_corpus_files({dir.path.string()});
   REQUIRE(files.size() == 2);
   CHECK(fs::path(files[0]).filename() == "a.txt");
   CHECK(fs::path(files[1]).filename() == "b.txt");
 }
 
 TEST_CASE("training reports bad input clearly", "[tokenizer][train]") {
-  BpeTrainOptions o;
-  REQUIRE_THROWS_WITH(train_bpe_on_corpus({"/no/such/corpus.txt"}, o),
+  data::BpeTrainOptions o;
+  REQUIRE_THROWS_WITH(data::train_bpe_on_corpus({"/no/such/corpus.txt"}, o),
                       Catch::Contains("/no/such/corpus.txt") && Catch::Contains("does not exist"));
-  REQUIRE_THROWS_WITH(train_bpe_on_corpus({"/tmp/ember-none-*.nothing"}, o),
+  REQUIRE_THROWS_WITH(data::train_bpe_on_corpus({"/tmp/ember-none-*.nothing"}, o),
                       Catch::Contains("no corpus files match"));
   o.vocab_size = 200;
-  REQUIRE_THROWS_WITH(train_bpe_on_text("abc", o), Catch::Contains("vocab size 200"));
+  REQUIRE_THROWS_WITH(data::train_bpe_on_text("abc", o), Catch::Contains("vocab size 200"));
   o.vocab_size = 300;
   o.special_tokens = {"<a>", "<a>"};
-  REQUIRE_THROWS_WITH(train_bpe_on_text("abc", o), Catch::Contains("given twice"));
+  REQUIRE_THROWS_WITH(data::train_bpe_on_text("abc", o), Catch::Contains("given twice"));
 }

@@ -11,10 +11,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "apps/checkpoint.h"
-#include "apps/run_files.h"
-#include "apps/trainer.h"
-#include "core/hdf5_file.h"
+#include "nn/checkpoint.h"
+#include "apps/train/run_files.h"
+#include "apps/train/trainer.h"
+#include "core/io/hdf5_file.h"
 #include "data/batch_loader.h"
 #include "data/token_shard.h"
 #include "temp_dir.h"
@@ -41,7 +41,7 @@ std::string write_tokens(const TempDir& dir, const std::string& name, int64_t n,
   std::vector<uint32_t> tokens(static_cast<size_t>(n));
   const Tensor r = Tensor::rand({n}, seed, 0, DType::Float64, 0, vocab);
   for (int64_t i = 0; i < n; ++i) tokens[i] = static_cast<uint32_t>(r.at({i}));
-  write_shard(dir / name, tokens, vocab);
+  data::write_shard(dir / name, tokens, vocab);
   return dir / name;
 }
 
@@ -62,16 +62,16 @@ TrainOptions tiny_options(const TempDir& dir, const std::string& out) {
 }
 
 std::map<std::string, Tensor> final_model(const std::string& out) {
-  return read_checkpoint((fs::path(out) / checkpoint_name(8)).string(), false).model;
+  return nn::read_checkpoint((fs::path(out) / checkpoint_name(8)).string(), false).model;
 }
 
 }  // namespace
 
 TEST_CASE("the loader reads SPEC.md's sequential order and a shuffle shared by every world size", "[train][data]") {
   TempDir dir("train");
-  auto data = std::make_shared<TokenDataset>(write_tokens(dir, "d.bin", 1000, 50, 3));
+  auto data = std::make_shared<data::TokenDataset>(write_tokens(dir, "d.bin", 1000, 50, 3));
   // 1000 tokens, T = 10: windows w*10 .. w*10+10, (1000 - 1) / 10 = 99 of them.
-  BatchLoader one(data, {4, 10, 1, 1, 0, true, 0});
+  data::BatchLoader one(data, {4, 10, 1, 1, 0, true, 0});
   CHECK(one.num_windows() == 99);
   CHECK(one.window(0, 0, 3) == 3);
   CHECK(one.window(2, 0, 1) == 9);
@@ -83,9 +83,9 @@ TEST_CASE("the loader reads SPEC.md's sequential order and a shuffle shared by e
   CHECK(b.select(0, 1).to_vector<int64_t>() == want);
   // Step s, micro u, rank r of W with B rows: slot ((s*A + u)*W + r)*B + b.
   for (bool sequential : {true, false}) {
-    BatchLoader w1(data, {4, 10, 1, 1, 0, sequential, 7});
-    BatchLoader a2(data, {2, 10, 2, 1, 0, sequential, 7});
-    BatchLoader r0(data, {2, 10, 1, 2, 0, sequential, 7}), r1(data, {2, 10, 1, 2, 1, sequential, 7});
+    data::BatchLoader w1(data, {4, 10, 1, 1, 0, sequential, 7});
+    data::BatchLoader a2(data, {2, 10, 2, 1, 0, sequential, 7});
+    data::BatchLoader r0(data, {2, 10, 1, 2, 0, sequential, 7}), r1(data, {2, 10, 1, 2, 1, sequential, 7});
     for (int64_t s = 0; s < 60; ++s) {
       for (int64_t b = 0; b < 4; ++b) {
         const int64_t want_w = w1.window(s, 0, b);
@@ -95,7 +95,7 @@ TEST_CASE("the loader reads SPEC.md's sequential order and a shuffle shared by e
     }
   }
   // The shuffle is a permutation of the windows in each epoch and depends on the seed.
-  BatchLoader s7(data, {1, 10, 1, 1, 0, false, 7}), s8(data, {1, 10, 1, 1, 0, false, 8});
+  data::BatchLoader s7(data, {1, 10, 1, 1, 0, false, 7}), s8(data, {1, 10, 1, 1, 0, false, 8});
   std::vector<int64_t> seen, other;
   for (int64_t s = 0; s < 99; ++s) seen.push_back(s7.window(s, 0, 0)), other.push_back(s8.window(s, 0, 0));
   CHECK(seen != other);
@@ -254,12 +254,12 @@ TEST_CASE("a non-finite loss stops before the update and writes no checkpoint", 
   TrainOptions o = tiny_options(dir, "run");
   o.steps = 1;
   REQUIRE(run_train(o) == 0);
-  Checkpoint c = read_checkpoint(dir / "run/step_00000001.h5", false);
+  nn::Checkpoint c = nn::read_checkpoint(dir / "run/step_00000001.h5", false);
   c.train_state.reset();
   c.optim_step.reset();
   Tensor w = c.model.at("model.norm.weight");
   w.set({3}, std::nan(""));
-  write_checkpoint(dir / "nan.h5", c);
+  nn::write_checkpoint(dir / "nan.h5", c);
   TrainOptions n = tiny_options(dir, "nan_run");
   n.config.clear();
   n.init_from = dir / "nan.h5";

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <string>
 
-#include "apps/train_progress.h"
+#include "apps/train/progress.h"
 
 using namespace ember::apps;
 

@@ -5,10 +5,10 @@
 #include <nlohmann/json.hpp>
 #include <system_error>
 
-#include "apps/user_message.h"
+#include "core/user_message.h"
 #include "core/error.h"
 
-using ember::apps::user_message;
+using ember::user_message;
 
 TEST_CASE("user_message keeps ember errors and rewrites the library's own", "[cli][messages]") {
   CHECK(user_message(ember::Error("x.h5: bad"), "eval") == "x.h5: bad");

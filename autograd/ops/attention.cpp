@@ -1,11 +1,11 @@
 // Causal scaled dot-product attention with GQA/MQA head sharing, sliding
-// window and score soft-capping: the flash kernels of core/kernels/attention.h
+// window and score soft-capping: the flash kernels of core/kernels/attention/attention.h
 // (tiled, online softmax; backward recomputes P from the saved row logsumexp),
 // so memory is linear in the sequence length.
 // Shapes: q, out [B, T, Hq, D]; k, v [B, S, Hkv, D]; lse [B, Hq, T].
 #include "autograd/node.h"
 #include "autograd/ops.h"
-#include "core/kernels/attention.h"
+#include "core/kernels/attention/attention.h"
 
 namespace ember {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "core/kernels/cpu_isa.h"
-#include "core/kernels/fma_peak.h"
+#include "apps/bench/fma_peak.h"
 #include "core/kernels/matmul.h"
 
 using namespace ember;
@@ -41,8 +41,8 @@ TEST_CASE("the ISA cap of this variant is in force", "[isa]") {
   const std::string flags = cpuinfo_flags();
   const bool avx2 = has(flags, "avx2") && has(flags, "fma");
   // ember's own dispatch: the FMA peak kernel and the bf16 kernels stop at the cap.
-  CHECK(std::string(kernels::fma_peak_isa(DType::Float32)) == (variant == "avx2" && avx2 ? "avx2" : "generic"));
-  CHECK(std::string(kernels::fma_peak_isa(DType::BFloat16)).empty());
+  CHECK(std::string(apps::fma_peak_isa(DType::Float32)) == (variant == "avx2" && avx2 ? "avx2" : "generic"));
+  CHECK(std::string(apps::fma_peak_isa(DType::BFloat16)).empty());
   CHECK_FALSE(kernels::isa_available(kernels::Isa::Avx512));
   // oneDNN: capped by ONEDNN_MAX_CPU_ISA (avx2) or by EMBER_MAX_ISA passed on (generic -> sse41).
   if (!flags.empty()) {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/checkpoint.h"
+#include "nn/checkpoint.h"
 #include "data/token_shard.h"
 
 using namespace ember;
@@ -29,18 +29,18 @@ int main(int argc, char** argv) {
     const Tensor r = Tensor::rand({n}, seed, 0, DType::Float64, 0, 64);
     std::vector<uint32_t> tokens(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) tokens[static_cast<size_t>(i)] = static_cast<uint32_t>(r.at({i}));
-    write_shard((dir / "train.bin").string(), tokens, 64);
+    data::write_shard((dir / "train.bin").string(), tokens, 64);
     return 0;
   }
   if (mode == "bad-state" && argc == 3) {
-    apps::Checkpoint c = apps::read_checkpoint(argv[2], true);
+    nn::Checkpoint c = nn::read_checkpoint(argv[2], true);
     c.train_state.emplace(1, '{');  // "{"
     std::filesystem::remove(argv[2]);
-    apps::write_checkpoint(argv[2], c);
+    nn::write_checkpoint(argv[2], c);
     return 0;
   }
   if (mode == "compare" && argc == 4) {
-    const apps::Checkpoint a = apps::read_checkpoint(argv[2], false), b = apps::read_checkpoint(argv[3], false);
+    const nn::Checkpoint a = nn::read_checkpoint(argv[2], false), b = nn::read_checkpoint(argv[3], false);
     if (a.model.size() != b.model.size()) {
       std::printf("different tensor counts: %zu vs %zu\n", a.model.size(), b.model.size());
       return 1;

@@ -1,11 +1,11 @@
 // Textbook causal attention, forward and backward, in straight loops with the
 // whole [T, S] score matrix of a head materialised: the kernel to read first,
-// and the reference the flash kernels (core/kernels/attention.h) are tested
+// and the reference the flash kernels (core/kernels/attention/attention.h) are tested
 // against. Same contract, shapes and conventions as those (GQA head mapping,
 // causal mask with the query offset S - T, sliding window, softcap); the math
 // is stated once in reference.cpp. float and double; memory O(T S) per head.
 #pragma once
-#include "core/kernels/attention.h"
+#include "core/kernels/attention/attention.h"
 
 namespace ember::kernels {
 

@@ -1,0 +1,251 @@
+// `ember bench`: training-step benchmark of the presets (dense-small and
+// moe-small at B 8, T 256; gpt2-small at B 4, T 64) or of --config files.
+// Prints, per config: ms/step (median and best of --steps after --warmup),
+// tokens/s, model GFLOP/s, % of the matmul peak of --dtype (measured once per
+// run), peak RSS, the floor (the step's FLOPs at the fastest measured rate,
+// apps::floor_peak: the better of the float32 register-only FMA peak and the
+// matmul peak, also measured once; what no implementation can beat on this
+// machine), and the time split by phase and op family (the profiler is
+// on during the timed steps; --profile prints its full tables). The header
+// names the instruction set oneDNN runs. --json FILE
+// writes every figure. Each config runs in a forked child so that its peak
+// RSS (wait4's ru_maxrss) is its own; the parent itself computes nothing,
+// since libgomp's thread pool does not survive a fork.
+#include <omp.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "apps/bench/bench_runner.h"
+#include "apps/cli/commands.h"
+#include "apps/bench/matmul_peak.h"
+#include "apps/cli/output_file.h"
+#include "nn/presets.h"
+#include "autograd/autocast.h"
+#include "core/error.h"
+#include "apps/bench/fma_peak.h"
+#include "core/kernels/matmul.h"
+#include "core/threads.h"
+#include "core/io/atomic_file.h"
+#include "dist/communicator.h"
+#include "nn/model_stats.h"
+
+namespace ember::apps {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr int kMaxThreads = 1024;  // libgomp crashes creating very many threads
+
+struct BenchOptions {
+  std::vector<std::string> presets, configs;
+  int64_t batch_size = 0, seq_len = 0;  // 0: the config's default
+  int64_t steps = 10, warmup = 2;
+  int threads = 0;  // 0: OpenMP's default
+  std::string json_path, dtype = "float32";
+  bool profile = false;
+  uint64_t seed = 1337;
+};
+
+struct ChildResult {
+  json result;
+  double peak_rss_mb = 0;
+};
+
+// Runs fn in a forked child and returns the JSON it produced with the child's
+// peak resident set; an exception in the child becomes an Error here.
+ChildResult run_in_child(const std::string& what, const std::function<json()>& fn) {
+  int fds[2];
+  EMBER_CHECK(pipe(fds) == 0, "bench: pipe() failed");
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  EMBER_CHECK(pid >= 0, "bench: fork() failed");
+  if (pid == 0) {
+    close(fds[0]);
+    std::string out;
+    int code = 0;
+    try {
+      out = fn().dump();
+    } catch (const std::exception& e) {
+      out = json{{"error", e.what()}}.dump();
+      code = 1;
+    }
+    for (size_t done = 0; done < out.size();) {
+      const ssize_t n = write(fds[1], out.data() + done, out.size() - done);
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    close(fds[1]);
+    std::fflush(stdout);
+    _exit(code);
+  }
+  close(fds[1]);
+  std::string text;
+  char buf[65536];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  rusage usage{};
+  EMBER_CHECK(wait4(pid, &status, 0, &usage) == pid, "bench: ", what, ": wait4 failed");
+  ChildResult r;
+  r.result = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (r.result.is_object() && r.result.contains("error")) {
+    throw Error("bench: " + what + ": " + r.result.at("error").get<std::string>());
+  }
+  EMBER_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0 && r.result.is_object(), "bench: ", what,
+              ": the child process failed (status ", status, ")");
+  r.peak_rss_mb = static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux: KiB
+  return r;
+}
+
+std::vector<BenchCase> bench_cases(const BenchOptions& o) {
+  std::vector<std::string> presets = o.presets;
+  if (presets.empty() && o.configs.empty()) presets = {"dense-small", "moe-small", "gpt2-small"};
+  std::vector<BenchCase> cases;
+  for (const std::string& p : presets) {
+    BenchCase c{p, nn::preset_config(p), 8, 256};
+    if (p == "gpt2-small") c.batch_size = 4, c.seq_len = 64;
+    cases.push_back(c);
+  }
+  for (const std::string& path : o.configs) {
+    nn::ModelConfig cfg = nn::ModelConfig::from_file(path);
+    cases.push_back({std::filesystem::path(path).stem().string(), cfg, 8, std::min<int64_t>(256, cfg.max_seq_len)});
+  }
+  for (BenchCase& c : cases) {
+    if (o.batch_size > 0) c.batch_size = o.batch_size;
+    if (o.seq_len > 0) c.seq_len = o.seq_len;
+  }
+  return cases;
+}
+
+// "forward 41.2% | backward 48.0% | ..." from a profile's phases or families, largest first.
+std::string split_line(const json& group) {
+  std::vector<std::pair<double, std::string>> parts;
+  for (const auto& [name, v] : group.items()) {
+    if (v.at("percent").get<double>() >= 0.05) parts.emplace_back(v.at("percent").get<double>(), name);
+  }
+  std::sort(parts.rbegin(), parts.rend());
+  std::string out;
+  char buf[64];
+  for (const auto& [pct, name] : parts) {
+    std::snprintf(buf, sizeof buf, "%s%s %.1f%%", out.empty() ? "" : " | ", name.c_str(), pct);
+    out += buf;
+  }
+  return out;
+}
+
+int run_bench(const BenchOptions& o) {
+  EMBER_CHECK(!dist::Communicator::launched_by_mpirun(), "ember bench runs in one process; run it without mpirun");
+  EMBER_CHECK(o.steps > 0 && o.warmup >= 0, "--steps must be positive and --warmup non-negative");
+  EMBER_CHECK(o.warmup <= INT64_MAX - o.steps, "--warmup ", o.warmup, " plus --steps ", o.steps,
+              " overflows 64-bit integers");
+  EMBER_CHECK(o.batch_size >= 0, "--batch-size must be positive (or 0: the default), got ", o.batch_size);
+  EMBER_CHECK(o.seq_len >= 0, "--seq-len must be positive (or 0: the default), got ", o.seq_len);
+  EMBER_CHECK(o.threads >= 0 && o.threads <= kMaxThreads, "--threads must be between 1 and ", kMaxThreads,
+              " (or 0: OpenMP's default), got ", o.threads);
+  if (!o.json_path.empty()) require_replaceable("--json", o.json_path, "a JSON", {"{"});
+  const DType autocast = parse_autocast_dtype(o.dtype);  // bf16: matmuls as in ember train --dtype bf16
+  const std::vector<BenchCase> cases = bench_cases(o);
+  for (const BenchCase& c : cases) {  // before any child allocates: one line, not a crash
+    EMBER_CHECK(c.seq_len <= c.config.max_seq_len, c.name, ": --seq-len ", c.seq_len,
+                " exceeds the model's max_seq_len ", c.config.max_seq_len);
+    try {
+      nn::require_fits_in_memory(nn::training_memory(c.config, c.batch_size, c.seq_len));
+    } catch (const Error& e) {
+      throw Error(detail::concat(c.name, " at --batch-size ", c.batch_size, " --seq-len ", c.seq_len, ": ", e.what()));
+    }
+  }
+  auto set_threads = [&] {
+    if (o.threads > 0) omp_set_num_threads(o.threads);
+  };
+  const ChildResult peak = run_in_child("matmul peak", [&] {
+    set_threads();
+    const MatmulPeak p = measure_peak(3, 4, autocast);
+    return json{{"flops", p.flops},
+                {"products", p.products},
+                {"fma_flops", measure_float32_fma_peak()},
+                {"fma_isa", apps::fma_peak_isa(DType::Float32)},
+                {"onednn_isa", kernels::onednn_cpu_isa()},
+                {"threads", omp_get_max_threads()}};
+  });
+  const double peak_flops = peak.result.at("flops").get<double>();
+  const double fma_flops = peak.result.at("fma_flops").get<double>();
+  const FloorPeak floor = floor_peak(autocast, peak_flops, fma_flops);
+  const std::string onednn_isa = peak.result.at("onednn_isa").get<std::string>();
+  const int threads = peak.result.at("threads").get<int>();
+  std::printf("ember bench: %d threads, %s, %lld timed steps after %lld warm-up; oneDNN ISA %s; %s matmul peak "
+              "%.1f GFLOP/s (best of %d 1024^3 products); float32 FMA peak %.1f GFLOP/s (%s register-only "
+              "multiply-adds); floor at the %s peak\n",
+              threads, o.dtype.c_str(), static_cast<long long>(o.steps), static_cast<long long>(o.warmup),
+              onednn_isa.c_str(), autocast == DType::BFloat16 ? "bf16" : "float32", peak_flops / 1e9,
+              peak.result.at("products").get<int>(), fma_flops / 1e9,
+              peak.result.at("fma_isa").get<std::string>().c_str(), floor.source);
+  std::printf("%-16s %4s %5s %10s %10s %10s %9s %7s %10s %9s\n", "config", "B", "T", "ms median", "ms best",
+              "tokens/s", "GFLOP/s", "%peak", "peak RSS", "floor ms");
+  std::fflush(stdout);
+  json report = {{"threads", threads},
+                 {"dtype", o.dtype},
+                 {"matmul_peak_gflops", peak_flops / 1e9},
+                 {"matmul_peak_products", peak.result.at("products")},
+                 {"onednn_isa", onednn_isa},
+                 {"fma_peak_gflops", fma_flops / 1e9},
+                 {"fma_peak_isa", peak.result.at("fma_isa")},
+                 {"floor_peak_gflops", floor.flops / 1e9},
+                 {"floor_peak", floor.source},
+                 {"configs", json::array()}};
+  const BenchRunOptions run{o.steps, o.warmup, o.seed, autocast};
+  for (const BenchCase& c : cases) {
+    ChildResult r = run_in_child(c.name, [&] {
+      set_threads();
+      pin_threads();  // in the child: the parent's mask stays whole for the next child
+      return run_bench_case(c, run, peak_flops, floor.flops);
+    });
+    json& j = r.result;
+    j["peak_rss_mb"] = r.peak_rss_mb;
+    std::printf("%-16s %4lld %5lld %10.1f %10.1f %10.0f %9.1f %6.1f%% %7.0f MB %9.1f\n", c.name.c_str(),
+                static_cast<long long>(c.batch_size), static_cast<long long>(c.seq_len),
+                j.at("ms_per_step_median").get<double>(), j.at("ms_per_step_best").get<double>(),
+                j.at("tokens_per_s").get<double>(), j.at("gflops").get<double>(), j.at("mfu_percent").get<double>(),
+                r.peak_rss_mb, j.at("floor_ms").get<double>());
+    std::printf("  phases:   %s\n", split_line(j.at("profile").at("phases")).c_str());
+    std::printf("  families: %s\n", split_line(j.at("profile").at("families")).c_str());
+    if (o.profile) std::printf("%s", j.at("profile_table").get<std::string>().c_str());
+    std::fflush(stdout);
+    j.erase("profile_table");
+    report["configs"].push_back(j);
+  }
+  if (!o.json_path.empty()) {
+    write_file_atomically(o.json_path, report.dump(2) + "\n");  // a full disk leaves no partial file
+  }
+  return 0;
+}
+
+}  // namespace
+
+CommandRunner add_bench_command(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* sub = app.add_subcommand("bench", "Time full training steps (forward, backward, clip, AdamW) of the "
+                                              "presets on random tokens: ms/step, tokens/s, MFU, peak RSS, profile");
+  sub->add_option("--preset", o->presets, "preset to run (repeatable; default: dense-small, moe-small, gpt2-small)");
+  sub->add_option("--config", o->configs, "model config JSON to run (repeatable)")->check(CLI::ExistingFile);
+  sub->add_option("--batch-size", o->batch_size, "rows per step (default: 8, gpt2-small 4)");
+  sub->add_option("--seq-len", o->seq_len, "tokens per row (default: 256, gpt2-small 64)");
+  sub->add_option("--steps", o->steps, "timed steps per config")->capture_default_str();
+  sub->add_option("--warmup", o->warmup, "untimed steps first")->capture_default_str();
+  sub->add_option("--threads", o->threads, "OpenMP threads (default: OMP_NUM_THREADS or all cores)");
+  sub->add_option("--json", o->json_path, "write every figure to this JSON file");
+  sub->add_option("--dtype", o->dtype, "matmul precision of forward and backward: float32 or bf16 (float32 weights, grads, AdamW)")->capture_default_str()->check(CLI::IsMember({"float32", "bf16"}));
+  sub->add_option("--seed", o->seed, "seed of the weights and tokens")->capture_default_str();
+  sub->add_flag("--profile", o->profile, "print the profiler's full tables per config");
+  return [o] { return run_bench(*o); };
+}
+
+}  // namespace ember::apps

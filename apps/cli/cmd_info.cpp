@@ -1,0 +1,101 @@
+// `ember info`: what a config costs: parameters (total and active per token),
+// FLOPs per token, KV-cache bytes per token, training-step and inference memory,
+// and whether this machine's memory holds them. Every count is exact (nn/model_stats.h).
+#include <cstdio>
+
+#include "nn/checkpoint.h"
+#include "apps/cli/commands.h"
+#include "nn/presets.h"
+#include "core/system_memory.h"
+#include "nn/model_stats.h"
+
+namespace ember::apps {
+namespace {
+
+struct InfoOptions {
+  std::string config, preset, checkpoint;
+  int64_t batch = 8, seq_len = 0;
+};
+
+std::string human(double v) {
+  char buf[32];
+  if (v >= 1e9) {
+    std::snprintf(buf, sizeof buf, "%.2fG", v / 1e9);
+  } else if (v >= 1e6) {
+    std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
+  } else if (v >= 1e3) {
+    std::snprintf(buf, sizeof buf, "%.1fK", v / 1e3);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+  }
+  return buf;
+}
+
+// "23.4 GiB of physical memory: enough to train and run this model", or what does not fit.
+std::string machine_verdict(const nn::MemoryNeed& run, const nn::MemoryNeed& train) {
+  const SystemMemory m = system_memory();
+  if (m.bytes <= 0) return "memory unknown";
+  std::string line = bytes_str(m.bytes) + " of " + m.what + ": ";
+  if (train.total() <= m.bytes) return line + "enough to train and run this model";
+  if (run.total() <= m.bytes) {
+    return line + "enough to run this model, too little to train it " + train.purpose + " (needs " +
+           bytes_str(train.total()) + ")";
+  }
+  return line + "too little to run this model (needs " + bytes_str(run.total()) + ") or train it (needs " +
+         bytes_str(train.total()) + ")";
+}
+
+}  // namespace
+
+// Exactly one of --config, --preset, --checkpoint picks the model.
+nn::ModelConfig resolve_model_config(const std::string& config, const std::string& preset,
+                                     const std::string& checkpoint) {
+  const int given = !config.empty() + !preset.empty() + !checkpoint.empty();
+  EMBER_CHECK(given == 1, "give exactly one of --config, --preset, --checkpoint");
+  if (!config.empty()) return nn::ModelConfig::from_file(config);
+  if (!preset.empty()) return nn::preset_config(preset);
+  return nn::read_checkpoint_config(checkpoint);
+}
+
+CommandRunner add_info_command(CLI::App& app) {
+  auto opt = std::make_shared<InfoOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "info",
+      "Parameter counts, FLOPs per token, KV-cache size and training memory of a model.\n"
+      "FLOPs per token (forward + backward) = 6 x active matmul parameters (every weight a token\n"
+      "multiplies with, lm_head included, embedding lookups excluded) + 12 x n_layers x n_heads x\n"
+      "head_dim x context (PaLM, appendix B; context = min(T, window) on sliding-window layers).");
+  sub->add_option("--config", opt->config, "model config JSON file")->check(CLI::ExistingFile);
+  sub->add_option("--preset", opt->preset, "shipped preset (dense-small, moe-small, gpt2-small)");
+  sub->add_option("--checkpoint", opt->checkpoint, "checkpoint whose config to describe")->check(CLI::ExistingFile);
+  sub->add_option("--batch-size", opt->batch, "batch size for the memory estimate")->capture_default_str();
+  sub->add_option("--seq-len", opt->seq_len, "sequence length (0: the model's max_seq_len)");
+  return [opt]() {
+    const nn::ModelConfig cfg = resolve_model_config(opt->config, opt->preset, opt->checkpoint);
+    EMBER_CHECK(opt->batch > 0, "--batch-size must be positive, got ", opt->batch);
+    EMBER_CHECK(opt->seq_len >= 0 && opt->seq_len <= cfg.max_seq_len, "--seq-len must be between 1 and the model's "
+                "max_seq_len ", cfg.max_seq_len, " (or 0: max_seq_len), got ", opt->seq_len);
+    const int64_t T = opt->seq_len > 0 ? opt->seq_len : cfg.max_seq_len;
+    const nn::ModelStats s = nn::model_stats(cfg, opt->batch, T);
+    std::printf("parameters            %s (%lld)\n", human(static_cast<double>(s.total_params)).c_str(),
+                static_cast<long long>(s.total_params));
+    std::printf("active per token      %s (%lld)\n", human(static_cast<double>(s.active_params)).c_str(),
+                static_cast<long long>(s.active_params));
+    std::printf("embedding parameters  %s\n", human(static_cast<double>(s.embedding_params)).c_str());
+    std::printf("FLOPs per token       %s (forward + backward at T = %lld)\n",
+                human(s.flops_per_token).c_str(), static_cast<long long>(T));
+    std::printf("KV cache per token    %lld bytes (float32)\n",
+                static_cast<long long>(s.kv_cache_bytes_per_token));
+    std::printf("training memory       %s bytes at B = %lld, T = %lld (weights, grads, AdamW, activations)\n",
+                human(static_cast<double>(s.train_memory_bytes)).c_str(),
+                static_cast<long long>(opt->batch), static_cast<long long>(T));
+    const nn::MemoryNeed run = nn::inference_memory(cfg);
+    const nn::MemoryNeed train = nn::training_memory(cfg, opt->batch, T);
+    std::printf("inference memory      %s bytes (float32 weights and position tables)\n",
+                human(static_cast<double>(run.total())).c_str());
+    std::printf("this machine          %s\n", machine_verdict(run, train).c_str());
+    return 0;
+  };
+}
+
+}  // namespace ember::apps

@@ -1,0 +1,101 @@
+// ember: train · eval · generate · tokenize · info · bench. The only place that turns
+// an ember::Error into one line on stderr and a non-zero exit. Under mpirun /
+// srun the Communicator (made before anything else, outside the try block so
+// an uncaught error aborts the whole job rather than hanging it) starts MPI;
+// a failing rank ends every rank with its message (dist::Communicator::fail).
+// Exit codes (docs/cli.md): 0 success, 1 error (bad input, runtime failure),
+// 2 command-line usage error, 128 + signal when SIGINT/SIGTERM stopped
+// `ember train` after it wrote a checkpoint (130 for Ctrl-C).
+#include <csignal>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "apps/cli/commands.h"
+#include "apps/cli/integer_options.h"
+#include "core/user_message.h"
+#include "core/error.h"
+#include "dist/communicator.h"
+#include "dist/consistency.h"
+#include "ember/version.h"
+
+namespace {
+constexpr int kExitUsage = 2;  // as getopt-style tools; CLI11's own codes (100+) are not used
+}
+
+int main(int argc, char** argv) {
+  // A file-size limit (ulimit -f) makes writes fail with EFBIG, reported as
+  // one line like a full disk, instead of killing the process mid-checkpoint.
+  std::signal(SIGXFSZ, SIG_IGN);
+  ember::dist::Communicator comm;
+  CLI::App app{"ember: a small PyTorch-style LLM training framework in C++"};
+  app.set_version_flag("--version", "ember " EMBER_VERSION "\nbuild: " EMBER_BUILD_INFO);
+  // Every option of every subcommand shows its default in --help (set before they are added).
+  // A repeated option takes its last value (scripts/run.sh passes its defaults
+  // first, so `bash scripts/run.sh --steps 200` overrides them).
+  app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.require_subcommand(1);
+  std::map<CLI::App*, ember::apps::CommandRunner> runners;
+  auto add = [&](ember::apps::CommandRunner (*fn)(CLI::App&)) {
+    const size_t before = app.get_subcommands({}).size();
+    ember::apps::CommandRunner run = fn(app);
+    runners[app.get_subcommands({})[before]] = std::move(run);
+  };
+  ember::apps::set_command_communicator(&comm);
+  add(ember::apps::add_train_command);
+  add(ember::apps::add_eval_command);
+  add(ember::apps::add_tokenize_command);
+  add(ember::apps::add_generate_command);
+  add(ember::apps::add_info_command);
+  add(ember::apps::add_export_command);
+  add(ember::apps::add_import_command);
+  add(ember::apps::add_plot_command);
+  add(ember::apps::add_bench_command);
+  ember::apps::check_integer_options(app);  // "010", 2^63, -1 for UINT: usage errors, never silently changed
+  std::optional<CLI::ParseError> parse_error;  // a usage error, or --help / --version (exit code 0)
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    parse_error = e;
+  }
+  // Under mpirun each rank parses its own arguments (an MPMD job may give
+  // them different ones): they agree on the outcome before anything else, so
+  // one rank's usage error never leaves the others waiting in a collective.
+  // The lowest rank that stopped prints its message; every rank exits with its code.
+  if (comm.world_size() > 1) {
+    try {
+      comm.raise_if_any_failed(parse_error ? std::to_string(parse_error->get_exit_code() == 0 ? 0 : kExitUsage) : "");
+    } catch (const ember::dist::CollectiveError& e) {
+      const std::string what = e.what();  // "rank r: <exit code>"
+      if (e.failed_rank() != comm.rank()) return std::stoi(what.substr(what.rfind(' ') + 1));
+    }
+  }
+  if (parse_error) {
+    if (parse_error->get_exit_code() == 0) return app.exit(*parse_error);  // --help, --version
+    app.exit(*parse_error);  // the message and "Run with --help ..."
+    return kExitUsage;
+  }
+  std::string command;
+  try {
+    if (comm.world_size() > 1) {  // an MPMD job whose ranks run different commands would hang
+      std::string name;
+      for (auto& [sub, run] : runners) {
+        if (sub->parsed()) name = sub->get_name();
+      }
+      ember::dist::check_ranks_agree(comm, {{"the command", "ember " + name}});
+    }
+    if (comm.uses_mpi()) ember::dist::set_threads_per_rank(comm);
+    for (auto& [sub, run] : runners) {
+      if (sub->parsed()) {
+        command = sub->get_name();
+        return run();
+      }
+    }
+  } catch (const ember::Error& e) {
+    return comm.fail(e, "ember: error: ");
+  } catch (const std::exception& e) {  // the library's own: one sentence, never its raw text
+    return comm.fail(ember::Error(ember::user_message(e, command)), "ember: error: ");
+  }
+  return 0;
+}

@@ -1,0 +1,64 @@
+// Hugging Face form of an ember model: the transformers class that computes
+// the same function (LlamaForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM,
+// GPT2LMHeadModel), its config.json, and its weight names and layouts.
+// Only exact equivalents are produced or accepted: a config with no such
+// class, or a config.json key that would change the math, is an Error naming
+// the key. Training-only keys with no Hugging Face counterpart (z_loss_coef,
+// dropout, moe.router_z_loss_coef) travel in config.json under "ember_training".
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+
+#include "core/tensor.h"
+#include "nn/config.h"
+
+namespace ember::apps {
+
+enum class HfArch { Llama, Qwen3, Qwen3Moe, GPT2 };
+
+// "LlamaForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "GPT2LMHeadModel".
+const char* hf_arch_name(HfArch arch);
+
+// --- config (apps/interop/hf_format.cpp) ---------------------------------------------------
+// The class that expresses cfg exactly; otherwise an Error naming the config key.
+HfArch hf_arch_for(const nn::ModelConfig& cfg);
+// config.json text of cfg as `arch` (bos/eos_token_id written when eos_id is given).
+std::string hf_config_json(const nn::ModelConfig& cfg, HfArch arch, std::optional<int64_t> eos_id);
+
+struct HfModelConfig {
+  HfArch arch = HfArch::Llama;
+  nn::ModelConfig config;
+};
+// Parses config.json text; `source` names the file in errors.
+HfModelConfig hf_config_from_json(const std::string& json_text, const std::string& source);
+
+// --- weights (apps/interop/hf_weights.cpp) -----------------------------------------------------
+// ember state dict (SPEC.md section 3 names, Linear [out, in]) -> Hugging Face names and
+// layouts (for GPT-2: transformer.* names, Conv1D [in, out] weights, q,k,v fused in c_attn).
+std::map<std::string, Tensor> hf_tensors_from_ember(const nn::ModelConfig& cfg, HfArch arch,
+                                                    const std::map<std::string, Tensor>& state);
+// The inverse; drops Hugging Face buffers (rotary inv_freq, GPT-2 attn.bias/masked_bias) and a
+// tied lm_head. Names and shapes are checked against the model by the caller (load_state_dict).
+std::map<std::string, Tensor> ember_tensors_from_hf(const nn::ModelConfig& cfg, HfArch arch,
+                                                    std::map<std::string, Tensor> hf,
+                                                    const std::string& source);
+
+// --- directories (apps/cli/cmd_export.cpp, apps/cli/cmd_import.cpp) ----------------------------
+struct HfExport {
+  HfArch arch = HfArch::Llama;
+  bool tokenizer = false;  // tokenizer.json written (a checkpoint over token shards may have none)
+};
+// Writes out_dir/{model.safetensors, config.json, tokenizer.json, generation_config.json}.
+HfExport export_hf(const std::string& checkpoint, const std::string& out_dir);
+
+struct HfImportOptions {
+  std::string tokenizer;      // tokenizer.json to use instead of DIR/tokenizer.json
+  bool no_tokenizer = false;  // store no tokenizer (the byte tokenizer is then implied)
+};
+// Reads dir/config.json, dir/model.safetensors (or the shards of model.safetensors.index.json)
+// and the tokenizer into an ember checkpoint (root attrs, /model, /tokenizer).
+void import_hf(const std::string& dir, const std::string& out_checkpoint,
+               const HfImportOptions& opt);
+
+}  // namespace ember::apps

@@ -1,0 +1,46 @@
+// Data-parallel pieces of the trainer (see data_parallel.h).
+#include "apps/train/data_parallel.h"
+
+#include <cstdio>
+
+#include "dist/zero_adamw.h"
+#include "optim/adamw.h"
+
+namespace ember::apps {
+
+Optimization make_optimization(dist::Communicator& comm, nn::Transformer& model, const TrainOptions& o) {
+  Optimization r;
+  if (comm.world_size() > 1 || o.zero) {
+    dist::ReducerOptions ro;
+    ro.bucket_bytes = o.bucket_mb << 20;
+    ro.first_bucket_bytes = std::min<int64_t>(ro.first_bucket_bytes, ro.bucket_bytes);
+    ro.zero = o.zero != 0;
+    r.reducer = std::make_unique<dist::Reducer>(comm, model.parameters(), ro);
+  }
+  const optim::AdamWOptions adamw{o.beta1, o.beta2, 1e-8};
+  auto groups = optim::decay_groups(model.named_parameters(), o.weight_decay);
+  if (o.zero) {
+    r.optimizer = std::make_unique<dist::ZeroAdamW>(*r.reducer, std::move(groups), adamw);
+  } else {
+    r.optimizer = std::make_unique<optim::AdamW>(std::move(groups), adamw);
+  }
+  return r;
+}
+
+void note_global_batch_change(const dist::Communicator& comm, int64_t saved_world, int64_t saved_batch,
+                              int64_t batch) {
+  const int64_t world = comm.world_size();
+  const long long saved_rows = saved_world * saved_batch, rows = world * batch;
+  if (!comm.is_root() || saved_batch <= 0 || saved_rows == rows) return;
+  std::printf("note: the checkpoint was written by %lld rank(s) x batch %lld = %lld rows per micro-step; this run "
+              "has %lld x %lld = %lld, so the data order and the gradient noise change",
+              static_cast<long long>(saved_world), static_cast<long long>(saved_batch), saved_rows,
+              static_cast<long long>(world), static_cast<long long>(batch), rows);
+  if (saved_rows % world == 0) {
+    std::printf(" (give --batch-size %lld to keep them)", saved_rows / world);
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+}  // namespace ember::apps

@@ -1,0 +1,37 @@
+// The one evaluation of a model on token shards, used by `ember train`'s
+// validation and by `ember eval`: the mean loss over N sequential batches and
+// bits per byte (docs/cli.md, "Evaluation"):
+//   bits per byte = sum over target tokens of CE in nats / (ln 2 x UTF-8 bytes of their text)
+// where a special token (<|endoftext|>) stands for no text (0 bytes; its CE counts).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "data/batch_loader.h"
+#include "data/tokenizer/tokenizer.h"
+#include "nn/transformer.h"
+
+namespace ember::apps {
+
+struct EvalResult {
+  int64_t batches = 0;
+  int64_t tokens = 0;  // target tokens scored: batches x B x T
+  int64_t bytes = 0;   // UTF-8 bytes of their text (= tokens when counted per token)
+  double loss = 0;     // mean cross-entropy, nats per target token
+  double total = 0, z = 0, aux = 0, router_z = 0;  // the loss terms, mean over batches
+  double bits_per_byte = 0;  // bits per token when !per_byte
+  bool per_byte = false;     // false: no tokenizer, every token counted as one "byte"
+};
+
+// Bytes of the text each token id stands for: its decoded UTF-8 length; 0 for
+// special tokens and for ids the tokenizer lacks.
+std::vector<int64_t> token_byte_lengths(const data::Tokenizer& tokenizer, int64_t vocab_size);
+
+// Batches 0..batches-1 of `loader` (built sequential, grad_accum 1) through the model
+// in eval mode (dropout off; the mode is restored after). token_bytes from
+// token_byte_lengths, or empty for bits per token. With `with_grads` each batch's
+// total loss / batches is back-propagated into the parameters' gradients.
+EvalResult evaluate(nn::Transformer& model, const data::BatchLoader& loader, int64_t batches,
+                    const std::vector<int64_t>& token_bytes, bool with_grads = false);
+
+}  // namespace ember::apps

@@ -1,0 +1,272 @@
+// The field table of `ember train`'s options (see train_options.h) and the
+// functions that walk it: CLI registration, validation, checkpoint JSON,
+// restore on --resume with its notes and refusals, and the values the ranks compare.
+#include "apps/train/options.h"
+
+#include <CLI/CLI.hpp>
+#include <charconv>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <variant>
+
+#include "core/error.h"
+
+namespace ember::apps {
+namespace {
+
+using nlohmann::json;
+
+// What --resume does with a field the command line gives again with another value.
+enum class OnResume {
+  NotSaved,    // this invocation's own (--config, --resume, --out, --profile): not in the checkpoint
+  Free,        // restored; a given flag overrides it, with a note on stdout
+  Refused,     // restored; another value changes which windows the rest of the epoch reads
+               // (it would repeat or skip data), so it is refused
+  DataChange,  // restored; another value needs --allow-data-change
+};
+
+using Member = std::variant<int64_t TrainOptions::*, uint64_t TrainOptions::*, double TrainOptions::*,
+                            std::string TrainOptions::*, bool TrainOptions::*>;
+
+// Numbers in [lo, hi] (an end excluded when open), or strings among names; doubles must be finite.
+struct Allowed {
+  double lo = -HUGE_VAL, hi = HUGE_VAL;
+  bool lo_open = false, hi_open = false;
+  std::vector<std::string> names;
+};
+const Allowed kAny{};
+const Allowed kPositive{0, HUGE_VAL, true, false, {}};
+const Allowed kNonNegative{0, HUGE_VAL, false, false, {}};
+const Allowed kUnitOpen{0, 1, false, true, {}};  // [0, 1)
+Allowed one_of(std::vector<std::string> names) { return {-HUGE_VAL, HUGE_VAL, false, false, std::move(names)}; }
+Allowed between(double lo, double hi) { return {lo, hi, false, false, {}}; }
+
+struct Field {
+  const char* flag;
+  Member member;
+  const char* help;
+  OnResume resume;
+  Allowed allowed;
+  bool existing_file = false;  // the CLI checks that the file exists
+};
+
+using O = TrainOptions;
+const std::vector<Field>& fields() {
+  static const std::vector<Field> table = {
+      {"--config", &O::config, "model config JSON (SPEC.md section 1)", OnResume::NotSaved, kAny, true},
+      {"--preset", &O::preset, "shipped model: dense-small, moe-small, gpt2-small", OnResume::NotSaved, kAny},
+      {"--init-from", &O::init_from, "start from this checkpoint's weights (fine-tuning)", OnResume::NotSaved, kAny,
+       true},
+      {"--resume", &O::resume, "continue the run in this folder from its newest complete checkpoint "
+                               "(with its options; a given option overrides one, with a note)",
+       OnResume::NotSaved, kAny},
+      {"--data", &O::data, "text file/folder, or llm.c token shards (file, folder, glob); default: fortunes",
+       OnResume::DataChange, kAny},
+      {"--tokenizer", &O::tokenizer,
+       "tokenizer.json the --data shards were encoded with (default: the checkpoint's, else tokenizer.json beside "
+       "the shards, else bytes); stored in the checkpoints",
+       OnResume::DataChange, kAny, true},
+      {"--val-data", &O::val_data, "validation token shards (default: a held-out tail of --data text)",
+       OnResume::DataChange, kAny},
+      {"--allow-data-change", &O::allow_data_change,
+       "--resume: accept another --data / --val-data / --val-fraction, or data files changed since the run started",
+       OnResume::NotSaved, kAny},
+      {"--batch-size", &O::batch_size, "rows per micro-batch (per rank)", OnResume::Free, kPositive},
+      {"--seq-len", &O::seq_len, "tokens per row", OnResume::Refused, kPositive},
+      {"--grad-accum", &O::grad_accum, "micro-batches per step", OnResume::Free, kPositive},
+      {"--steps", &O::steps, "total steps of the run (the schedule's length)", OnResume::Free, kPositive},
+      {"--lr", &O::lr, "peak learning rate", OnResume::Free, kPositive},
+      {"--min-lr", &O::min_lr, "final learning rate (at most --lr)", OnResume::Free, kNonNegative},
+      {"--warmup", &O::warmup, "linear warmup steps", OnResume::Free, kNonNegative},
+      {"--schedule", &O::schedule, "cosine, constant, linear or wsd", OnResume::Free,
+       one_of({"cosine", "constant", "linear", "wsd"})},
+      {"--weight-decay", &O::weight_decay, "AdamW decoupled weight decay (tensors of 2+ dims)", OnResume::Free,
+       kNonNegative},
+      {"--beta1", &O::beta1, "AdamW beta1", OnResume::Free, kUnitOpen},
+      {"--beta2", &O::beta2, "AdamW beta2", OnResume::Free, kUnitOpen},
+      {"--clip", &O::clip, "clip gradients to this global L2 norm (0: off)", OnResume::Free, kNonNegative},
+      {"--seed", &O::seed, "seed of the initial weights, data order and dropout", OnResume::Refused, kAny},
+      {"--sequential", &O::sequential, "read windows in order instead of a seeded shuffle", OnResume::Refused, kAny},
+      {"--profile", &O::profile, "time every step by phase and op family; print a table at the end and "
+                                 "write OUT/profile.json (the first step or two are warm-up)",
+       OnResume::NotSaved, kAny},
+      {"--out", &O::out, "run folder: checkpoints, metrics.jsonl, data", OnResume::NotSaved, kAny},
+      {"--save-every", &O::save_every, "checkpoint every N steps (0: at the end only)", OnResume::Free, kNonNegative},
+      {"--keep", &O::keep, "keep the newest N checkpoints (0: all)", OnResume::Free, kNonNegative},
+      {"--keep-every", &O::keep_every, "also keep every checkpoint whose step is a multiple of M", OnResume::Free,
+       kNonNegative},
+      {"--log-every", &O::log_every, "progress line every N steps", OnResume::Free, kNonNegative},
+      {"--eval-every", &O::eval_every, "validation loss every N steps (0: at the end)", OnResume::Free, kNonNegative},
+      {"--eval-batches", &O::eval_batches, "validation batches per evaluation (0: no validation)", OnResume::Free, kNonNegative},
+      {"--val-fraction", &O::val_fraction, "held-out tail of a text corpus used for validation",
+       OnResume::DataChange, kUnitOpen},
+      {"--vocab-size", &O::vocab_size,
+       "train a BPE tokenizer of this many tokens on the text --data (model vocab follows; 0: none)",
+       OnResume::Refused, kNonNegative},
+      {"--sample-tokens", &O::sample_tokens, "print a sample of N tokens at the end", OnResume::Free, kNonNegative},
+      {"--sample-prompt", &O::sample_prompt, "prompt of the end-of-run sample", OnResume::Free, kAny},
+      {"--dtype", &O::dtype, "matmul precision: float32, or bf16 (bfloat16 operands; float32 weights, grads, AdamW)",
+       OnResume::Free, one_of({"float32", "bf16"})},
+      {"--zero", &O::zero, "under mpirun: 1 shards the AdamW moments across ranks (ZeRO-1)", OnResume::Free,
+       between(0, 1)},
+      {"--bucket-mb", &O::bucket_mb, "under mpirun: gradient all-reduce bucket size in MiB (the first is 1 MiB)",
+       OnResume::Free, kPositive},
+      {"--check-every", &O::check_every,
+       "under mpirun: compare parameter checksums across ranks every N steps (0: never)", OnResume::Free,
+       kNonNegative},
+  };
+  return table;
+}
+
+// "--batch-size" -> "batch_size": the key in the checkpoint and in TrainOptions::given.
+std::string key_of(const Field& f) {
+  std::string name = std::string(f.flag).substr(2);
+  for (char& c : name) c = c == '-' ? '_' : c;
+  return name;
+}
+
+// The shortest text that reads back as the same number.
+std::string number_text(double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+std::string value_text(const Field& f, const TrainOptions& o) {
+  return std::visit(
+      [&](auto m) -> std::string {
+        const auto& v = o.*m;
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::string>) return v;
+        else if constexpr (std::is_same_v<T, bool>) return v ? "true" : "false";
+        else if constexpr (std::is_same_v<T, double>) return number_text(v);
+        else return std::to_string(v);
+      },
+      f.member);
+}
+
+std::string json_text(const json& j) {
+  if (j.is_string()) return j.get<std::string>();
+  if (j.is_number_float()) return number_text(j.get<double>());
+  return j.dump();
+}
+
+std::string allowed_text(const Allowed& a) {
+  if (!a.names.empty()) {
+    std::string s = "one of ";
+    for (size_t i = 0; i < a.names.size(); ++i) s += (i ? ", " : "") + a.names[i];
+    return s;
+  }
+  if (std::isfinite(a.lo) && std::isfinite(a.hi)) {
+    return std::string("in ") + (a.lo_open ? "(" : "[") + number_text(a.lo) + ", " + number_text(a.hi) +
+           (a.hi_open ? ")" : "]");
+  }
+  return std::string(a.lo_open ? "> " : ">= ") + number_text(a.lo);
+}
+
+void check_field(const Field& f, const TrainOptions& o) {
+  const Allowed& a = f.allowed;
+  std::visit(
+      [&](auto m) {
+        const auto& v = o.*m;
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          if (a.names.empty()) return;
+          for (const std::string& n : a.names) {
+            if (v == n) return;
+          }
+          throw Error(detail::concat(f.flag, " must be ", allowed_text(a), "; got '", v, "'"));
+        } else if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double>) {
+          const double x = static_cast<double>(v);
+          const bool ok = std::isfinite(x) && (a.lo_open ? x > a.lo : x >= a.lo) && (a.hi_open ? x < a.hi : x <= a.hi);
+          EMBER_CHECK(ok, f.flag, " must be ", allowed_text(a), std::is_same_v<T, double> ? " and finite" : "",
+                      "; got ", value_text(f, o));
+        }
+      },
+      f.member);
+}
+
+}  // namespace
+
+void add_train_options(CLI::App& sub, TrainOptions& o) {
+  for (const Field& f : fields()) {
+    std::visit(
+        [&](auto m) {
+          using T = std::decay_t<decltype(o.*m)>;
+          if constexpr (std::is_same_v<T, bool>) {
+            sub.add_flag(f.flag, o.*m, f.help);
+          } else {
+            CLI::Option* op = sub.add_option(f.flag, o.*m, f.help)->capture_default_str();
+            if (f.existing_file) op->check(CLI::ExistingFile);
+          }
+        },
+        f.member);
+  }
+}
+
+void mark_given_options(const CLI::App& sub, TrainOptions& o) {
+  for (const Field& f : fields()) {
+    if (sub.count(f.flag) > 0) o.given.insert(key_of(f));
+  }
+}
+
+void validate_options(const TrainOptions& o) {
+  for (const Field& f : fields()) check_field(f, o);
+  EMBER_CHECK(o.min_lr <= o.lr, "--min-lr must be at most --lr (", number_text(o.lr), "); got ",
+              number_text(o.min_lr));
+  EMBER_CHECK(o.vocab_size == 0 || o.vocab_size > 256,
+              "--vocab-size must be 0 (no tokenizer training) or more than 256 (the byte tokens); got ",
+              o.vocab_size);
+  EMBER_CHECK(o.tokenizer.empty() || o.vocab_size == 0,
+              "--tokenizer and --vocab-size exclude each other: give the tokenizer the shards were made with, or "
+              "train one on text");
+}
+
+json options_to_json(const TrainOptions& o) {
+  json j = json::object();
+  for (const Field& f : fields()) {
+    if (f.resume == OnResume::NotSaved) continue;
+    std::visit([&](auto m) { j[key_of(f)] = o.*m; }, f.member);
+  }
+  return j;
+}
+
+std::vector<std::string> restore_options(const json& saved, TrainOptions& o) {
+  std::vector<std::string> notes;
+  for (const Field& f : fields()) {
+    const std::string key = key_of(f);
+    if (f.resume == OnResume::NotSaved || !saved.contains(key)) continue;
+    const json& was = saved.at(key);
+    std::visit(
+        [&](auto m) {
+          auto& v = o.*m;
+          if (!o.given.count(key)) {
+            was.get_to(v);
+            return;
+          }
+          if (json(v) == was) return;
+          const std::string change = detail::concat(f.flag, " ", value_text(f, o), " overrides the run's ",
+                                                    json_text(was));
+          if (f.resume == OnResume::Refused) {
+            throw Error(detail::concat("--resume: ", f.flag, " ", value_text(f, o), " differs from the run's ",
+                                       json_text(was), "; it changes which data the rest of the run reads "
+                                       "(resume without it, or start a new run with --init-from)"));
+          }
+          if (f.resume == OnResume::DataChange && !o.allow_data_change) {
+            throw Error(detail::concat("--resume: ", f.flag, " ", value_text(f, o), " differs from the run's ",
+                                       json_text(was), "; give --allow-data-change to train on it"));
+          }
+          notes.push_back("--resume: " + change);
+        },
+        f.member);
+  }
+  return notes;
+}
+
+std::vector<std::pair<std::string, std::string>> option_values(const TrainOptions& o) {
+  std::vector<std::pair<std::string, std::string>> values;
+  for (const Field& f : fields()) values.emplace_back(f.flag, value_text(f, o));
+  return values;
+}
+
+}  // namespace ember::apps

@@ -1,0 +1,28 @@
+// `ember train`: the training loop of SPEC.md sections 4-6 and 8. One flat
+// loop (as llm.c): batch -> forward -> backward (x grad_accum) -> clip ->
+// AdamW -> log; validation, checkpoints and the end-of-run sample around it.
+// Exact resume: the model, AdamW moments and step, the dropout stream offset
+// and the run's options are checkpointed; the data order is a pure function
+// of the step (data/batch_loader.h), so a resumed run repeats the unbroken one.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "apps/train/options.h"
+
+namespace ember::dist {
+class Communicator;
+}
+
+namespace ember::apps {
+
+// Runs training; returns the process exit code: 0 when the run reached --steps,
+// 128 + the signal when SIGINT/SIGTERM stopped it after writing a checkpoint
+// (130 for Ctrl-C). Errors are thrown as ember::Error.
+// With comm's world size W > 1 the run is data-parallel: rank r reads its rows
+// of each batch, gradients are averaged, rank 0 prints and writes checkpoints.
+int run_train(TrainOptions options, dist::Communicator& comm);
+// A single process (world size 1, never MPI).
+int run_train(TrainOptions options);
+
+}  // namespace ember::apps

@@ -1,0 +1,41 @@
+// Checkpoints in SPEC.md section 6's layout (HDF5):
+//   /            attrs format = "ember-checkpoint", version = 1, config = JSON
+//   /model/<name>                      float32 parameters
+//   /optim/<name>/exp_avg, exp_avg_sq  AdamW moments;  /optim attr step
+//   /optim/<name>                      attr step: the updates that parameter took
+//   /train       attrs: step, and state = JSON of everything exact resume needs
+//   /tokenizer/json                    the tokenizer (Hugging Face tokenizer.json text)
+// Writes are atomic: a temporary file in the same folder, fsync, rename.
+// A whole-file CRC-32C in the HDF5 user block is verified before each read
+// (core/io/file_digest.h).
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+
+#include "core/tensor.h"
+#include "nn/config.h"
+
+namespace ember::apps {
+
+struct Checkpoint {
+  nn::ModelConfig config;
+  std::map<std::string, Tensor> model;   // name -> tensor
+  std::map<std::string, Tensor> optim;   // "<name>/exp_avg", "<name>/exp_avg_sq"
+  std::optional<int64_t> optim_step;    // present when /optim is
+  // "<name>" -> updates that parameter took (optim::Optimizer::param_steps);
+  // empty for checkpoints written before per-parameter counts.
+  std::map<std::string, int64_t> optim_param_steps;
+  std::optional<std::string> train_state;  // JSON (apps/train/trainer.cpp owns its keys)
+  int64_t train_step = 0;
+  std::string tokenizer_json;           // empty: none stored
+};
+
+// Writes atomically to `path`; never leaves a partial file under that name.
+void write_checkpoint(const std::string& path, const Checkpoint& ckpt);
+// Reads everything present; `with_optim` false skips the moments (eval, generate).
+Checkpoint read_checkpoint(const std::string& path, bool with_optim = true);
+// Only the root attrs: validates format/version and parses the config.
+nn::ModelConfig read_checkpoint_config(const std::string& path);
+
+}  // namespace ember::apps
