@@ -69,7 +69,7 @@ bool sole_owner(const Tensor& t) {
 }
 
 void accumulate_leaf(const std::shared_ptr<VariableImpl>& impl, Tensor g) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   VariableImpl& leaf = *impl;
   if (!leaf.grad.defined()) {
     // Adopt g's buffer when it is ours alone; otherwise copy (g may alias another
@@ -88,7 +88,7 @@ void accumulate_leaf(const std::shared_ptr<VariableImpl>& impl, Tensor g) {
 
 // Sums a new contribution into a pending gradient, in place when the slot is unshared.
 void add_into(Tensor& slot, const Tensor& g) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   if (!slot.defined()) {
     slot = g;
   } else if (slot.shape() == g.shape() && slot.dtype() == g.dtype() && !slot.shares_storage(g) &&
@@ -173,7 +173,7 @@ void Variable::backward(const Tensor& grad_root, bool retain_graph) const {
       if (!e.needed()) continue;
       Tensor gi = std::move(in_grads[i]);
       if (gi.defined() && gi.shape() != n->input_shapes[i]) {
-        EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+        EMBER_PROFILE_SCOPE(kElementwiseFamily);
         gi = kernels::sum_to_shape(gi, n->input_shapes[i]);
       }
       if (e.node) {

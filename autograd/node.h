@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "autograd/profile_families.h"
 #include "autograd/variable.h"
-#include "core/profiler.h"
 #include "core/tensor.h"
 
 namespace ember {
@@ -39,7 +39,7 @@ struct Node {
   std::vector<Edge> inputs;
   std::vector<Shape> input_shapes;
   BackwardFn backward;  // reset when the graph is freed
-  prof::Family family = prof::Family::Other;  // the profiler family its forward ran under
+  prof::Family family = prof::kOtherFamily;  // the profiler family its forward ran under
 };
 
 // A tensor kept for backward, with the storage version it had when saved:

@@ -92,7 +92,7 @@ Variable scatter_add(const Variable& base, int64_t dim, const Tensor& index, con
 // Largest k along the last dim (ties: lower index): differentiable values, int64 indices.
 std::pair<Variable, Tensor> topk(const Variable& a, int64_t k);
 // out[n] = sum_s weights[n, s] src[slots[n, s]]: src [R, C], slots [N, S] naming distinct
-// rows, weights [N, S] -> [N, C] (the MoE combine step; core/kernels/gather_sum.h).
+// rows, weights [N, S] -> [N, C] (the MoE combine step; ops/index.cpp).
 Variable gather_weighted_sum(const Variable& src, const Tensor& slots, const Variable& weights);
 
 // --- selection (ops/select.cpp) -------------------------------------------------------------------------------

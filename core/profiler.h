@@ -1,48 +1,66 @@
 // A built-in profiler: where the time of a training step goes, by phase of the
-// step (data, forward, backward, ...) and by op family (matmul, attention, ...).
-// Off by default; then a scope costs one predictable branch. On, a scope reads
-// the steady clock twice. Attribution is exclusive: time is charged to the
-// innermost open family scope (a nested scope's time is not its parent's), and
-// to the innermost open phase, so the family split sums to the phase totals.
-// A claim is a family scope that absorbs the scopes nested in it (a composite
-// such as the MoE dispatch, or a recorded backward node). Only the thread that
+// step and by op family. Off by default; then a scope costs one predictable
+// branch. On, a scope reads the steady clock twice. Attribution is exclusive:
+// time is charged to the innermost open family scope (a nested scope's time is
+// not its parent's), and to the innermost open phase, so the family split sums
+// to the phase totals. A claim is a family scope that absorbs the scopes nested
+// in it (a composite, or a recorded backward node). Only the thread that
 // called enable() records; scopes sit outside OpenMP parallel regions.
 //
-//   EMBER_PROFILE_PHASE(ember::prof::Phase::Forward);     // in the trainer
-//   EMBER_PROFILE_SCOPE(ember::prof::Family::Matmul);     // first line of an op
-//   EMBER_PROFILE_CLAIM(ember::prof::Family::MoeDispatch); // absorbs nested ops
-//
-// Families: matmul (the matmul op), attention (the fused attention op and
-// RoPE), norm (RMSNorm, LayerNorm), elementwise (unary, binary, reductions,
-// softmax, dropout, where; gradient accumulation in the engine), loss (fused
-// cross-entropy with z-loss), embedding (token and position lookups), moe
-// dispatch (routing, top-k, gather/scatter of tokens per expert, aux losses),
-// optimizer (AdamW, clipping), comm (MPI calls and waits), data (batches),
-// other (views, joins, copies, engine bookkeeping: whatever no scope claims).
+// core knows no family or phase but its two defaults: each layer registers the
+// names it owns, once, as ids (namespace-scope constants of that layer):
+//   const prof::Family kMatmulFamily = prof::register_family("matmul", 100);
+//   EMBER_PROFILE_SCOPE(kMatmulFamily);   // first line of an op
+//   EMBER_PROFILE_CLAIM(kMoeFamily);      // absorbs the scopes nested in it
+//   EMBER_PROFILE_PHASE(kForwardPhase);   // in the training loop
+// The rank orders the report (ascending, then by name), so it does not depend
+// on the order static initialisers run in: the layers rank by their place in
+// the stack (autograd 100s, nn 200s, optim 300s, dist 400s, apps 500s) and
+// core's "other" and "outside" come last.
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <string_view>
+#include <vector>
 
 namespace ember::prof {
 
-enum class Family : uint8_t {
-  Matmul, Attention, Norm, Elementwise, Loss, Embedding, MoeDispatch, Optimizer, Comm, Data, Other
-};
-// Outside: time while no phase scope is open (between steps, logging, evaluation).
-enum class Phase : uint8_t { Data, Forward, Backward, Clip, Optimizer, CommWait, Checkpoint, Outside };
-inline constexpr int kFamilies = 11;
-inline constexpr int kPhases = 8;
+inline constexpr int kMaxFamilies = 32;
+inline constexpr int kMaxPhases = 16;
 
+// A registered op family / phase of a step: an index into the counters.
+struct Family {
+  uint8_t id = 0;
+  friend bool operator==(Family, Family) = default;
+};
+struct Phase {
+  uint8_t id = 0;
+  friend bool operator==(Phase, Phase) = default;
+};
+// "other": whatever no family scope claims (views, copies, bookkeeping).
+inline constexpr Family kOtherFamily{0};
+// "outside": time while no phase scope is open (between steps, logging, evaluation).
+inline constexpr Phase kOutsidePhase{0};
+
+// Registers a name (again: the id it already has) with its place in the report.
+Family register_family(std::string_view name, int report_rank);
+Phase register_phase(std::string_view name, int report_rank);
 const char* family_name(Family f);  // "matmul", "moe_dispatch", ...
 const char* phase_name(Phase p);    // "forward", "comm_wait", ...
+// Every registered family / phase, in report order (the defaults last).
+std::vector<Family> families();
+std::vector<Phase> phases();
 
 // What was recorded since the last reset(): seconds and scope entries per
 // (phase, family), phase scope entries, and steps counted by end_step().
 struct Snapshot {
-  double seconds[kPhases][kFamilies] = {};
-  int64_t calls[kPhases][kFamilies] = {};
-  int64_t phase_calls[kPhases] = {};
+  double seconds[kMaxPhases][kMaxFamilies] = {};
+  int64_t calls[kMaxPhases][kMaxFamilies] = {};
+  int64_t phase_calls[kMaxPhases] = {};
   int64_t steps = 0;
+  double seconds_in(Phase p, Family f) const { return seconds[p.id][f.id]; }
+  int64_t calls_in(Phase p, Family f) const { return calls[p.id][f.id]; }
+  int64_t calls_of(Phase p) const { return phase_calls[p.id]; }
   double phase_seconds(Phase p) const;
   double family_seconds(Family f, bool include_outside = false) const;
   int64_t family_calls(Family f, bool include_outside = false) const;
@@ -58,7 +76,7 @@ void reset();
 void end_step();
 // The counters up to now.
 Snapshot snapshot();
-// The family time is charged to right now (Other when off): recorded
+// The family time is charged to right now ("other" when off): recorded
 // backward nodes take it as their family.
 Family current_family();
 
@@ -70,9 +88,11 @@ bool enter_phase(Phase p);
 void exit_phase();
 }  // namespace detail
 
+// The id is read only when recording (by reference: a layer's constant is not
+// loaded while the profiler is off).
 class Scope {
  public:
-  explicit Scope(Family f, bool claim = false) {
+  explicit Scope(const Family& f, bool claim = false) {
     if (detail::g_on.load(std::memory_order_relaxed)) [[unlikely]] armed_ = detail::enter_family(f, claim);
   }
   ~Scope() {
@@ -87,7 +107,7 @@ class Scope {
 
 class PhaseScope {
  public:
-  explicit PhaseScope(Phase p) {
+  explicit PhaseScope(const Phase& p) {
     if (detail::g_on.load(std::memory_order_relaxed)) [[unlikely]] armed_ = detail::enter_phase(p);
   }
   ~PhaseScope() {

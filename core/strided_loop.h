@@ -12,11 +12,9 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "core/threads.h"
 
 namespace ember {
-
-// Below this many elements a loop stays on one thread.
-constexpr int64_t kParallelGrain = 32768;
 
 template <size_t N, class RowFn>
 void strided_rows(const Shape& shape, const std::array<Shape, N>& strides, RowFn&& row) {

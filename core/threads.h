@@ -6,9 +6,19 @@
 // escape a busy core. Never when the user or the launcher places threads
 // (OMP_PROC_BIND, OMP_PLACES or GOMP_CPU_AFFINITY set), nor when the team does
 // not fill exactly the CPUs the process may run on.
+//
+// And kParallelGrain: the one threshold below which a loop stays on one thread.
 #pragma once
+#include <cstdint>
 
 namespace ember {
+
+// Below this many elements (or multiply-adds) a loop stays on one thread:
+// starting and joining an OpenMP team costs microseconds, more than a short
+// loop gains by splitting. Loops of the cheapest operations (a division, a sum
+// of words) use 2 * kParallelGrain. The `omp parallel ... if (...)` clauses of
+// the kernels, ops, optimizers and dist name it (`if (n > kParallelGrain)`).
+constexpr int64_t kParallelGrain = 32768;
 
 // Pins the threads of OpenMP's current team size when EMBER_PIN_THREADS=1;
 // returns true when it did.

@@ -12,9 +12,11 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/profiler.h"
+#include "core/threads.h"
 
 namespace ember::dist {
+
+const prof::Family kCommFamily = prof::register_family("comm", 400);
 
 struct Communicator::Impl {
   MPI_Comm world = MPI_COMM_NULL;  // a duplicate of MPI_COMM_WORLD: ember's own traffic
@@ -98,7 +100,7 @@ void divide_by(const Tensor& t, int w) {
     T* d = t.data<T>();
     const int64_t n = t.numel();
     const T tw = static_cast<T>(w);
-#pragma omp parallel for simd if (n > 65536)
+#pragma omp parallel for simd if (n > 2 * kParallelGrain)
     for (int64_t i = 0; i < n; ++i) d[i] /= tw;
   });
 }
@@ -166,13 +168,13 @@ Communicator::~Communicator() {
 }
 
 void Communicator::barrier() const {
-  EMBER_PROFILE_SCOPE(prof::Family::Comm);
+  EMBER_PROFILE_SCOPE(kCommFamily);
   if (!mpi_) return;
   mpi_check(MPI_Barrier(impl_->world), "MPI_Barrier", rank_);
 }
 
 void Communicator::all_reduce(const Tensor& t, ReduceOp op) const {
-  EMBER_PROFILE_SCOPE(prof::Family::Comm);
+  EMBER_PROFILE_SCOPE(kCommFamily);
   require_contiguous(t, "all_reduce");
   EMBER_CHECK(op != ReduceOp::Average || is_floating(t.dtype()),
               "all_reduce: Average needs a float tensor, got ", dtype_name(t.dtype()));
@@ -190,12 +192,12 @@ void Communicator::all_reduce(const Tensor& t, ReduceOp op) const {
 }
 
 double Communicator::all_reduce(double value, ReduceOp op) const {
-  EMBER_PROFILE_SCOPE(prof::Family::Comm);
+  EMBER_PROFILE_SCOPE(kCommFamily);
   return all_reduce(std::vector<double>{value}, op)[0];
 }
 
 std::vector<double> Communicator::all_reduce(std::vector<double> values, ReduceOp op) const {
-  EMBER_PROFILE_SCOPE(prof::Family::Comm);
+  EMBER_PROFILE_SCOPE(kCommFamily);
   if (world_size_ == 1 || values.empty()) return values;
   mpi_check(MPI_Allreduce(MPI_IN_PLACE, values.data(), checked_count(values.size(), "all_reduce"),
                           MPI_DOUBLE, mpi_op(op), impl_->world),
@@ -207,7 +209,7 @@ std::vector<double> Communicator::all_reduce(std::vector<double> values, ReduceO
 }
 
 bool Communicator::any(bool flag) const {
-  EMBER_PROFILE_SCOPE(prof::Family::Comm);
+  EMBER_PROFILE_SCOPE(kCommFamily);
   if (world_size_ == 1) return flag;
   int value = flag ? 1 : 0;
   mpi_check(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT, MPI_LOR, impl_->world), "MPI_Allreduce",
@@ -216,7 +218,7 @@ bool Communicator::any(bool flag) const {
 }
 
 std::vector<uint64_t> Communicator::all_gather(uint64_t value) const {
-  EMBER_PROFILE_SCOPE(prof::Family::Comm);
+  EMBER_PROFILE_SCOPE(kCommFamily);
   std::vector<uint64_t> out(world_size_, value);
   if (world_size_ == 1) return out;
   mpi_check(MPI_Allgather(&value, 1, MPI_UINT64_T, out.data(), 1, MPI_UINT64_T, impl_->world),
@@ -225,7 +227,7 @@ std::vector<uint64_t> Communicator::all_gather(uint64_t value) const {
 }
 
 void Communicator::broadcast(const Tensor& t, int root) const {
-  EMBER_PROFILE_SCOPE(prof::Family::Comm);
+  EMBER_PROFILE_SCOPE(kCommFamily);
   require_contiguous(t, "broadcast");
   if (!mpi_) return;
   const int64_t chunk = INT_MAX / 2;
@@ -239,7 +241,7 @@ void Communicator::broadcast(const Tensor& t, int root) const {
 }
 
 void Communicator::broadcast(std::string& s, int root) const {
-  EMBER_PROFILE_SCOPE(prof::Family::Comm);
+  EMBER_PROFILE_SCOPE(kCommFamily);
   if (!mpi_) return;
   int64_t size = static_cast<int64_t>(s.size());
   mpi_check(MPI_Bcast(&size, 1, MPI_INT64_T, root, impl_->world), "MPI_Bcast", rank_);
@@ -250,7 +252,7 @@ void Communicator::broadcast(std::string& s, int root) const {
 
 void Communicator::all_gather_in_place(const Tensor& buffer,
                                        const std::vector<int64_t>& counts) const {
-  EMBER_PROFILE_SCOPE(prof::Family::Comm);
+  EMBER_PROFILE_SCOPE(kCommFamily);
   require_contiguous(buffer, "all_gather_in_place");
   EMBER_CHECK(static_cast<int>(counts.size()) == world_size_,
               "all_gather_in_place: ", counts.size(), " counts for ", world_size_, " ranks");
@@ -271,7 +273,7 @@ void Communicator::all_gather_in_place(const Tensor& buffer,
 }
 
 Request Communicator::iall_reduce_sum(const Tensor& t) {
-  EMBER_PROFILE_SCOPE(prof::Family::Comm);
+  EMBER_PROFILE_SCOPE(kCommFamily);
   require_contiguous(t, "iall_reduce_sum");
   Request r;
   if (world_size_ == 1) return r;  // complete already
@@ -285,7 +287,7 @@ Request Communicator::iall_reduce_sum(const Tensor& t) {
 
 Request Communicator::ireduce_scatter_sum(const Tensor& in, const Tensor& out,
                                           const std::vector<int64_t>& counts) {
-  EMBER_PROFILE_SCOPE(prof::Family::Comm);
+  EMBER_PROFILE_SCOPE(kCommFamily);
   require_contiguous(in, "ireduce_scatter_sum");
   require_contiguous(out, "ireduce_scatter_sum");
   EMBER_CHECK(in.dtype() == out.dtype(), "ireduce_scatter_sum: input is ", dtype_name(in.dtype()),
@@ -313,7 +315,7 @@ Request Communicator::ireduce_scatter_sum(const Tensor& in, const Tensor& out,
 }
 
 bool Communicator::test(Request& request) {
-  EMBER_PROFILE_SCOPE(prof::Family::Comm);
+  EMBER_PROFILE_SCOPE(kCommFamily);
   if (!request.pending()) return true;
   int done = 0;
   mpi_check(MPI_Test(&impl_->requests[request.slot_], &done, MPI_STATUS_IGNORE), "MPI_Test", rank_);
@@ -324,7 +326,7 @@ bool Communicator::test(Request& request) {
 }
 
 void Communicator::wait(Request& request) {
-  EMBER_PROFILE_SCOPE(prof::Family::Comm);
+  EMBER_PROFILE_SCOPE(kCommFamily);
   if (!request.pending()) return;
   mpi_check(MPI_Wait(&impl_->requests[request.slot_], MPI_STATUS_IGNORE), "MPI_Wait", rank_);
   impl_->release(request.slot_);

@@ -9,9 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "core/profiler.h"
 #include "core/tensor.h"
 
 namespace ember::dist {
+
+// The profiler family of MPI calls and waits (dist ranks 400-499 in the report).
+extern const prof::Family kCommFamily;
 
 enum class ReduceOp { Sum, Average, Max, Min };
 

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "autograd/grad_mode.h"
+#include "core/threads.h"
 
 namespace ember::dist {
 namespace {
@@ -29,7 +30,7 @@ uint64_t mix64(uint64_t x) {  // splitmix64's finalizer
 uint64_t bytes_hash(const unsigned char* data, int64_t n, uint64_t seed) {
   const int64_t words = n / 8;
   uint64_t sum = 0;
-#pragma omp parallel for reduction(+ : sum) if (words > 65536)
+#pragma omp parallel for reduction(+ : sum) if (words > 2 * kParallelGrain)
   for (int64_t i = 0; i < words; ++i) {
     uint64_t w;
     std::memcpy(&w, data + 8 * i, 8);

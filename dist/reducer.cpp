@@ -11,8 +11,9 @@
 
 #include "autograd/grad_mode.h"
 #include "core/kernels/elementwise.h"
-#include "core/profiler.h"
+#include "core/threads.h"
 #include "optim/clip.h"
+#include "optim/optimizer.h"
 
 namespace ember::dist {
 namespace {
@@ -29,7 +30,7 @@ void divide_(const Tensor& t, int w) {
     T* d = t.numel() ? t.data<T>() : nullptr;
     const int64_t n = t.numel();
     const T tw = static_cast<T>(w);
-#pragma omp parallel for simd if (n > 65536)
+#pragma omp parallel for simd if (n > 2 * kParallelGrain)
     for (int64_t i = 0; i < n; ++i) d[i] /= tw;
   });
   t.bump_version();
@@ -126,7 +127,7 @@ struct Reducer::State {
   }
 
   void on_grad_ready(size_t i, const Variable& v) {
-    EMBER_PROFILE_SCOPE(prof::Family::Comm);
+    EMBER_PROFILE_SCOPE(kCommFamily);
     if (!sync || !communicates()) return;
     EMBER_CHECK(!copied[i], "dist::Reducer: the gradient of parameter ", i, " (shape ",
                 shape_str(v.shape()),
@@ -158,7 +159,7 @@ struct Reducer::State {
   }
 
   void finish() {
-    EMBER_PROFILE_SCOPE(prof::Family::Comm);
+    EMBER_PROFILE_SCOPE(kCommFamily);
     NoGradGuard no_grad;
     if (!communicates()) {
       finish_single();
@@ -295,7 +296,7 @@ void Reducer::finish() {
 }
 
 double Reducer::clip_grad_norm(double max_norm) {
-  EMBER_PROFILE_SCOPE(prof::Family::Optimizer);
+  EMBER_PROFILE_SCOPE(optim::kOptimizerFamily);
   State& s = *state_;
   if (!s.options.zero) return optim::clip_grad_norm(s.params, max_norm);
   NoGradGuard no_grad;
@@ -304,7 +305,7 @@ double Reducer::clip_grad_norm(double max_norm) {
     using T = decltype(tag);
     const T* d = s.shard_grad.numel() ? s.shard_grad.data<T>() : nullptr;
     const int64_t n = s.shard_grad.numel();
-#pragma omp parallel for reduction(+ : local) if (n > 32768)
+#pragma omp parallel for reduction(+ : local) if (n > kParallelGrain)
     for (int64_t i = 0; i < n; ++i) local += static_cast<double>(d[i]) * d[i];
   });
   const double norm = std::sqrt(s.comm->all_reduce(local, ReduceOp::Sum));

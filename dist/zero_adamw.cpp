@@ -5,7 +5,7 @@
 #include "dist/zero_adamw.h"
 
 #include "autograd/grad_mode.h"
-#include "core/profiler.h"
+#include "optim/optimizer.h"
 
 namespace ember::dist {
 
@@ -40,7 +40,7 @@ ZeroAdamW::ZeroAdamW(Reducer& reducer, std::vector<optim::ParamGroup> groups,
 }
 
 void ZeroAdamW::step(double lr, double grad_scale) {
-  EMBER_PROFILE_SCOPE(prof::Family::Optimizer);
+  EMBER_PROFILE_SCOPE(optim::kOptimizerFamily);
   ++step_;
   NoGradGuard no_grad;
   const Tensor& grad = reducer_.shard_grad();

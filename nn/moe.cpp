@@ -31,6 +31,8 @@ MoE::MoE(int64_t d_model, const MoEConfig& moe, const std::string& act, bool bia
 // r = x Wr^T, p = softmax(r); the top-K p of each token (ties: lower index)
 // weight its experts, renormalised to sum 1 when norm_topk_prob.
 // aux = E * sum_e f_e P_e with f_e = picks_e / (N K) (no gradient), P_e = mean_n p_ne.
+const prof::Family kMoeDispatchFamily = prof::register_family("moe_dispatch", 200);
+
 Variable MoE::forward(const Variable& x, MoEAux& aux) const {
   const Shape in_shape = x.shape();
   const int64_t C = x.size(-1), N = x.numel() / C, E = cfg_.n_experts, K = cfg_.top_k;
@@ -46,7 +48,7 @@ Variable MoE::forward(const Variable& x, MoEAux& aux) const {
   Tensor row_idx, slots;
   counts_.assign(E, 0);
   {
-    EMBER_PROFILE_CLAIM(prof::Family::MoeDispatch);
+    EMBER_PROFILE_CLAIM(kMoeDispatchFamily);
     probs = softmax(logits);
     auto [top_p, top_idx] = topk(probs, K);  // [N, K], int64 [N, K]
     weights = cfg_.norm_topk_prob ? top_p / sum(top_p, {-1}, true) : top_p;
@@ -83,12 +85,12 @@ Variable MoE::forward(const Variable& x, MoEAux& aux) const {
                                first.activate(gate, up));  // [N K, C]
   Variable y;
   {
-    EMBER_PROFILE_CLAIM(prof::Family::MoeDispatch);
+    EMBER_PROFILE_CLAIM(kMoeDispatchFamily);
     y = gather_weighted_sum(out, slots, weights);  // [N, C]
   }
   for (const auto& s : shared_) y = y + s->forward(xf);
 
-  EMBER_PROFILE_CLAIM(prof::Family::MoeDispatch);
+  EMBER_PROFILE_CLAIM(kMoeDispatchFamily);
   std::vector<double> f(E);
   for (int64_t e = 0; e < E; ++e) f[e] = static_cast<double>(counts_[e]) / static_cast<double>(N * K);
   const Variable f_const(Tensor::from_vector(f).to(x.dtype()));

@@ -9,8 +9,8 @@
 #include <type_traits>
 
 #include "autograd/grad_mode.h"
-#include "core/profiler.h"
 #include "core/simd.h"
+#include "core/threads.h"
 
 namespace ember::optim {
 
@@ -61,7 +61,7 @@ template <class T>
 void adamw_run(const std::vector<AdamWSpan<T>>& spans) {
   int64_t total = 0;
   for (const auto& sp : spans) total += sp.n;
-#pragma omp parallel if (total > 32768)
+#pragma omp parallel if (total > kParallelGrain)
   {
     const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
     const int64_t chunk = ((total + nt - 1) / nt + 15) / 16 * 16;
@@ -105,7 +105,7 @@ AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options)
 }
 
 void AdamW::step(double lr, double grad_scale) {
-  EMBER_PROFILE_SCOPE(prof::Family::Optimizer);
+  EMBER_PROFILE_SCOPE(kOptimizerFamily);
   ++step_;
   NoGradGuard no_grad;
   std::vector<AdamWSpan<float>> f32;

@@ -9,7 +9,8 @@
 
 #include "core/kernels/elementwise.h"
 #include "core/kernels/reduce.h"
-#include "core/profiler.h"
+#include "core/threads.h"
+#include "optim/optimizer.h"
 
 namespace ember::optim {
 
@@ -27,7 +28,7 @@ struct GradSpan {
 // All gradients in one OpenMP region, the concatenated elements split evenly
 // between threads (one pass over the gradients, small tensors not alone).
 double grad_norm(const std::vector<Variable>& params) {
-  EMBER_PROFILE_SCOPE(prof::Family::Optimizer);
+  EMBER_PROFILE_SCOPE(kOptimizerFamily);
   std::vector<Tensor> keep;
   std::vector<GradSpan> spans;
   int64_t total_n = 0;
@@ -42,7 +43,7 @@ double grad_norm(const std::vector<Variable>& params) {
     total_n += g.numel();
   }
   double total = 0;
-#pragma omp parallel reduction(+ : total) if (total_n > 32768)
+#pragma omp parallel reduction(+ : total) if (total_n > kParallelGrain)
   {
     const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
     const int64_t chunk = (total_n + nt - 1) / nt;
@@ -65,7 +66,7 @@ double clip_coefficient(double norm, double max_norm) {
 }
 
 double clip_grad_norm(const std::vector<Variable>& params, double max_norm) {
-  EMBER_PROFILE_SCOPE(prof::Family::Optimizer);
+  EMBER_PROFILE_SCOPE(kOptimizerFamily);
   const double norm = grad_norm(params);
   const double coef = clip_coefficient(norm, max_norm);
   if (coef < 1.0) {

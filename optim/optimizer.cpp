@@ -6,6 +6,8 @@
 
 namespace ember::optim {
 
+const prof::Family kOptimizerFamily = prof::register_family("optimizer", 300);
+
 Optimizer::Optimizer(std::vector<ParamGroup> groups) : groups_(std::move(groups)) {
   for (const auto& g : groups_) param_step_.emplace_back(g.params.size(), 0);
 }

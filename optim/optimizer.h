@@ -8,8 +8,13 @@
 #include <vector>
 
 #include "autograd/variable.h"
+#include "core/profiler.h"
 
 namespace ember::optim {
+
+// The profiler family of the updates and gradient clipping (optim ranks
+// 300-399 in the report).
+extern const prof::Family kOptimizerFamily;
 
 struct ParamGroup {
   std::vector<Variable> params;

@@ -2,6 +2,7 @@
 #include "optim/sgd.h"
 
 #include "autograd/grad_mode.h"
+#include "core/threads.h"
 
 namespace ember::optim {
 namespace {
@@ -11,7 +12,7 @@ void sgd_update(T* p, const T* g, T* b, int64_t n, double lr, double wd, double 
                 bool first, double grad_scale) {
   const T tlr = static_cast<T>(lr), twd = static_cast<T>(wd), tmu = static_cast<T>(mu);
   const T tgs = static_cast<T>(grad_scale);
-#pragma omp parallel for simd if (n > 32768)
+#pragma omp parallel for simd if (n > kParallelGrain)
   for (int64_t i = 0; i < n; ++i) {
     T gi = g[i] * tgs + twd * p[i];
     if (b) {

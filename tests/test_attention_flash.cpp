@@ -1,93 +1,44 @@
 // The flash attention op (autograd/ops/attention.cpp on core/kernels/attention*):
-// output and the gradients of q, k, v against a plain reference loop written
-// here (one query row at a time, every score materialised, float64), in float64
-// and float32, over the shapes the tiling can get wrong: GQA / MQA, sliding
-// window, softcap, T not a multiple of the tile, T = 1, S > T (KV cache), head
-// dims 16..128, B > 1, strided k / v views; and a T = 2048 run whose extra
-// memory must stay linear in T.
+// output, logsumexp and the gradients of q, k, v against the reference kernel
+// (core/kernels/attention/reference.h, run in float64), in float64 and float32,
+// over the shapes the tiling can get wrong: GQA / MQA, sliding window, softcap,
+// T not a multiple of the tile, T = 1, S > T (KV cache), head dims 16..128,
+// B > 1, strided k / v views; and a T = 2048 run whose extra memory must stay
+// linear in T.
 #include <omp.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <limits>
 #include <vector>
 
 #include "autograd/ops.h"
 #include "core/allocator.h"
+#include "core/kernels/attention/attention.h"
+#include "core/kernels/attention/reference.h"
 
 using namespace ember;
 
 namespace {
 
+// The reference kernel (core/kernels/attention/reference.h: every score
+// materialised) in float64 on the same inputs, forward and backward.
 struct Reference {
-  std::vector<double> out, dq, dk, dv;
+  Tensor out, lse, dq, dk, dv;
 };
 
-// out = softmax(mask(cap(scale q.k))) v per query row, and the gradients for
-// upstream gradient dout, by the chain rule row by row.
 Reference reference_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
                               double scale, int64_t window, double cap) {
-  const int64_t B = q.size(0), T = q.size(1), Hq = q.size(2), D = q.size(3);
-  const int64_t S = k.size(1), Hkv = k.size(2);
-  const auto qv = q.contiguous().to_vector<double>(), kv = k.contiguous().to_vector<double>(),
-             vv = v.contiguous().to_vector<double>(), gv = dout.contiguous().to_vector<double>();
-  Reference r;
-  r.out.assign(qv.size(), 0);
-  r.dq.assign(qv.size(), 0);
-  r.dk.assign(kv.size(), 0);
-  r.dv.assign(kv.size(), 0);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < Hq; ++h)
-      for (int64_t t = 0; t < T; ++t) {
-        const int64_t g = h / (Hq / Hkv), pos = S - T + t, qr = ((b * T + t) * Hq + h) * D;
-        auto kvrow = [&](int64_t j) { return ((b * S + j) * Hkv + g) * D; };
-        std::vector<double> p(S, 0), dcap(S, 1);
-        double m = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j < S; ++j) {
-          if (j > pos || (window > 0 && pos - j >= window)) continue;
-          double s = 0;
-          for (int64_t d = 0; d < D; ++d) s += qv[qr + d] * kv[kvrow(j) + d];
-          s *= scale;
-          if (cap > 0) {
-            const double th = std::tanh(s / cap);
-            s = cap * th;
-            dcap[j] = 1 - th * th;
-          }
-          p[j] = s;
-          m = std::max(m, s);
-        }
-        double z = 0;
-        for (int64_t j = 0; j < S; ++j) {
-          const bool vis = j <= pos && (window == 0 || pos - j < window);
-          p[j] = vis ? std::exp(p[j] - m) : 0;
-          z += p[j];
-        }
-        std::vector<double> dp(S, 0);
-        double dp_mean = 0;  // sum_j P_j dP_j
-        for (int64_t j = 0; j < S; ++j) {
-          p[j] /= z;
-          for (int64_t d = 0; d < D; ++d) {
-            r.out[qr + d] += p[j] * vv[kvrow(j) + d];
-            dp[j] += gv[qr + d] * vv[kvrow(j) + d];
-          }
-          dp_mean += p[j] * dp[j];
-        }
-        for (int64_t j = 0; j < S; ++j) {
-          const double ds = p[j] * (dp[j] - dp_mean) * dcap[j] * scale;
-          for (int64_t d = 0; d < D; ++d) {
-            r.dq[qr + d] += ds * kv[kvrow(j) + d];
-            r.dk[kvrow(j) + d] += ds * qv[qr + d];
-            r.dv[kvrow(j) + d] += p[j] * gv[qr + d];
-          }
-        }
-      }
-  return r;
+  const kernels::AttentionParams p{scale, window, cap};
+  const Tensor q64 = q.to(DType::Float64), k64 = k.to(DType::Float64), v64 = v.to(DType::Float64);
+  const kernels::AttentionResult f = kernels::attention_reference_forward(q64, k64, v64, p);
+  const kernels::AttentionGrads g = kernels::attention_reference_backward(q64, k64, v64, dout.to(DType::Float64), p);
+  return {f.out, f.lse, g.dq, g.dk, g.dv};
 }
 
-void require_close(const Tensor& got, const std::vector<double>& want, double tol,
-                   const char* what) {
+void require_close(const Tensor& got, const Tensor& want_tensor, double tol, const char* what) {
   const auto g = got.contiguous().to_vector<double>();
+  const auto want = want_tensor.contiguous().to_vector<double>();
   REQUIRE(g.size() == want.size());
   double worst = 0;
   size_t at = 0;
@@ -124,6 +75,8 @@ void check_case(const Case& c, DType dt, double tol, uint64_t seed = 1) {
   const Reference r =
       reference_attention(q.data(), k.data(), v.data(), dout, scale, c.window, c.cap);
   require_close(y.data(), r.out, tol, "out");
+  require_close(kernels::attention_forward(q.data(), k.data(), v.data(), {scale, c.window, c.cap}).lse, r.lse,
+                tol, "lse");
   require_close(q.grad(), r.dq, tol, "dq");
   require_close(k.grad(), r.dk, tol, "dk");
   require_close(v.grad(), r.dv, tol, "dv");

@@ -1,15 +1,17 @@
-// The weighted gather-sum of the MoE combine step against plain loops written
-// from its definition (out[n] = sum_s w[n, s] src[slots[n, s]] and the two
-// gradients), on a shuffled slot table large enough to run in parallel, with
-// rows no slot names; the same bits on 1 and 2 threads; one-line errors.
+// The weighted gather-sum of the MoE combine step (the op gather_weighted_sum,
+// its kernel in autograd/ops/index.cpp) against plain loops written from its
+// definition (out[n] = sum_s w[n, s] src[slots[n, s]] and the two gradients),
+// on a shuffled slot table large enough to run in parallel, with rows no slot
+// names; the same bits on 1 and 2 threads; one-line errors.
 #include <omp.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <numeric>
 #include <random>
+#include <vector>
 
-#include "core/kernels/gather_sum.h"
+#include "autograd/ops.h"
 
 using namespace ember;
 using Catch::Contains;
@@ -60,41 +62,44 @@ TEMPLATE_TEST_CASE("gather_weighted_sum and its gradients match loops", "[index]
     for (size_t i = 0; i < v.size(); ++i) worst = std::max(worst, std::abs(v[i] - want[i]));
     return worst < tol;
   };
-  const Tensor y = kernels::gather_weighted_sum(p.src, p.slots, p.weights);
+  const Variable src_v(p.src, true), w_v(p.weights, true);
+  const Variable y = gather_weighted_sum(src_v, p.slots, w_v);
   CHECK(y.shape() == Shape{p.N, p.C});
-  CHECK(close(y, out));
-  const auto d = kernels::gather_weighted_sum_backward(p.g, p.src, p.slots, p.weights, true, true);
-  CHECK(close(d.src, dsrc));  // zero on the 50 rows no slot names
-  CHECK(close(d.weights, dw));
-  const auto only_w = kernels::gather_weighted_sum_backward(p.g, p.src, p.slots, p.weights, false, true);
-  CHECK_FALSE(only_w.src.defined());
-  CHECK(close(only_w.weights, dw));
+  CHECK(close(y.data(), out));
+  y.backward(p.g);
+  CHECK(close(src_v.grad(), dsrc));  // zero on the 50 rows no slot names
+  CHECK(close(w_v.grad(), dw));
+  const Variable fixed_src(p.src, false), only_w(p.weights, true);
+  gather_weighted_sum(fixed_src, p.slots, only_w).backward(p.g);
+  CHECK_FALSE(fixed_src.grad().defined());
+  CHECK(close(only_w.grad(), dw));
 }
 
 TEST_CASE("gather_weighted_sum gives the same bits on any thread count", "[index]") {
   const Problem p = make_problem(DType::Float32);
-  const int old = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const Tensor y1 = kernels::gather_weighted_sum(p.src, p.slots, p.weights);
-  const auto d1 = kernels::gather_weighted_sum_backward(p.g, p.src, p.slots, p.weights, true, true);
-  omp_set_num_threads(2);
-  const Tensor y2 = kernels::gather_weighted_sum(p.src, p.slots, p.weights);
-  const auto d2 = kernels::gather_weighted_sum_backward(p.g, p.src, p.slots, p.weights, true, true);
-  omp_set_num_threads(old);
-  CHECK(y1.to_vector<float>() == y2.to_vector<float>());
-  CHECK(d1.src.to_vector<float>() == d2.src.to_vector<float>());
-  CHECK(d1.weights.to_vector<float>() == d2.weights.to_vector<float>());
+  // out, d_src, d_weights on the given thread count.
+  auto run = [&](int threads) {
+    const int old = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    const Variable src(p.src, true), w(p.weights, true);
+    const Variable y = gather_weighted_sum(src, p.slots, w);
+    y.backward(p.g);
+    omp_set_num_threads(old);
+    return std::vector<std::vector<float>>{y.data().to_vector<float>(), src.grad().to_vector<float>(),
+                                           w.grad().to_vector<float>()};
+  };
+  CHECK(run(1) == run(2));
 }
 
 TEST_CASE("gather_weighted_sum rejects bad slots in one line", "[index]") {
-  const Tensor src = Tensor::zeros({4, 2}), w = Tensor::ones({2, 2});
+  const Variable src(Tensor::zeros({4, 2})), w(Tensor::ones({2, 2}));
   const auto slots = [](std::vector<int64_t> v) { return Tensor::from_vector(v, {2, 2}); };
-  CHECK_THROWS_WITH(kernels::gather_weighted_sum(src, slots({0, 1, 2, 1}), w),
+  CHECK_THROWS_WITH(gather_weighted_sum(src, slots({0, 1, 2, 1}), w),
                     Contains("row 1 of src is named by two slots"));
-  CHECK_THROWS_WITH(kernels::gather_weighted_sum(src, slots({0, 1, 2, 4}), w),
+  CHECK_THROWS_WITH(gather_weighted_sum(src, slots({0, 1, 2, 4}), w),
                     Contains("slot 4 is out of range") && Contains("4 rows"));
-  CHECK_THROWS_WITH(kernels::gather_weighted_sum(src, slots({0, 1, 2, 3}), Tensor::ones({4})),
+  CHECK_THROWS_WITH(gather_weighted_sum(src, slots({0, 1, 2, 3}), Variable(Tensor::ones({4}))),
                     Contains("weights [4] do not match slots [2, 2]"));
-  CHECK_THROWS_WITH(kernels::gather_weighted_sum(src, slots({0, 1, 2, 3}).to(DType::Float32), w),
+  CHECK_THROWS_WITH(gather_weighted_sum(src, slots({0, 1, 2, 3}).to(DType::Float32), w),
                     Contains("int64 or int32"));
 }

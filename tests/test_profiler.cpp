@@ -1,17 +1,26 @@
 // core/profiler: exclusive attribution of nested scopes, claims, phases,
-// nothing recorded when off or on another thread, reset; and the autograd
-// engine charging a node's backward to the family its forward ran under.
+// nothing recorded when off or on another thread, reset; the registries of
+// names (the layers' families and phases in the report's order); and the
+// autograd engine charging a node's backward to the family its forward ran under.
 // Timings use busy loops on the steady clock (they last at least their
 // length) and are compared with the test's own clock around the same regions,
 // so a loaded machine that stretches a region stretches both.
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <string>
 #include <thread>
+#include <vector>
 
+#include "apps/train/step_phases.h"
 #include "autograd/ops.h"
+#include "autograd/profile_families.h"
 #include "core/profiler.h"
+#include "dist/communicator.h"
+#include "nn/moe.h"
+#include "optim/optimizer.h"
 
 using namespace ember;
+using namespace ember::apps;
 using prof::Family;
 using prof::Phase;
 
@@ -28,7 +37,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }
 
 double ms_of(const prof::Snapshot& s, Phase p, Family f) {
-  return 1e3 * s.seconds[static_cast<int>(p)][static_cast<int>(f)];
+  return 1e3 * s.seconds_in(p, f);
 }
 
 // Leaves the profiler off and zeroed for the next test.
@@ -51,12 +60,12 @@ TEST_CASE("profiler: a nested scope's time is not its parent's", "[profiler]") {
   {
     const auto t0 = std::chrono::steady_clock::now();
     {
-      EMBER_PROFILE_PHASE(Phase::Forward);
-      EMBER_PROFILE_SCOPE(Family::Matmul);
+      EMBER_PROFILE_PHASE(kForwardPhase);
+      EMBER_PROFILE_SCOPE(kMatmulFamily);
       busy_ms(10);
       const auto t1 = std::chrono::steady_clock::now();
       {
-        EMBER_PROFILE_SCOPE(Family::Norm);
+        EMBER_PROFILE_SCOPE(kNormFamily);
         busy_ms(60);
       }
       inner_ms = ms_since(t1);
@@ -65,39 +74,39 @@ TEST_CASE("profiler: a nested scope's time is not its parent's", "[profiler]") {
     outer_ms = ms_since(t0);
   }
   const prof::Snapshot s = prof::snapshot();
-  const double matmul = ms_of(s, Phase::Forward, Family::Matmul), norm = ms_of(s, Phase::Forward, Family::Norm);
+  const double matmul = ms_of(s, kForwardPhase, kMatmulFamily), norm = ms_of(s, kForwardPhase, kNormFamily);
   CHECK(matmul >= 20.0);
   CHECK(norm >= 60.0);
   CHECK(norm <= inner_ms);
   // Exclusive: the outer scope holds its own 20 ms, not the inner 60 (the margin is far below 60).
   CHECK(matmul == Approx(outer_ms - inner_ms).margin(15.0));
   CHECK(matmul + norm <= outer_ms);
-  CHECK(s.calls[static_cast<int>(Phase::Forward)][static_cast<int>(Family::Matmul)] == 1);
-  CHECK(s.calls[static_cast<int>(Phase::Forward)][static_cast<int>(Family::Norm)] == 1);
-  CHECK(s.phase_calls[static_cast<int>(Phase::Forward)] == 1);
+  CHECK(s.calls_in(kForwardPhase, kMatmulFamily) == 1);
+  CHECK(s.calls_in(kForwardPhase, kNormFamily) == 1);
+  CHECK(s.calls_of(kForwardPhase) == 1);
   // The families split the phase exactly; nothing was charged to another phase's families.
-  CHECK(s.phase_seconds(Phase::Forward) == Approx(s.total_seconds()).epsilon(1e-12));
-  CHECK(s.family_seconds(Family::Matmul) + s.family_seconds(Family::Norm) + s.family_seconds(Family::Other) ==
-        Approx(s.phase_seconds(Phase::Forward)).epsilon(1e-12));
-  CHECK(s.phase_seconds(Phase::Backward) == 0.0);
+  CHECK(s.phase_seconds(kForwardPhase) == Approx(s.total_seconds()).epsilon(1e-12));
+  CHECK(s.family_seconds(kMatmulFamily) + s.family_seconds(kNormFamily) + s.family_seconds(prof::kOtherFamily) ==
+        Approx(s.phase_seconds(kForwardPhase)).epsilon(1e-12));
+  CHECK(s.phase_seconds(kBackwardPhase) == 0.0);
 }
 
 TEST_CASE("profiler: a claim absorbs the scopes nested in it", "[profiler]") {
   ProfilerSession session;
   {
-    EMBER_PROFILE_PHASE(Phase::Backward);
-    EMBER_PROFILE_CLAIM(Family::MoeDispatch);
-    CHECK(prof::current_family() == Family::MoeDispatch);
-    EMBER_PROFILE_SCOPE(Family::Elementwise);
-    CHECK(prof::current_family() == Family::MoeDispatch);
+    EMBER_PROFILE_PHASE(kBackwardPhase);
+    EMBER_PROFILE_CLAIM(nn::kMoeDispatchFamily);
+    CHECK(prof::current_family() == nn::kMoeDispatchFamily);
+    EMBER_PROFILE_SCOPE(kElementwiseFamily);
+    CHECK(prof::current_family() == nn::kMoeDispatchFamily);
     busy_ms(15);
   }
   const prof::Snapshot s = prof::snapshot();
-  CHECK(ms_of(s, Phase::Backward, Family::MoeDispatch) >= 15.0);
-  CHECK(ms_of(s, Phase::Backward, Family::Elementwise) == 0.0);
-  CHECK(s.family_calls(Family::MoeDispatch) == 1);
-  CHECK(s.family_calls(Family::Elementwise) == 0);
-  CHECK(prof::current_family() == Family::Other);
+  CHECK(ms_of(s, kBackwardPhase, nn::kMoeDispatchFamily) >= 15.0);
+  CHECK(ms_of(s, kBackwardPhase, kElementwiseFamily) == 0.0);
+  CHECK(s.family_calls(nn::kMoeDispatchFamily) == 1);
+  CHECK(s.family_calls(kElementwiseFamily) == 0);
+  CHECK(prof::current_family() == prof::kOtherFamily);
 }
 
 TEST_CASE("profiler: phases nest, time outside phases stays out of the split", "[profiler]") {
@@ -107,12 +116,12 @@ TEST_CASE("profiler: phases nest, time outside phases stays out of the split", "
   {
     const auto t0 = std::chrono::steady_clock::now();
     {
-      EMBER_PROFILE_PHASE(Phase::Optimizer);
+      EMBER_PROFILE_PHASE(kOptimizerPhase);
       busy_ms(10);
       const auto t1 = std::chrono::steady_clock::now();
       {
-        EMBER_PROFILE_PHASE(Phase::CommWait);
-        EMBER_PROFILE_SCOPE(Family::Comm);
+        EMBER_PROFILE_PHASE(kCommWaitPhase);
+        EMBER_PROFILE_SCOPE(dist::kCommFamily);
         busy_ms(40);
       }
       inner_ms = ms_since(t1);
@@ -122,13 +131,13 @@ TEST_CASE("profiler: phases nest, time outside phases stays out of the split", "
   prof::end_step();
   const prof::Snapshot s = prof::snapshot();
   CHECK(s.steps == 1);
-  CHECK(s.phase_seconds(Phase::Outside) * 1e3 >= 10.0);
-  CHECK(s.phase_seconds(Phase::Optimizer) * 1e3 >= 10.0);
+  CHECK(s.phase_seconds(prof::kOutsidePhase) * 1e3 >= 10.0);
+  CHECK(s.phase_seconds(kOptimizerPhase) * 1e3 >= 10.0);
   // The nested phase's 40 ms are not the optimizer's (the margin is far below 40).
-  CHECK(s.phase_seconds(Phase::Optimizer) * 1e3 == Approx(outer_ms - inner_ms).margin(12.0));
-  CHECK(ms_of(s, Phase::CommWait, Family::Comm) >= 40.0);
-  CHECK(ms_of(s, Phase::CommWait, Family::Comm) <= inner_ms);
-  CHECK(s.total_seconds() == Approx(s.phase_seconds(Phase::Optimizer) + s.phase_seconds(Phase::CommWait)));
+  CHECK(s.phase_seconds(kOptimizerPhase) * 1e3 == Approx(outer_ms - inner_ms).margin(12.0));
+  CHECK(ms_of(s, kCommWaitPhase, dist::kCommFamily) >= 40.0);
+  CHECK(ms_of(s, kCommWaitPhase, dist::kCommFamily) <= inner_ms);
+  CHECK(s.total_seconds() == Approx(s.phase_seconds(kOptimizerPhase) + s.phase_seconds(kCommWaitPhase)));
   CHECK(s.total_seconds(true) > s.total_seconds());
 }
 
@@ -136,41 +145,41 @@ TEST_CASE("profiler: off records nothing, reset zeroes", "[profiler]") {
   prof::enable(false);
   prof::reset();
   {
-    EMBER_PROFILE_PHASE(Phase::Forward);
-    EMBER_PROFILE_SCOPE(Family::Matmul);
+    EMBER_PROFILE_PHASE(kForwardPhase);
+    EMBER_PROFILE_SCOPE(kMatmulFamily);
     busy_ms(5);
   }
   prof::Snapshot s = prof::snapshot();
   CHECK(s.total_seconds(true) == 0.0);
-  CHECK(s.family_calls(Family::Matmul, true) == 0);
-  CHECK(prof::current_family() == Family::Other);
+  CHECK(s.family_calls(kMatmulFamily, true) == 0);
+  CHECK(prof::current_family() == prof::kOtherFamily);
 
   ProfilerSession session;
   {
-    EMBER_PROFILE_PHASE(Phase::Forward);
-    EMBER_PROFILE_SCOPE(Family::Matmul);
+    EMBER_PROFILE_PHASE(kForwardPhase);
+    EMBER_PROFILE_SCOPE(kMatmulFamily);
     busy_ms(5);
   }
   prof::end_step();
-  CHECK(prof::snapshot().family_calls(Family::Matmul) == 1);
+  CHECK(prof::snapshot().family_calls(kMatmulFamily) == 1);
   prof::reset();
   s = prof::snapshot();
   CHECK(s.steps == 0);
-  CHECK(s.family_calls(Family::Matmul) == 0);
+  CHECK(s.family_calls(kMatmulFamily) == 0);
   CHECK(s.total_seconds() == 0.0);
 }
 
 TEST_CASE("profiler: only the thread that enabled it records", "[profiler]") {
   ProfilerSession session;
   std::thread other([] {
-    EMBER_PROFILE_PHASE(Phase::Forward);
-    EMBER_PROFILE_SCOPE(Family::Attention);
+    EMBER_PROFILE_PHASE(kForwardPhase);
+    EMBER_PROFILE_SCOPE(kAttentionFamily);
     busy_ms(5);
   });
   other.join();
   const prof::Snapshot s = prof::snapshot();
-  CHECK(s.family_calls(Family::Attention, true) == 0);
-  CHECK(s.phase_calls[static_cast<int>(Phase::Forward)] == 0);
+  CHECK(s.family_calls(kAttentionFamily, true) == 0);
+  CHECK(s.calls_of(kForwardPhase) == 0);
 }
 
 TEST_CASE("profiler: backward nodes are charged to their forward op's family", "[profiler]") {
@@ -178,19 +187,55 @@ TEST_CASE("profiler: backward nodes are charged to their forward op's family", "
   const Variable a(Tensor::randn({64, 64}, 1), true), b(Tensor::randn({64, 64}, 2), true);
   Variable loss;
   {
-    EMBER_PROFILE_PHASE(Phase::Forward);
+    EMBER_PROFILE_PHASE(kForwardPhase);
     loss = sum(matmul(a, b));  // one matmul node, one sum node
   }
   {
-    EMBER_PROFILE_PHASE(Phase::Backward);
+    EMBER_PROFILE_PHASE(kBackwardPhase);
     loss.backward();
   }
   const prof::Snapshot s = prof::snapshot();
-  const int fwd = static_cast<int>(Phase::Forward), bwd = static_cast<int>(Phase::Backward);
-  CHECK(s.calls[fwd][static_cast<int>(Family::Matmul)] == 1);
-  CHECK(s.calls[bwd][static_cast<int>(Family::Matmul)] == 1);
-  CHECK(s.calls[fwd][static_cast<int>(Family::Elementwise)] == 1);  // sum
-  CHECK(s.calls[bwd][static_cast<int>(Family::Elementwise)] >= 1);  // sum's node, accumulation into a, b
-  CHECK(s.seconds[bwd][static_cast<int>(Family::Matmul)] > 0.0);
+  CHECK(s.calls_in(kForwardPhase, kMatmulFamily) == 1);
+  CHECK(s.calls_in(kBackwardPhase, kMatmulFamily) == 1);
+  CHECK(s.calls_in(kForwardPhase, kElementwiseFamily) == 1);  // sum
+  CHECK(s.calls_in(kBackwardPhase, kElementwiseFamily) >= 1);  // sum's node, accumulation into a, b
+  CHECK(s.seconds_in(kBackwardPhase, kMatmulFamily) > 0.0);
   REQUIRE(a.grad().defined());
+}
+
+TEST_CASE("profiler: a name registers once, the report orders by rank then name", "[profiler]") {
+  const Family b = prof::register_family("test_b", 900), a = prof::register_family("test_a", 900);
+  const Family first = prof::register_family("test_first", 50);
+  CHECK(prof::register_family("test_b", 900) == b);
+  CHECK_FALSE(a == b);
+  CHECK(std::string(prof::family_name(a)) == "test_a");
+  CHECK_THROWS_WITH(prof::register_family("test_a", 901),
+                    "profiler: the family \"test_a\" is registered with ranks 900 and 901");
+  const Phase p = prof::register_phase("test_phase", 900);
+  CHECK(prof::register_phase("test_phase", 900) == p);
+  CHECK(std::string(prof::phase_name(p)) == "test_phase");
+  std::vector<Family> order;
+  for (const Family f : prof::families()) {
+    if (f == first || f == a || f == b || f == prof::kOtherFamily) order.push_back(f);
+  }
+  CHECK(order == std::vector<Family>{first, a, b, prof::kOtherFamily});
+  CHECK(prof::phases().back() == prof::kOutsidePhase);
+}
+
+TEST_CASE("profiler: the layers' families and phases, in the report's order", "[profiler]") {
+  // Names the layers' constants, so every layer's registration is linked in.
+  const std::vector<Family> layers = {kMatmulFamily, nn::kMoeDispatchFamily, optim::kOptimizerFamily,
+                                      dist::kCommFamily, kDataFamily};
+  CHECK(layers.size() == 5);
+  std::vector<std::string> families, phases;
+  for (const Family f : prof::families()) {
+    if (std::string(prof::family_name(f)).rfind("test_", 0) != 0) families.push_back(prof::family_name(f));
+  }
+  for (const Phase p : prof::phases()) {
+    if (std::string(prof::phase_name(p)).rfind("test_", 0) != 0) phases.push_back(prof::phase_name(p));
+  }
+  CHECK(families == std::vector<std::string>{"matmul", "attention", "norm", "elementwise", "loss", "embedding",
+                                             "moe_dispatch", "optimizer", "comm", "data", "other"});
+  CHECK(phases == std::vector<std::string>{"data", "forward", "backward", "clip", "optimizer", "comm_wait",
+                                           "checkpoint", "outside"});
 }

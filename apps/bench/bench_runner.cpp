@@ -6,8 +6,8 @@
 
 #include "apps/bench/profile_report.h"
 #include "apps/bench/stopwatch.h"
+#include "apps/train/step_phases.h"
 #include "autograd/autocast.h"
-#include "core/profiler.h"
 #include "nn/model_stats.h"
 #include "nn/transformer.h"
 #include "optim/adamw.h"
@@ -20,8 +20,8 @@ namespace {
 // Step s's random tokens: inputs x and next-token targets y, [B, T] each.
 std::pair<Tensor, Tensor> random_batch(const BenchCase& c, const BenchRunOptions& o, int64_t s) {
   const int64_t B = c.batch_size, T = c.seq_len;
-  EMBER_PROFILE_PHASE(prof::Phase::Data);
-  EMBER_PROFILE_SCOPE(prof::Family::Data);
+  EMBER_PROFILE_PHASE(kDataPhase);
+  EMBER_PROFILE_SCOPE(kDataFamily);
   const Tensor ids = Tensor::rand({B, T + 1}, o.seed + 1, static_cast<uint64_t>(s * B * (T + 1)),
                                   DType::Float64, 0, static_cast<double>(c.config.vocab_size))
                          .to(DType::Int64);
@@ -38,21 +38,21 @@ nn::LossTerms train_step(nn::Transformer& model, optim::AdamW& opt, const std::v
   {
     AutocastGuard mixed(autocast);  // forward and backward only, as ember train
     {
-      EMBER_PROFILE_PHASE(prof::Phase::Forward);
+      EMBER_PROFILE_PHASE(kForwardPhase);
       loss = model.loss(model.forward(x), y);
     }
     {
-      EMBER_PROFILE_PHASE(prof::Phase::Backward);
+      EMBER_PROFILE_PHASE(kBackwardPhase);
       loss.total.backward();
     }
   }
   double grad_scale = 1;
   {
-    EMBER_PROFILE_PHASE(prof::Phase::Clip);
+    EMBER_PROFILE_PHASE(kClipPhase);
     grad_scale = optim::clip_coefficient(optim::grad_norm(params), clip);  // applied inside AdamW, as ember train
   }
   {
-    EMBER_PROFILE_PHASE(prof::Phase::Optimizer);
+    EMBER_PROFILE_PHASE(kOptimizerPhase);
     opt.step(lr, grad_scale);
   }
   return loss;

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "core/profiler.h"
+#include "apps/train/step_phases.h"
 
 namespace ember::apps {
 

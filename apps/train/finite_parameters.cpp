@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "core/threads.h"
+
 namespace ember::apps {
 
 std::string first_non_finite_parameter(const std::vector<std::pair<std::string, Variable>>& named) {
@@ -18,7 +20,7 @@ std::string first_non_finite_parameter(const std::vector<std::pair<std::string, 
     const float* x = t.data<float>();
     const int64_t n = t.numel();
     float sum = 0;  // x * 0 is 0 for finite x and NaN for NaN or +-inf
-#pragma omp parallel for simd reduction(+ : sum) if (n > 65536)
+#pragma omp parallel for simd reduction(+ : sum) if (n > 2 * kParallelGrain)
     for (int64_t i = 0; i < n; ++i) sum += x[i] * 0.0f;
     if (sum != 0.0f) return name;
   }

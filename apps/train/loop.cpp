@@ -14,6 +14,7 @@
 #include "apps/train/run.h"
 #include "apps/train/progress.h"
 #include "apps/plot/training_plot.h"
+#include "apps/train/step_phases.h"
 #include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "core/profiler.h"
@@ -62,19 +63,19 @@ void forward_backward(TrainRun& run, StepResult& s) {
     if (reducer) reducer->set_sync(u == o.grad_accum - 1);
     Tensor x, y;
     {
-      EMBER_PROFILE_PHASE(prof::Phase::Data);
-      EMBER_PROFILE_SCOPE(prof::Family::Data);
+      EMBER_PROFILE_PHASE(kDataPhase);
+      EMBER_PROFILE_SCOPE(kDataFamily);
       const Tensor b = run.loader->batch(run.step, u);
       x = b.narrow(1, 0, o.seq_len).contiguous();
       y = b.narrow(1, 1, o.seq_len).contiguous();
     }
     nn::LossTerms l;
     {
-      EMBER_PROFILE_PHASE(prof::Phase::Forward);
+      EMBER_PROFILE_PHASE(kForwardPhase);
       l = run.model->loss(run.model->forward(x), y);
     }
     {
-      EMBER_PROFILE_PHASE(prof::Phase::Backward);
+      EMBER_PROFILE_PHASE(kBackwardPhase);
       (o.grad_accum > 1 ? l.total / accum : l.total).backward();
     }
     s.ce += l.ce / accum;
@@ -82,7 +83,7 @@ void forward_backward(TrainRun& run, StepResult& s) {
     s.aux += l.aux / accum;
   }
   if (reducer) {
-    EMBER_PROFILE_PHASE(prof::Phase::CommWait);
+    EMBER_PROFILE_PHASE(kCommWaitPhase);
     reducer->finish();
   }
 }
@@ -91,7 +92,7 @@ void forward_backward(TrainRun& run, StepResult& s) {
 // (grad_scale) instead of a pass of its own over every gradient; ZeRO-1
 // clips its shard of the gradient in place.
 void clip_gradients(TrainRun& run, StepResult& s) {
-  EMBER_PROFILE_PHASE(prof::Phase::Clip);
+  EMBER_PROFILE_PHASE(kClipPhase);
   if (run.o.zero) {
     s.norm = run.optimization.reducer->clip_grad_norm(run.o.clip);
   } else {
@@ -104,7 +105,7 @@ void clip_gradients(TrainRun& run, StepResult& s) {
 // non-finite one stops every rank before the update.
 void average_and_check_loss(TrainRun& run, StepResult& s) {
   if (run.world > 1) {
-    EMBER_PROFILE_PHASE(prof::Phase::CommWait);
+    EMBER_PROFILE_PHASE(kCommWaitPhase);
     const std::vector<double> mean =
         run.comm.all_reduce(std::vector<double>{s.ce, s.z, s.aux}, dist::ReduceOp::Average);
     s.ce = mean[0], s.z = mean[1], s.aux = mean[2];
@@ -126,7 +127,7 @@ StepResult train_step(TrainRun& run) {
   clip_gradients(run, s);
   average_and_check_loss(run, s);
   {
-    EMBER_PROFILE_PHASE(prof::Phase::Optimizer);
+    EMBER_PROFILE_PHASE(kOptimizerPhase);
     opt.step(s.lr, s.grad_scale);
   }
   return s;

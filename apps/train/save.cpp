@@ -7,6 +7,7 @@
 #include "apps/train/finite_parameters.h"
 #include "apps/train/run_files.h"
 #include "apps/train/run.h"
+#include "apps/train/step_phases.h"
 #include "core/profiler.h"
 
 namespace ember::apps {
@@ -27,7 +28,7 @@ std::string train_state(const TrainRun& run, int64_t at_step) {
 }  // namespace
 
 std::string save_checkpoint(TrainRun& run, int64_t at_step) {
-  EMBER_PROFILE_PHASE(prof::Phase::Checkpoint);
+  EMBER_PROFILE_PHASE(kCheckpointPhase);
   const TrainOptions& o = run.o;
   const optim::Optimizer& opt = *run.optimization.optimizer;
   const std::string name = checkpoint_name(at_step);

@@ -20,7 +20,7 @@ Tensor with_contiguous_rows(const Tensor& t) {
 
 Variable attention(const Variable& q, const Variable& k, const Variable& v, double scale,
                    int64_t window, double softcap) {
-  EMBER_PROFILE_SCOPE(prof::Family::Attention);
+  EMBER_PROFILE_SCOPE(kAttentionFamily);
   EMBER_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
               "attention: q, k, v must be [B, T, H, D], got ", shape_str(q.shape()), ", ",
               shape_str(k.shape()), ", ", shape_str(v.shape()));

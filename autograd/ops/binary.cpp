@@ -19,7 +19,7 @@ SavedTensor save_if(bool needed, const Tensor& t) {
 
 // y = a + b:  da = g, db = g
 Variable add(const Variable& a, const Variable& b) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   return record("add", {a, b}, kernels::add(a.data(), b.data()), [](const Tensor& g) -> Grads {
     return {g, g};
   });
@@ -27,7 +27,7 @@ Variable add(const Variable& a, const Variable& b) {
 
 // y = a - b:  da = g, db = -g
 Variable sub(const Variable& a, const Variable& b) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   const bool need_b = needs_grad(b);
   return record("sub", {a, b}, kernels::sub(a.data(), b.data()),
                 [need_b](const Tensor& g) -> Grads {
@@ -37,7 +37,7 @@ Variable sub(const Variable& a, const Variable& b) {
 
 // y = a * b:  da = g b, db = g a
 Variable mul(const Variable& a, const Variable& b) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   const bool need_a = needs_grad(a), need_b = needs_grad(b);
   return record("mul", {a, b}, kernels::mul(a.data(), b.data()),
                 [need_a, need_b, sa = save_if(need_b, a.data()),
@@ -49,7 +49,7 @@ Variable mul(const Variable& a, const Variable& b) {
 
 // y = a / b:  da = g / b, db = -g a / b^2 = -(g / b) y
 Variable div(const Variable& a, const Variable& b) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   const bool need_a = needs_grad(a), need_b = needs_grad(b);
   Tensor y = kernels::div(a.data(), b.data());
   return record("div", {a, b}, y,
@@ -63,7 +63,7 @@ Variable div(const Variable& a, const Variable& b) {
 
 // y = a^b:  da = g b a^(b-1), db = g y log(a)  (needs a > 0)
 Variable pow(const Variable& a, const Variable& b) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   const bool need_a = needs_grad(a), need_b = needs_grad(b);
   Tensor y = kernels::pow(a.data(), b.data());
   return record("pow", {a, b}, y,
@@ -106,32 +106,32 @@ static Variable extremum(const char* name, const Variable& a, const Variable& b,
 }
 
 Variable maximum(const Variable& a, const Variable& b) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   return extremum("maximum", a, b, kernels::maximum(a.data(), b.data()), &kernels::gt);
 }
 
 Variable minimum(const Variable& a, const Variable& b) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   return extremum("minimum", a, b, kernels::minimum(a.data(), b.data()), &kernels::lt);
 }
 
 // y = a + s:  da = g
 Variable add_scalar(const Variable& a, double s) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   return record("add_scalar", {a}, kernels::add_scalar(a.data(), s),
                 [](const Tensor& g) -> Grads { return {g}; });
 }
 
 // y = a s:  da = g s
 Variable mul_scalar(const Variable& a, double s) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   return record("mul_scalar", {a}, kernels::mul_scalar(a.data(), s),
                 [s](const Tensor& g) -> Grads { return {kernels::mul_scalar(g, s)}; });
 }
 
 // y = a^p:  da = g p a^(p-1)
 Variable pow_scalar(const Variable& a, double p) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   return record("pow_scalar", {a}, kernels::pow_scalar(a.data(), p),
                 [p, sa = SavedTensor(a.data())](const Tensor& g) -> Grads {
                   if (p == 0) return {kernels::mul_scalar(g, 0)};
@@ -142,14 +142,14 @@ Variable pow_scalar(const Variable& a, double p) {
 
 // y = s - a:  da = -g
 Variable rsub_scalar(const Variable& a, double s) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   return record("rsub_scalar", {a}, kernels::rsub_scalar(a.data(), s),
                 [](const Tensor& g) -> Grads { return {kernels::neg(g)}; });
 }
 
 // y = clamp(a, lo, hi):  da = g where lo < a < hi, 0 elsewhere
 Variable clamp(const Variable& a, double lo, double hi) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   return record("clamp", {a}, kernels::clamp(a.data(), lo, hi),
                 [lo, hi, sa = SavedTensor(a.data())](const Tensor& g) -> Grads {
                   const Tensor& av = sa.get();

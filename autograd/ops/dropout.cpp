@@ -4,6 +4,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "core/rng.h"
+#include "core/threads.h"
 
 namespace ember {
 namespace {
@@ -11,7 +12,7 @@ namespace {
 template <class T>
 void dropout_apply(const T* in, T* out, int64_t n, double p, uint64_t seed, uint64_t offset) {
   const T scale = static_cast<T>(1.0 / (1.0 - p));
-#pragma omp parallel for if (n > 32768)
+#pragma omp parallel for if (n > kParallelGrain)
   for (int64_t i = 0; i < n; ++i) {
     const auto r = philox4x32(seed, offset + static_cast<uint64_t>(i));
     out[i] = uniform_double(r[0], r[1]) >= p ? in[i] * scale : T(0);
@@ -21,7 +22,7 @@ void dropout_apply(const T* in, T* out, int64_t n, double p, uint64_t seed, uint
 }  // namespace
 
 Variable dropout(const Variable& x, double p, uint64_t seed, uint64_t offset) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   EMBER_CHECK(p >= 0 && p < 1, "dropout: probability must be in [0, 1), got ", p);
   if (p == 0) return x;
   const Tensor xc = x.data().contiguous();

@@ -11,7 +11,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "core/kernels/fast_math.h"
-#include "core/profiler.h"
+#include "autograd/profile_families.h"
 #include "core/simd.h"
 #include "core/strided_loop.h"
 
@@ -77,7 +77,7 @@ void parallel_spans(int64_t n, F body) {
 }
 
 Variable glu(const char* name, bool gelu, const Variable& gate, const Variable& up) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   EMBER_CHECK(gate.shape() == up.shape(), name, ": gate and up must have the same shape, got ",
               shape_str(gate.shape()), " and ", shape_str(up.shape()));
   EMBER_CHECK(gate.dtype() == up.dtype(), name, ": gate and up must have the same dtype");

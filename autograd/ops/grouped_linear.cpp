@@ -19,13 +19,13 @@
 #include "core/kernels/elementwise.h"
 #include "core/kernels/matmul.h"
 #include "core/kernels/reduce.h"
-#include "core/profiler.h"
+#include "autograd/profile_families.h"
 
 namespace ember {
 
 Variable grouped_linear(const Variable& x, const std::vector<Variable>& weights,
                         const std::vector<Variable>& biases, const std::vector<int64_t>& sizes) {
-  EMBER_PROFILE_SCOPE(prof::Family::Matmul);
+  EMBER_PROFILE_SCOPE(kMatmulFamily);
   const size_t E = weights.size();
   EMBER_CHECK(x.dim() == 2, "grouped_linear: x must be [R, C], got ", shape_str(x.shape()));
   EMBER_CHECK(E > 0 && sizes.size() == E, "grouped_linear: ", E, " weights but ", sizes.size(),

@@ -9,6 +9,7 @@
 #include "autograd/ops.h"
 #include "core/kernels/fast_math.h"
 #include "core/simd.h"
+#include "core/threads.h"
 
 namespace ember {
 namespace {
@@ -38,7 +39,7 @@ template <class T, class I>
 void cross_entropy_forward(const T* x, const I* y, T* lse, double& ce_sum, double& z_sum, int64_t N,
                            int64_t V) {
   double ce = 0, z = 0;
-#pragma omp parallel for reduction(+ : ce, z) if (N * V > 32768)
+#pragma omp parallel for reduction(+ : ce, z) if (N * V > kParallelGrain)
   for (int64_t n = 0; n < N; ++n) {
     const T* xr = x + n * V;
     const double l = row_logsumexp(xr, V);
@@ -53,7 +54,7 @@ void cross_entropy_forward(const T* x, const I* y, T* lse, double& ce_sum, doubl
 template <class T, class I>
 void cross_entropy_backward(const T* x, const I* y, const T* lse, T* dx, int64_t N, int64_t V,
                             double grad_scale, double coef) {
-#pragma omp parallel for if (N * V > 32768)
+#pragma omp parallel for if (N * V > kParallelGrain)
   for (int64_t n = 0; n < N; ++n) {
     const T l = lse[n];
     // d/dx of ce + coef * lse^2 is softmax * (1 + 2 coef lse) - onehot.
@@ -66,7 +67,7 @@ void cross_entropy_backward(const T* x, const I* y, const T* lse, T* dx, int64_t
 }  // namespace
 
 CrossEntropyResult cross_entropy(const Variable& logits, const Tensor& targets, double z_loss_coef) {
-  EMBER_PROFILE_SCOPE(prof::Family::Loss);
+  EMBER_PROFILE_SCOPE(kLossFamily);
   EMBER_CHECK(logits.dim() == 2, "cross_entropy: logits must be [N, V], got ",
               shape_str(logits.shape()));
   const int64_t N = logits.size(0), V = logits.size(1);

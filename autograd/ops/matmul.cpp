@@ -62,7 +62,7 @@ Variable matmul_bf16(const Variable& a, const Variable& b, bool trans_a, bool tr
 
 // C = op(A) op(B):  dop(A) = G op(B)^T,  dop(B) = op(A)^T G
 Variable matmul(const Variable& a, const Variable& b, bool trans_a, bool trans_b) {
-  EMBER_PROFILE_SCOPE(prof::Family::Matmul);
+  EMBER_PROFILE_SCOPE(kMatmulFamily);
   if (autocast_dtype() == DType::BFloat16 && a.dtype() == DType::Float32 && b.dtype() == DType::Float32) {
     return matmul_bf16(a, b, trans_a, trans_b);
   }

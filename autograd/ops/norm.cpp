@@ -11,6 +11,7 @@
 #include "autograd/ops.h"
 #include "core/kernels/reduce.h"
 #include "core/simd.h"
+#include "core/threads.h"
 
 namespace ember {
 namespace {
@@ -102,7 +103,7 @@ EMBER_TARGET_CLONES void row_layer_norm_dots(const T* __restrict dy, const T* __
 // RMSNorm forward: r = 1 / sqrt(mean(x^2) + eps); y = x * r * w.
 template <class T>
 void rms_norm_forward(const T* x, const T* w, T* y, T* rstd, int64_t N, int64_t C, double eps) {
-#pragma omp parallel for if (N * C > 32768)
+#pragma omp parallel for if (N * C > kParallelGrain)
   for (int64_t n = 0; n < N; ++n) {
     const T r = static_cast<T>(1.0 / std::sqrt(kernels::sum_squares(x + n * C, C) / C + eps));
     rstd[n] = r;
@@ -117,7 +118,7 @@ void rms_norm_backward(const T* dy, const T* x, const T* w, const T* rstd, T* dx
                        int64_t N, int64_t C) {
   const int threads = omp_get_max_threads();
   std::vector<double> partial(static_cast<size_t>(threads) * C, 0.0);
-#pragma omp parallel if (N * C > 32768)
+#pragma omp parallel if (N * C > kParallelGrain)
   {
     double* my = partial.data() + omp_get_thread_num() * C;
 #pragma omp for schedule(static)
@@ -138,7 +139,7 @@ void rms_norm_backward(const T* dy, const T* x, const T* w, const T* rstd, T* dx
 template <class T>
 void layer_norm_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t N,
                         int64_t C, double eps) {
-#pragma omp parallel for if (N * C > 32768)
+#pragma omp parallel for if (N * C > kParallelGrain)
   for (int64_t n = 0; n < N; ++n) {
     const T* xr = x + n * C;
     T* yr = y + n * C;
@@ -160,7 +161,7 @@ void layer_norm_backward(const T* dy, const T* x, const T* w, const T* mean, con
                          T* dw, T* db, int64_t N, int64_t C) {
   const int threads = omp_get_max_threads();
   std::vector<double> partial(static_cast<size_t>(threads) * C * 2, 0.0);
-#pragma omp parallel if (N * C > 32768)
+#pragma omp parallel if (N * C > kParallelGrain)
   {
     double* my_w = partial.data() + omp_get_thread_num() * C;
     double* my_b = partial.data() + (threads + omp_get_thread_num()) * C;
@@ -200,7 +201,7 @@ void check_norm_inputs(const char* op, const Variable& x, const Variable& w) {
 }  // namespace
 
 Variable rms_norm(const Variable& x, const Variable& w, double eps) {
-  EMBER_PROFILE_SCOPE(prof::Family::Norm);
+  EMBER_PROFILE_SCOPE(kNormFamily);
   check_norm_inputs("rms_norm", x, w);
   const int64_t C = x.size(-1), N = x.numel() / std::max<int64_t>(C, 1);
   const Tensor xc = x.data().contiguous(), wc = w.data().contiguous();
@@ -229,7 +230,7 @@ Variable rms_norm(const Variable& x, const Variable& w, double eps) {
 }
 
 Variable layer_norm(const Variable& x, const Variable& w, const Variable& b, double eps) {
-  EMBER_PROFILE_SCOPE(prof::Family::Norm);
+  EMBER_PROFILE_SCOPE(kNormFamily);
   check_norm_inputs("layer_norm", x, w);
   if (b.defined()) check_norm_inputs("layer_norm (bias)", x, b);
   const int64_t C = x.size(-1), N = x.numel() / std::max<int64_t>(C, 1);

@@ -43,7 +43,7 @@ Tensor keep_dims(const Tensor& t, const Shape& kept) { return t.reshape(kept); }
 
 // y = sum_R x:  dx = gk broadcast over x
 Variable sum(const Variable& a, const std::vector<int64_t>& dims, bool keepdim) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   const Shape in_shape = a.shape(), kept = keepdim_shape(in_shape, dims);
   return record(
       "sum", {a}, kernels::sum(a.data(), dims, keepdim),
@@ -52,7 +52,7 @@ Variable sum(const Variable& a, const std::vector<int64_t>& dims, bool keepdim) 
 
 // y = sum_R x / n:  dx = gk / n broadcast over x
 Variable mean(const Variable& a, const std::vector<int64_t>& dims, bool keepdim) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   const Shape in_shape = a.shape(), kept = keepdim_shape(in_shape, dims);
   const double scale = 1.0 / static_cast<double>(reduced_count(in_shape, kept));
   return record("mean", {a}, kernels::mean(a.data(), dims, keepdim),
@@ -63,7 +63,7 @@ Variable mean(const Variable& a, const std::vector<int64_t>& dims, bool keepdim)
 
 // y = max_R x:  dx = gk [x == yk] / count(x == yk)  (ties share the gradient)
 Variable amax(const Variable& a, const std::vector<int64_t>& dims, bool keepdim) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   const Shape kept = keepdim_shape(a.shape(), dims);
   Tensor y = kernels::amax(a.data(), dims, keepdim);
   return record(
@@ -78,7 +78,7 @@ Variable amax(const Variable& a, const std::vector<int64_t>& dims, bool keepdim)
 
 // y = log sum_R e^x:  dx = gk e^(x - yk)  (gk times the softmax over R)
 Variable logsumexp(const Variable& a, const std::vector<int64_t>& dims, bool keepdim) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   const Shape kept = keepdim_shape(a.shape(), dims);
   Tensor y = kernels::logsumexp(a.data(), dims, keepdim);
   return record("logsumexp", {a}, y,

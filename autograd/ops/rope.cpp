@@ -7,6 +7,7 @@
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "core/threads.h"
 
 namespace ember {
 namespace {
@@ -16,7 +17,7 @@ template <class T>
 void rope_rotate(const T* x, const T* cos, const T* sin, T* out, int64_t B, int64_t Tn, int64_t H,
                  int64_t D, int64_t pos0, T sign) {
   const int64_t h = D / 2;
-#pragma omp parallel for collapse(2) if (B * Tn * H * D > 32768)
+#pragma omp parallel for collapse(2) if (B * Tn * H * D > kParallelGrain)
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t t = 0; t < Tn; ++t) {
       const T* c = cos + (pos0 + t) * h;
@@ -39,7 +40,7 @@ void rope_rotate(const T* x, const T* cos, const T* sin, T* out, int64_t B, int6
 }  // namespace
 
 Variable rope(const Variable& x, const Tensor& cos, const Tensor& sin, int64_t pos0) {
-  EMBER_PROFILE_SCOPE(prof::Family::Attention);
+  EMBER_PROFILE_SCOPE(kAttentionFamily);
   EMBER_CHECK(x.dim() == 4, "rope: input must be [B, T, H, D], got ", shape_str(x.shape()));
   const int64_t B = x.size(0), Tn = x.size(1), H = x.size(2), D = x.size(3);
   EMBER_CHECK(D % 2 == 0, "rope: head dim must be even, got ", D);

@@ -11,7 +11,7 @@ namespace ember {
 
 // y = cond ? a : b:  da = cond ? g : 0,  db = cond ? 0 : g
 Variable where(const Tensor& cond, const Variable& a, const Variable& b) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   const bool need_a = needs_grad(a), need_b = needs_grad(b);
   return record("where", {a, b}, kernels::where(cond, a.data(), b.data()),
                 [need_a, need_b, sc = SavedTensor(cond)](const Tensor& g) -> Grads {
@@ -23,7 +23,7 @@ Variable where(const Tensor& cond, const Variable& a, const Variable& b) {
 
 // y = mask ? value : a:  da = mask ? 0 : g
 Variable masked_fill(const Variable& a, const Tensor& mask, double value) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   return record("masked_fill", {a}, kernels::masked_fill(a.data(), mask, value),
                 [sm = SavedTensor(mask)](const Tensor& g) -> Grads {
                   return {kernels::masked_fill(g, sm.get(), 0)};

@@ -11,7 +11,7 @@ namespace ember {
 
 // y = e^x / sum_C e^x:  dx = y (g - sum_C(g y))
 Variable softmax(const Variable& x) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   Tensor y = kernels::softmax(x.data());
   return record("softmax", {x}, y, [sy = SavedTensor(y)](const Tensor& g) -> Grads {
     return {kernels::softmax_backward(sy.get(), g)};
@@ -20,7 +20,7 @@ Variable softmax(const Variable& x) {
 
 // y = x - log sum_C e^x:  dx = g - e^y sum_C(g)
 Variable log_softmax(const Variable& x) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   Tensor y = kernels::log_softmax(x.data());
   return record("log_softmax", {x}, y, [sy = SavedTensor(y)](const Tensor& g) -> Grads {
     return {kernels::log_softmax_backward(sy.get(), g)};

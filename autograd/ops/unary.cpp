@@ -11,14 +11,14 @@ namespace ember {
 
 // y = -x:  dx = -g
 Variable neg(const Variable& a) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   return record("neg", {a}, kernels::neg(a.data()),
                 [](const Tensor& g) -> Grads { return {kernels::neg(g)}; });
 }
 
 // y = e^x:  dx = g y
 Variable exp(const Variable& a) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   Tensor y = kernels::exp(a.data());
   return record("exp", {a}, y, [sy = SavedTensor(y)](const Tensor& g) -> Grads {
     return {kernels::mul(g, sy.get())};
@@ -27,7 +27,7 @@ Variable exp(const Variable& a) {
 
 // y = ln x:  dx = g / x
 Variable log(const Variable& a) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   return record("log", {a}, kernels::log(a.data()),
                 [sx = SavedTensor(a.data())](const Tensor& g) -> Grads {
                   return {kernels::div(g, sx.get())};
@@ -36,7 +36,7 @@ Variable log(const Variable& a) {
 
 // y = sqrt(x):  dx = g / (2 y)
 Variable sqrt(const Variable& a) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   Tensor y = kernels::sqrt(a.data());
   return record("sqrt", {a}, y, [sy = SavedTensor(y)](const Tensor& g) -> Grads {
     return {kernels::div(kernels::mul_scalar(g, 0.5), sy.get())};
@@ -45,7 +45,7 @@ Variable sqrt(const Variable& a) {
 
 // y = x^(-1/2):  dx = -g y^3 / 2
 Variable rsqrt(const Variable& a) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   Tensor y = kernels::rsqrt(a.data());
   return record("rsqrt", {a}, y, [sy = SavedTensor(y)](const Tensor& g) -> Grads {
     return {kernels::mul(kernels::mul_scalar(g, -0.5), kernels::pow_scalar(sy.get(), 3))};
@@ -54,7 +54,7 @@ Variable rsqrt(const Variable& a) {
 
 // y = tanh x:  dx = g (1 - y^2)
 Variable tanh(const Variable& a) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   Tensor y = kernels::tanh(a.data());
   return record("tanh", {a}, y, [sy = SavedTensor(y)](const Tensor& g) -> Grads {
     return {kernels::tanh_backward(sy.get(), g)};
@@ -63,7 +63,7 @@ Variable tanh(const Variable& a) {
 
 // y = 1 / (1 + e^-x):  dx = g y (1 - y)
 Variable sigmoid(const Variable& a) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   Tensor y = kernels::sigmoid(a.data());
   return record("sigmoid", {a}, y, [sy = SavedTensor(y)](const Tensor& g) -> Grads {
     return {kernels::sigmoid_backward(sy.get(), g)};
@@ -72,7 +72,7 @@ Variable sigmoid(const Variable& a) {
 
 // y = x s(x), s = sigmoid:  dx = g s(x) (1 + x (1 - s(x)))
 Variable silu(const Variable& a) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   return record("silu", {a}, kernels::silu(a.data()),
                 [sx = SavedTensor(a.data())](const Tensor& g) -> Grads {
                   return {kernels::silu_backward(sx.get(), g)};
@@ -81,7 +81,7 @@ Variable silu(const Variable& a) {
 
 // y = x Phi(x):  dx = g (Phi(x) + x phi(x))
 Variable gelu(const Variable& a) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   return record("gelu", {a}, kernels::gelu(a.data()),
                 [sx = SavedTensor(a.data())](const Tensor& g) -> Grads {
                   return {kernels::gelu_backward(sx.get(), g)};
@@ -91,7 +91,7 @@ Variable gelu(const Variable& a) {
 // y = x (1 + tanh u) / 2, u = sqrt(2/pi) (x + 0.044715 x^3):
 //   dx = g ((1 + tanh u) / 2 + x (1 - tanh^2 u) u' / 2)
 Variable gelu_tanh(const Variable& a) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   return record("gelu_tanh", {a}, kernels::gelu_tanh(a.data()),
                 [sx = SavedTensor(a.data())](const Tensor& g) -> Grads {
                   return {kernels::gelu_tanh_backward(sx.get(), g)};
@@ -100,7 +100,7 @@ Variable gelu_tanh(const Variable& a) {
 
 // y = max(x, 0):  dx = g [x > 0]; y > 0 exactly where x > 0, so y is saved.
 Variable relu(const Variable& a) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   Tensor y = kernels::relu(a.data());
   return record("relu", {a}, y, [sy = SavedTensor(y)](const Tensor& g) -> Grads {
     return {kernels::relu_backward(sy.get(), g)};
@@ -109,7 +109,7 @@ Variable relu(const Variable& a) {
 
 // y = |x|:  dx = g sign(x)  (0 at 0)
 Variable abs(const Variable& a) {
-  EMBER_PROFILE_SCOPE(prof::Family::Elementwise);
+  EMBER_PROFILE_SCOPE(kElementwiseFamily);
   return record("abs", {a}, kernels::abs(a.data()),
                 [sx = SavedTensor(a.data())](const Tensor& g) -> Grads {
                   return {kernels::mul(g, kernels::sign(sx.get()))};

@@ -14,6 +14,7 @@
 #include "core/kernels/attention/attention.h"
 #include "core/kernels/fast_math.h"
 #include "core/simd.h"
+#include "core/threads.h"
 
 #define EMBER_ATTN_INLINE inline __attribute__((always_inline))
 
@@ -79,7 +80,7 @@ struct Geometry {
     return s0 + kBc <= S && s0 + kBc - 1 <= last_key(t0) && first_key(t0 + kBr - 1) <= s0;
   }
   // Enough multiply-adds to be worth a parallel region.
-  bool parallel() const { return B * Hq * T * S * D > 32768; }
+  bool parallel() const { return B * Hq * T * S * D > kParallelGrain; }
 };
 
 // Copies rows n0 .. n0 + count - 1 (of head h, batch b) times f into dst
