@@ -1,4 +1,4 @@
-// data/atomic_file: write_file_atomically replaces a file whole and leaves no
+// core/io/atomic_file: write_file_atomically replaces a file whole and leaves no
 // temporary; commit_temporary_file replaces, commit_new_file never does.
 #include <catch2/catch.hpp>
 #include <filesystem>

@@ -171,6 +171,7 @@ TEST_CASE("Ctrl-C stops ember train with a checkpoint and exit code 130", "[cli]
   latest >> name;
   CHECK(fs::exists(dir / "run" / name));
   CHECK(name.starts_with("step_"));
+  CHECK(fs::exists(dir / "run" / "loss.svg"));  // the plot of a stopped run too
   fs::remove_all(dir);
 }
 
@@ -307,6 +308,9 @@ TEST_CASE("ember train --resume restores every option of the run and notes the o
     CHECK(options.contains(key));
   }
   CHECK(options.at("bucket_mb") == 3);
+  // ember train ends with OUT/loss.svg; a resumed run (no --out) writes it into the run's folder.
+  REQUIRE(fs::exists(dir / "run/loss.svg"));
+  fs::remove(dir / "run/loss.svg");
   // --save-every 1 and --keep 2 come back; --lr and --steps are overridden, with a note each.
   const Run resumed = run_ember("train --resume " + (dir / "run") + " --steps 6 --lr 0.005");
   REQUIRE(resumed.code == 0);
@@ -314,6 +318,7 @@ TEST_CASE("ember train --resume restores every option of the run and notes the o
   CHECK(resumed.out.find("--resume: --steps 6 overrides the run's 4\n") != std::string::npos);
   CHECK(resumed.out.find("--resume: --save-every") == std::string::npos);  // not given: restored silently
   CHECK(ember::apps::list_checkpoints(dir / "run") == std::vector<std::string>{"step_00000006.h5", "step_00000005.h5"});
+  CHECK(fs::exists(dir / "run/loss.svg"));
 }
 
 TEST_CASE("ember train --resume refuses another data order, other data, or a corpus changed since the run started", "[cli][train]") {
@@ -762,12 +767,14 @@ TEST_CASE("train --resume of a checkpoint whose /train state is not ember's JSON
 TEST_CASE("train --resume of a folder another run is using prints its one error line and nothing else", "[cli][train]") {
   TempDir dir("cli_resume_busy");
   REQUIRE(run_ember(tiny_train(dir) + " --steps 2").code == 0);
+  // --save-every 50: the first run saves (and so holds the lock) within a fraction of a second.
   const std::vector<std::string> args = {EMBER_BINARY, "train", "--resume", dir / "run", "--steps", "1000000",
-                                         "--log-every", "1000000"};
+                                         "--log-every", "1000000", "--save-every", "50"};
   const pid_t pid = spawn_quiet(args);
   for (int i = 0; i < 6000 && latest_name(dir / "run") == "step_00000002.h5"; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));  // until the first run saves (it holds the lock)
   }
+  REQUIRE(latest_name(dir / "run") != "step_00000002.h5");
   // Flags that would each print a note ("--steps 9 overrides the run's ...", the global batch).
   const Run second = run_ember("train --resume " + (dir / "run") + " --steps 2000000 --batch-size 4");
   kill(pid, SIGINT);

@@ -11,12 +11,10 @@ class Communicator;
 namespace ember::apps {
 
 using CommandRunner = std::function<int()>;
-// The process's communicator (main owns it); `train` runs data-parallel on it.
-void set_command_communicator(dist::Communicator* comm);
-
 CommandRunner add_info_command(CLI::App& app);
 CommandRunner add_eval_command(CLI::App& app);
-CommandRunner add_train_command(CLI::App& app);
+// `train` runs data-parallel on the process's communicator (main owns it).
+CommandRunner add_train_command(CLI::App& app, dist::Communicator& comm);
 CommandRunner add_tokenize_command(CLI::App& app);
 CommandRunner add_generate_command(CLI::App& app);
 CommandRunner add_export_command(CLI::App& app);

@@ -26,14 +26,14 @@ constexpr int kExitUsage = 2;  // as getopt-style tools; CLI11's own codes (100+
 using Runners = std::map<CLI::App*, ember::apps::CommandRunner>;
 
 // Every subcommand on app, each with the function that runs it.
-Runners add_commands(CLI::App& app) {
+Runners add_commands(CLI::App& app, ember::dist::Communicator& comm) {
   Runners runners;
-  auto add = [&](ember::apps::CommandRunner (*fn)(CLI::App&)) {
+  auto add = [&](auto&& make) {
     const size_t before = app.get_subcommands({}).size();
-    ember::apps::CommandRunner run = fn(app);
+    ember::apps::CommandRunner run = make(app);
     runners[app.get_subcommands({})[before]] = std::move(run);
   };
-  add(ember::apps::add_train_command);
+  add([&](CLI::App& a) { return ember::apps::add_train_command(a, comm); });
   add(ember::apps::add_eval_command);
   add(ember::apps::add_tokenize_command);
   add(ember::apps::add_generate_command);
@@ -102,8 +102,7 @@ int main(int argc, char** argv) {
   // first, so `bash scripts/run.sh --steps 200` overrides them).
   app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.require_subcommand(1);
-  ember::apps::set_command_communicator(&comm);
-  Runners runners = add_commands(app);
+  Runners runners = add_commands(app, comm);
   ember::apps::check_integer_options(app);  // "010", 2^63, -1 for UINT: usage errors, never silently changed
   std::optional<CLI::ParseError> parse_error;  // a usage error, or --help / --version (exit code 0)
   try {

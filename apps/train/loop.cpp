@@ -13,7 +13,6 @@
 #include "apps/train/run_files.h"
 #include "apps/train/run.h"
 #include "apps/train/progress.h"
-#include "apps/plot/training_plot.h"
 #include "apps/train/step_phases.h"
 #include "autograd/autocast.h"
 #include "autograd/ops.h"
@@ -231,7 +230,6 @@ int stop_on_signal(TrainRun& run, const RunTally& tally, TrainProgress& progress
     std::printf("stopped by signal %d at step %lld; checkpoint %s\n", sig,
                 static_cast<long long>(run.step), name.c_str());
     std::fflush(stdout);
-    write_run_plot_or_warn(run.o.out);
   }
   restore_default_signals();
   report_profile(run, tally);

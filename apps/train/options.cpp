@@ -255,4 +255,8 @@ std::vector<std::pair<std::string, std::string>> option_values(const TrainOption
   return values;
 }
 
+std::string run_folder(const TrainOptions& o) {
+  return o.resume.empty() || o.given.count("out") ? o.out : o.resume;
+}
+
 }  // namespace ember::apps

@@ -81,4 +81,8 @@ std::vector<std::string> restore_options(const nlohmann::json& saved, TrainOptio
 // what the ranks of a data-parallel run must agree on.
 std::vector<std::pair<std::string, std::string>> option_values(const TrainOptions& o);
 
+// The folder a run writes: --out, else (with --resume and no --out) the
+// resumed run's own folder.
+std::string run_folder(const TrainOptions& o);
+
 }  // namespace ember::apps

@@ -33,7 +33,7 @@ void read_resumed_run(TrainRun& run) {
     run.saved_batch = st.at("options").value("batch_size", int64_t{0});
     run.saved_world = st.value("world_size", int64_t{1});
   });
-  if (!o.given.count("out")) o.out = o.resume;
+  o.out = run_folder(o);
 }
 
 // --config, --preset, the checkpoint's, else dense-small.

@@ -1,6 +1,6 @@
 // What a run prints around its loop: the lines before the first step (ranks,
 // parameters, tokens per step, precision, data), the --profile report, and the
-// end of a run: the `done:` line, OUT/loss.svg, the mean MFU, and the sample
+// end of a run: the `done:` line, the mean MFU, and the sample
 // of --sample-tokens drawn by nn::generate.
 #include <omp.h>
 
@@ -11,7 +11,6 @@
 #include "apps/bench/profile_report.h"
 #include "apps/train/run_files.h"
 #include "apps/train/run.h"
-#include "apps/plot/training_plot.h"
 #include "core/kernels/matmul.h"
 #include "core/profiler.h"
 #include "core/io/atomic_file.h"
@@ -124,7 +123,6 @@ void print_summary(TrainRun& run, const RunTally& tally) {
                 tally.last_eval.bits_per_byte, run.tokenizer ? "byte" : "token");
   }
   std::printf("; checkpoint %s\n", (fs::path(o.out) / checkpoint_name(run.step)).string().c_str());
-  write_run_plot_or_warn(o.out);  // OUT/loss.svg; a warning, never a failed run
   if (trained) print_mean_mfu(run, tally, seconds);
   report_profile(run, tally);
   if (o.sample_tokens > 0 && run.tokenizer) print_sample(run);
