@@ -4,6 +4,7 @@
 // indices, masks) are plain Tensors: they are never differentiated.
 // Shape letters: B batch, T time, C channels, H heads, V vocab.
 #pragma once
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -11,6 +12,10 @@
 #include "core/tensor.h"
 
 namespace ember {
+
+namespace kernels {
+struct Nf4Tensor;  // core/kernels/nf4.h
+}
 
 // --- elementwise, broadcasting (ops/binary.cpp) -------------------------------------------
 Variable add(const Variable& a, const Variable& b);      // a + b
@@ -63,6 +68,9 @@ Variable log_softmax(const Variable& x);
 // --- matmul (ops/matmul.cpp) ----------------------------------------------------------------------------
 // op(a) op(b) over the last two dims, batch dims broadcast (see core/kernels/matmul.h).
 Variable matmul(const Variable& a, const Variable& b, bool trans_a = false, bool trans_b = false);
+// y = x W^T, x [..., C] float32 or float64, W [O, C] in NF4 (ops/nf4_linear.cpp): W not
+// differentiable (frozen, QLoRA); tiles of W dequantized to x's dtype inside forward and backward.
+Variable nf4_linear(const Variable& x, std::shared_ptr<const kernels::Nf4Tensor> w);
 
 // --- views and joins (ops/shape.cpp); views share storage with their input ----------------------------
 Variable view(const Variable& a, const Shape& shape);

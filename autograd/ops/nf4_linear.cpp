@@ -1,0 +1,76 @@
+// Linear layer on a frozen NF4 weight (QLoRA, SPEC section 9):
+//   y = x W^T,   dx = g W,   W = dequant(Wq) is not differentiated.
+// W is never held whole in float: both directions walk its rows in tiles of
+// about kTileElements weights, dequantize one tile into a transient buffer of
+// x's dtype and multiply it with kernels::matmul_into (y's columns o0..o0+n in
+// forward, accumulated into dx in backward). Autocast does not apply here.
+// Shapes: x [..., C], W [O, C] (Wq stores it flattened row-major), y and g [..., O].
+#include <algorithm>
+
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "core/kernels/matmul.h"
+#include "core/kernels/nf4.h"
+
+namespace ember {
+namespace {
+
+constexpr int64_t kTileElements = int64_t{1} << 16;
+
+// Rows of W per tile: every tile but the last has as many (few matmul shapes).
+int64_t tile_rows(int64_t O, int64_t C) { return std::clamp<int64_t>(kTileElements / C, 1, O); }
+
+// y [R, O] = x [R, C] W^T, tile by tile of W's rows.
+Tensor nf4_linear_forward(const Tensor& x, const kernels::Nf4Tensor& w) {
+  const int64_t R = x.size(0), O = w.shape[0], C = w.shape[1], rows = tile_rows(O, C);
+  Tensor y = Tensor::empty({R, O}, x.dtype());
+  Tensor tile = Tensor::empty({rows, C}, x.dtype());
+  for (int64_t o0 = 0; o0 < O && R > 0; o0 += rows) {
+    const int64_t n = std::min(rows, O - o0);
+    dispatch_float(x.dtype(), "nf4_linear", [&](auto tag) {
+      kernels::nf4_dequantize_range(w, o0 * C, n * C, tile.data<decltype(tag)>());
+    });
+    Tensor y_cols = y.narrow(1, o0, n);
+    kernels::matmul_into(y_cols, x, tile.narrow(0, 0, n), false, true);
+  }
+  return y;
+}
+
+// dx [R, C] = g [R, O] W = sum over tiles of g[:, o0:o0+n] W[o0:o0+n, :].
+Tensor nf4_linear_backward(const Tensor& g, const kernels::Nf4Tensor& w) {
+  const int64_t R = g.size(0), O = w.shape[0], C = w.shape[1], rows = tile_rows(O, C);
+  Tensor dx = Tensor::zeros({R, C}, g.dtype());
+  Tensor tile = Tensor::empty({rows, C}, g.dtype());
+  for (int64_t o0 = 0; o0 < O && R > 0; o0 += rows) {
+    const int64_t n = std::min(rows, O - o0);
+    dispatch_float(g.dtype(), "nf4_linear", [&](auto tag) {
+      kernels::nf4_dequantize_range(w, o0 * C, n * C, tile.data<decltype(tag)>());
+    });
+    kernels::matmul_into(dx, g.narrow(1, o0, n), tile.narrow(0, 0, n), false, false, 1,
+                         o0 == 0 ? 0 : 1);
+  }
+  return dx;
+}
+
+}  // namespace
+
+Variable nf4_linear(const Variable& x, std::shared_ptr<const kernels::Nf4Tensor> w) {
+  EMBER_PROFILE_SCOPE(kMatmulFamily);
+  EMBER_CHECK(w && w->shape.size() == 2, "nf4_linear: the weight must be a 2-D NF4 tensor");
+  const int64_t O = w->shape[0], C = w->shape[1];
+  EMBER_CHECK(x.dim() >= 1 && x.size(-1) == C, "nf4_linear: x is ", shape_str(x.shape()),
+              ", the weight [", O, ", ", C, "]");
+  EMBER_CHECK(is_floating(x.dtype()), "nf4_linear: x must be float32 or float64, got ",
+              dtype_name(x.dtype()));
+  Shape y_shape = x.shape();
+  y_shape.back() = O;
+  const Tensor x2 = x.data().reshape({-1, C}).contiguous();
+  Tensor y = nf4_linear_forward(x2, *w).view(y_shape);
+  return record("nf4_linear", {x}, y,
+                [w, x_shape = x.shape(), O](const Tensor& g) -> Grads {
+                  const Tensor g2 = g.reshape({-1, O}).contiguous();
+                  return {nf4_linear_backward(g2, *w).view(x_shape)};
+                });
+}
+
+}  // namespace ember
