@@ -3,11 +3,13 @@
 // row per case; each runs in its own DYNAMIC_SECTION so a failure names it.
 // Inputs stay away from non-differentiable points (ties, zeros, log of <= 0).
 #include <catch2/catch.hpp>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
+#include "core/kernels/nf4.h"
 
 using namespace ember;
 
@@ -33,6 +35,11 @@ Variable pos(const Shape& shape, uint64_t seed) {
 // A non-contiguous leaf: a [rows, cols] view of a transposed [cols, rows] tensor.
 Variable rn_t(int64_t rows, int64_t cols, uint64_t seed) {
   return Variable(Tensor::randn({cols, rows}, seed, 0, DType::Float64).transpose(0, 1), true);
+}
+// A frozen NF4 weight quantized from standard normal values.
+std::shared_ptr<const kernels::Nf4Tensor> nf4_weight(const Shape& shape, uint64_t seed) {
+  const Tensor w = Tensor::randn(shape, seed);
+  return std::make_shared<const kernels::Nf4Tensor>(kernels::nf4_quantize(w));
 }
 Tensor ids(const std::vector<int64_t>& values, const Shape& shape) {
   return Tensor::from_vector<int64_t>(values, shape);
@@ -163,6 +170,9 @@ std::vector<Row> matmul_rows() {
       {"matmul of transpose view",
        [](In x) { return matmul(transpose(x[0], 1, 2), x[1]); },
        {rn({2, 4, 3}, 108), rn({4, 2}, 109)}},
+      {"nf4_linear, non-contiguous x (W frozen)",
+       [w = nf4_weight({5, 70}, 110)](In x) { return nf4_linear(x[0], w); },
+       {Variable(Tensor::randn({70, 3}, 111, 0, DType::Float64).transpose(0, 1), true)}},
   };
 }
 

@@ -134,7 +134,7 @@ TEST_CASE("nf4: round-trip error within half the largest code gap times absmax",
     max_gap = std::max(max_gap, double(kNf4Codes[k + 1]) - double(kNf4Codes[k]));
   }
   CHECK(max_gap == Approx(1 - 0.6961928009986877));  // between -1 and the next code
-  const Tensor w = Tensor::randn({37, 50}, 11);  // 1850 elements: a partial last block
+  const Tensor w = Tensor::randn({37, 50}, 11);      // 1850 elements: a partial last block
   const Nf4Tensor q = kernels::nf4_quantize(w);
   const std::vector<float> x = w.to_vector<float>();
   const std::vector<float> back = kernels::nf4_dequantize(q).to_vector<float>();
@@ -147,7 +147,8 @@ TEST_CASE("nf4: round-trip error within half the largest code gap times absmax",
 TEST_CASE("nf4_linear: forward against a plain loop, several tiles", "[nf4][autograd]") {
   const int64_t R = 3, O = 40, C = 3000;  // 21 rows of W per tile: tiles of 21 and 19
   const Tensor x = Tensor::randn({1, R, C}, 21);
-  auto w = std::make_shared<const Nf4Tensor>(kernels::nf4_quantize(Tensor::randn({O, C}, 22), true));
+  auto w =
+      std::make_shared<const Nf4Tensor>(kernels::nf4_quantize(Tensor::randn({O, C}, 22), true));
   const Tensor wd = kernels::nf4_dequantize(*w, DType::Float64);
   const Variable xv(x, true);
   const Variable y = nf4_linear(xv, w);
@@ -170,7 +171,8 @@ TEST_CASE("nf4_linear: forward against a plain loop, several tiles", "[nf4][auto
 TEST_CASE("nf4_linear: gradcheck w.r.t. x in float64", "[nf4][autograd][gradcheck]") {
   auto w = std::make_shared<const Nf4Tensor>(kernels::nf4_quantize(Tensor::randn({5, 70}, 31)));
   const Variable x(Tensor::randn({2, 3, 70}, 32, 0, DType::Float64), true);
-  const GradcheckResult r = gradcheck([w](const std::vector<Variable>& in) { return nf4_linear(in[0], w); }, {x});
+  const GradcheckResult r =
+      gradcheck([w](const std::vector<Variable>& in) { return nf4_linear(in[0], w); }, {x});
   INFO(r.message);
   CHECK(r.ok);
 }

@@ -18,7 +18,9 @@ namespace {
 constexpr int64_t kTileElements = int64_t{1} << 16;
 
 // Rows of W per tile: every tile but the last has as many (few matmul shapes).
-int64_t tile_rows(int64_t O, int64_t C) { return std::clamp<int64_t>(kTileElements / C, 1, O); }
+int64_t tile_rows(int64_t O, int64_t C) {
+  return std::clamp<int64_t>(kTileElements / C, 1, O);
+}
 
 // y [R, O] = x [R, C] W^T, tile by tile of W's rows.
 Tensor nf4_linear_forward(const Tensor& x, const kernels::Nf4Tensor& w) {
@@ -66,11 +68,10 @@ Variable nf4_linear(const Variable& x, std::shared_ptr<const kernels::Nf4Tensor>
   y_shape.back() = O;
   const Tensor x2 = x.data().reshape({-1, C}).contiguous();
   Tensor y = nf4_linear_forward(x2, *w).view(y_shape);
-  return record("nf4_linear", {x}, y,
-                [w, x_shape = x.shape(), O](const Tensor& g) -> Grads {
-                  const Tensor g2 = g.reshape({-1, O}).contiguous();
-                  return {nf4_linear_backward(g2, *w).view(x_shape)};
-                });
+  return record("nf4_linear", {x}, y, [w, x_shape = x.shape(), O](const Tensor& g) -> Grads {
+    const Tensor g2 = g.reshape({-1, O}).contiguous();
+    return {nf4_linear_backward(g2, *w).view(x_shape)};
+  });
 }
 
 }  // namespace ember

@@ -47,9 +47,8 @@ float Nf4Tensor::block_absmax(int64_t block) const {
 
 int64_t Nf4Tensor::nbytes() const {
   const int64_t n_absmax = num_blocks();
-  const int64_t absmax_bytes = double_quant()
-                                   ? n_absmax + 4 * static_cast<int64_t>(absmax_scale.size()) + 4
-                                   : 4 * n_absmax;
+  const int64_t absmax_bytes =
+      double_quant() ? n_absmax + 4 * static_cast<int64_t>(absmax_scale.size()) + 4 : 4 * n_absmax;
   return static_cast<int64_t>(codes.size()) + absmax_bytes;
 }
 
@@ -65,7 +64,8 @@ void double_quantize(Nf4Tensor& q, const std::vector<float>& absmax) {
   for (int64_t b0 = 0; b0 < n; b0 += kNf4DqBlock) {
     const int64_t b1 = std::min(n, b0 + kNf4DqBlock);
     double max_c = 0;
-    for (int64_t b = b0; b < b1; ++b) max_c = std::max(max_c, std::abs(double(absmax[b]) - q.absmax_mean));
+    for (int64_t b = b0; b < b1; ++b)
+      max_c = std::max(max_c, std::abs(double(absmax[b]) - q.absmax_mean));
     const float scale = float(max_c / 127);
     q.absmax_scale.push_back(scale);
     if (scale == 0) continue;  // every c is 0: q stays 0
