@@ -3,6 +3,7 @@
 #include "core/kernels/elementwise.h"
 #include "core/kernels/index.h"
 #include "core/kernels/matmul.h"
+#include "core/kernels/nf4.h"
 #include "core/kernels/reduce.h"
 #include "core/kernels/shape_ops.h"
 #include "core/kernels/softmax.h"
