@@ -27,7 +27,8 @@ uint8_t nf4_nearest_code(double v);
 //   nibble 0.
 // Absmax of block b (elements [64b, 64b + 64), the last block partial) = max |w| over the
 //   block, float32. A block of zeros has absmax 0 and stores code 7 (the code 0): it
-//   dequantizes to exactly 0 with no division (so does any w = 0 in any block).
+//   dequantizes to exactly 0 with no division, also under nf4-dq where the reconstructed
+//   absmax need not be 0 (so does any w = 0 in any block).
 // nf4: absmax holds the float32 absmaxes.
 // nf4-dq: absmax is empty; m = absmax_mean (float32, the mean of all absmaxes); per block of
 //   256 absmaxes (the last partial) the centred values c = absmax - m give
@@ -54,7 +55,8 @@ struct Nf4Tensor {
   int64_t nbytes() const;
 };
 
-// Quantizes a float32 tensor (any shape, any strides); double_quant gives nf4-dq.
+// Quantizes a float32 tensor (any shape, any strides): code = nf4_nearest_code(double(w) /
+// double(absmax)); double_quant gives nf4-dq.
 Nf4Tensor nf4_quantize(const Tensor& w, bool double_quant = false);
 // The whole tensor back, float32 or float64, in its shape.
 Tensor nf4_dequantize(const Nf4Tensor& q, DType dtype = DType::Float32);
