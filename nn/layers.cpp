@@ -10,6 +10,14 @@ Linear::Linear(int64_t in, int64_t out, bool bias, Generator& gen, double init_s
   if (bias) bias_ = register_parameter("bias", Tensor::zeros({out}, dtype));
 }
 
+Linear::Linear(const Tensor& weight, const Tensor& bias, bool requires_grad) {
+  EMBER_CHECK(weight.dim() == 2, "Linear: weight must be 2-D [out, in], got ", shape_str(weight.shape()));
+  EMBER_CHECK(!bias.defined() || bias.shape() == Shape{weight.size(0)}, "Linear: bias must be [",
+              weight.size(0), "], got ", shape_str(bias.shape()));
+  weight_ = register_parameter("weight", weight, requires_grad);
+  if (bias.defined()) bias_ = register_parameter("bias", bias, requires_grad);
+}
+
 Variable Linear::forward(const Variable& x) const {
   Variable y = matmul(x, weight_, false, true);
   return bias_.defined() ? add(y, bias_) : y;

@@ -21,6 +21,8 @@ class Linear : public UnaryModule {
  public:
   Linear(int64_t in, int64_t out, bool bias, Generator& gen, double init_std = 0.02,
          DType dtype = DType::Float32);
+  // Over given tensors (bias optional), e.g. a merged or adapter weight.
+  explicit Linear(const Tensor& weight, const Tensor& bias = Tensor(), bool requires_grad = true);
   Variable forward(const Variable& x) const override;
   const Variable& weight() const { return weight_; }
   const Variable& bias() const { return bias_; }

@@ -22,6 +22,16 @@ Variable& Module::register_parameter(const std::string& name, const Tensor& init
   return parameters_.back().second;
 }
 
+const Variable& Module::share_parameter(const std::string& name, const Variable& parameter) {
+  check_name(name, "parameter");
+  EMBER_CHECK(parameter.defined(), "parameter \"", name, "\" is undefined");
+  for (const auto& [n, v] : parameters_) {
+    EMBER_CHECK(n != name, "parameter \"", name, "\" is registered twice");
+  }
+  parameters_.emplace_back(name, parameter);
+  return parameters_.back().second;
+}
+
 Tensor& Module::register_buffer(const std::string& name, const Tensor& value) {
   check_name(name, "buffer");
   buffers_.emplace_back(name, value);

@@ -42,6 +42,8 @@ class Module {
 
  protected:
   Variable& register_parameter(const std::string& name, const Tensor& init, bool requires_grad = true);
+  // Registers an existing Variable (shared, not copied: one tensor, one .grad).
+  const Variable& share_parameter(const std::string& name, const Variable& parameter);
   Tensor& register_buffer(const std::string& name, const Tensor& value);
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
