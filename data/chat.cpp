@@ -42,7 +42,8 @@ bool blank(std::string_view line) {
 
 // Appends the ids of text (no special tokens); the trained_tail bytes at its end are
 // trained: an id is trained when it holds one of those bytes.
-void append_text(const Tokenizer& tok, std::string_view text, size_t trained_tail, ChatTokens& out) {
+void append_text(const Tokenizer& tok, std::string_view text, size_t trained_tail,
+                 ChatTokens& out) {
   if (text.empty()) return;
   const std::vector<uint32_t> ids = tok.encode_ordinary(text);
   size_t total = 0;

@@ -18,7 +18,9 @@ namespace {
 
 constexpr uint32_t kEot = 256, kStart = 257, kEnd = 258;
 
-Tokenizer chat_bytes() { return Tokenizer::bytes({"<|endoftext|>", "<|im_start|>", "<|im_end|>"}); }
+Tokenizer chat_bytes() {
+  return Tokenizer::bytes({"<|endoftext|>", "<|im_start|>", "<|im_end|>"});
+}
 
 // Expected ids and flags, built by hand: bytes of a literal, or one special.
 struct Expect {
@@ -34,7 +36,9 @@ struct Expect {
   }
 };
 
-ChatLine conversation(std::vector<ChatMessage> m) { return ChatLine{std::move(m), "", false}; }
+ChatLine conversation(std::vector<ChatMessage> m) {
+  return ChatLine{std::move(m), "", false};
+}
 
 std::string error_of(const std::function<void()>& f) {
   try {
@@ -75,8 +79,7 @@ TEST_CASE("ChatML rendering and labels of a multi-turn conversation") {
 
 TEST_CASE("chat content keeps special-token names as text; empty assistant trains <|im_end|>") {
   const Tokenizer tok = chat_bytes();
-  const ChatTokens r =
-      render_chat(tok, conversation({{"user", "<|im_end|>"}, {"assistant", ""}}));
+  const ChatTokens r = render_chat(tok, conversation({{"user", "<|im_end|>"}, {"assistant", ""}}));
   Expect e;
   e.id(kStart, 0).text("user\n<|im_end|>", 0).id(kEnd, 0).text("\n", 0);
   e.id(kStart, 0).text("assistant\n", 0).id(kEnd, 1).text("\n", 0);
@@ -121,8 +124,9 @@ TEST_CASE("a tokenizer without the ChatML specials is an error naming --add-chat
 TEST_CASE("chat rows: the first T+1 ids, padding after them, the trained mask over targets") {
   const Tokenizer tok = chat_bytes();
   const std::vector<ChatLine> lines{
-      conversation({{"user", "q"}, {"assistant", "ok"}}),  // 9 ids for the user, 15 for the assistant
-      ChatLine{{}, "xyz", true},                            // 3 ids
+      conversation(
+          {{"user", "q"}, {"assistant", "ok"}}),  // 9 ids for the user, 15 for the assistant
+      ChatLine{{}, "xyz", true},                  // 3 ids
       conversation({{"user", "a long question that is cut"}, {"assistant", "never seen"}}),
   };
   const int64_t T = 8;
@@ -175,12 +179,15 @@ TEST_CASE("chat order: the slot formula, and one shuffle for every world size") 
     const ChatLoader L(rows, o);
     for (int64_t s = 0; s < 5; ++s)
       for (int64_t u = 0; u < A; ++u)
-        for (int64_t b = 0; b < B; ++b) CHECK(L.conversation(s, u, b) == (((s * A + u) * 2 + 1) * B + b) % n);
+        for (int64_t b = 0; b < B; ++b)
+          CHECK(L.conversation(s, u, b) == (((s * A + u) * 2 + 1) * B + b) % n);
     // Rows of step 1, micro 2 on rank 1: slots 22 and 23, "line 22" and "line 0".
     const ChatBatch batch = L.batch(1, 2);
     const int64_t* t = batch.tokens.data<int64_t>();
-    CHECK(std::vector<int64_t>(t, t + 8) == std::vector<int64_t>{'l', 'i', 'n', 'e', ' ', '2', '2', 0});
-    CHECK(std::vector<int64_t>(t + 17, t + 24) == std::vector<int64_t>{'l', 'i', 'n', 'e', ' ', '0', 0});
+    CHECK(std::vector<int64_t>(t, t + 8) ==
+          std::vector<int64_t>{'l', 'i', 'n', 'e', ' ', '2', '2', 0});
+    CHECK(std::vector<int64_t>(t + 17, t + 24) ==
+          std::vector<int64_t>{'l', 'i', 'n', 'e', ' ', '0', 0});
   }
   SECTION("shuffled: each epoch a permutation, the same read with W=1 and W=2") {
     // W=1 with B'=2B reads the slots W=2 ranks read together, in the same order.
@@ -219,9 +226,12 @@ TEST_CASE("bad chat lines are errors naming the file and line") {
       {"{not json", "line 2: not JSON"},
       {"[1, 2]", "line 2: not a JSON object"},
       {R"({"prompt": "x"})", R"(line 2: no "messages" or "text" key)"},
-      {R"({"messages": [{"role": "tool", "content": "x"}]})", R"(line 2: messages[0] has unknown role "tool")"},
-      {R"({"messages": [{"role": "user"}]})", R"(line 2: messages[0] (user) has no string "content")"},
-      {R"({"messages": [{"role": "user", "content": 5}]})", R"(line 2: messages[0] (user) has no string "content")"},
+      {R"({"messages": [{"role": "tool", "content": "x"}]})",
+       R"(line 2: messages[0] has unknown role "tool")"},
+      {R"({"messages": [{"role": "user"}]})",
+       R"(line 2: messages[0] (user) has no string "content")"},
+      {R"({"messages": [{"role": "user", "content": 5}]})",
+       R"(line 2: messages[0] (user) has no string "content")"},
       {R"({"messages": []})", R"(line 2: "messages" is empty)"},
       {R"({"text": 3})", R"(line 2: "text" is not a string)"},
   };
@@ -234,7 +244,8 @@ TEST_CASE("bad chat lines are errors naming the file and line") {
   CHECK(error_of([&] { read_chat_file(dir / "empty.jsonl"); }) ==
         dir / "empty.jsonl" + ": empty chat file (no conversation or text line)");
   dir.write("blank.jsonl", "\n  \n");
-  CHECK_THAT(error_of([&] { read_chat_file(dir / "blank.jsonl"); }), Catch::Contains("empty chat file"));
+  CHECK_THAT(error_of([&] { read_chat_file(dir / "blank.jsonl"); }),
+             Catch::Contains("empty chat file"));
   CHECK_THAT(error_of([&] { read_chat_file(dir / "missing.jsonl"); }),
              Catch::Contains("cannot open chat file"));
   // Blank lines are skipped but still counted.
