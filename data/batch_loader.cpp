@@ -1,47 +1,38 @@
-// BatchLoader: window arithmetic and the per-epoch seeded permutation
-// (Fisher-Yates driven by Philox counters (seed, epoch, i)).
+// BatchLoader: window arithmetic; the per-epoch seeded permutation is
+// EpochShuffle's (data/epoch_shuffle.h).
 #include "data/batch_loader.h"
 
 #include <algorithm>
-#include <numeric>
 
 #include "core/error.h"
-#include "core/rng.h"
 
 namespace ember::data {
+namespace {
+
+// Whole windows of T + 1 tokens (consecutive windows share one token).
+int64_t window_count(const TokenDataset& data, int64_t seq_len) {
+  const int64_t tokens = static_cast<int64_t>(data.size());
+  return tokens > 0 && seq_len > 0 ? (tokens - 1) / seq_len : 0;
+}
+
+}  // namespace
 
 BatchLoader::BatchLoader(std::shared_ptr<const TokenDataset> data, BatchLoaderOptions options)
-    : data_(std::move(data)), opt_(options) {
+    : data_(std::move(data)),
+      opt_(options),
+      windows_(window_count(*data_, opt_.seq_len)),
+      shuffle_(windows_, opt_.seed) {
   EMBER_CHECK(opt_.batch > 0 && opt_.seq_len > 0 && opt_.grad_accum > 0 && opt_.world > 0 &&
                   opt_.rank >= 0 && opt_.rank < opt_.world,
               "BatchLoader: invalid batch ", opt_.batch, ", seq_len ", opt_.seq_len, ", grad_accum ",
               opt_.grad_accum, ", world ", opt_.world, ", rank ", opt_.rank);
-  const int64_t tokens = static_cast<int64_t>(data_->size());
-  windows_ = tokens > 0 ? (tokens - 1) / opt_.seq_len : 0;
-  EMBER_CHECK(windows_ > 0, "the dataset holds ", tokens, " tokens: too few for one window of ",
+  EMBER_CHECK(windows_ > 0, "the dataset holds ", data_->size(), " tokens: too few for one window of ",
               opt_.seq_len + 1, " tokens (lower --seq-len or add data)");
-}
-
-int64_t BatchLoader::shuffled(int64_t slot) const {
-  const int64_t epoch = slot / windows_, i = slot % windows_;
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (epoch != perm_epoch_) {
-    perm_.resize(static_cast<size_t>(windows_));
-    std::iota(perm_.begin(), perm_.end(), int64_t{0});
-    const uint64_t key = opt_.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch);
-    for (int64_t k = windows_ - 1; k > 0; --k) {
-      const auto r = philox4x32(key, static_cast<uint64_t>(k), 0x5348554646ull);  // "SHUFF"
-      const uint64_t bits = (static_cast<uint64_t>(r[0]) << 32) | r[1];
-      std::swap(perm_[k], perm_[bits % static_cast<uint64_t>(k + 1)]);
-    }
-    perm_epoch_ = epoch;
-  }
-  return perm_[i];
 }
 
 int64_t BatchLoader::window(int64_t step, int64_t micro, int64_t b) const {
   const int64_t slot = ((step * opt_.grad_accum + micro) * opt_.world + opt_.rank) * opt_.batch + b;
-  return opt_.sequential ? slot % windows_ : shuffled(slot);
+  return opt_.sequential ? slot % windows_ : shuffle_(slot);
 }
 
 Tensor BatchLoader::batch(int64_t step, int64_t micro) const {

@@ -9,10 +9,9 @@
 #pragma once
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <vector>
 
 #include "core/tensor.h"
+#include "data/epoch_shuffle.h"
 #include "data/token_shard.h"
 
 namespace ember::data {
@@ -38,13 +37,10 @@ class BatchLoader {
   const BatchLoaderOptions& options() const { return opt_; }
 
  private:
-  int64_t shuffled(int64_t slot) const;
   std::shared_ptr<const TokenDataset> data_;
   BatchLoaderOptions opt_;
   int64_t windows_ = 0;
-  mutable std::mutex mutex_;
-  mutable int64_t perm_epoch_ = -1;
-  mutable std::vector<int64_t> perm_;
+  EpochShuffle shuffle_;
 };
 
 // Largest token id in the dataset (one parallel pass), for checking it

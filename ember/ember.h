@@ -34,6 +34,8 @@
 #include "optim/sgd.h"
 
 #include "data/batch_loader.h"
+#include "data/chat.h"
+#include "data/chat_loader.h"
 #include "data/token_shard.h"
 #include "data/tokenizer/stored_tokenizer.h"
 #include "data/tokenizer/tokenizer.h"
