@@ -1080,3 +1080,60 @@ TEST_CASE("integer options out of their type's range or in octal are usage error
 }
 
 }  // namespace eval_cli
+
+// --- ember generate --chat (issue 16): ChatML prompt, only the reply printed,
+// stops at <|im_end|>. The model's hidden state is constant (every embedding
+// row is ones, every block weight zero, the final norm's weight ones), so its
+// logits are lm_head.weight · ones: the row set to ones (id `favoured`) is the
+// greedy token at every step.
+namespace chat_cli {
+namespace {
+using ember::testing::TempDir;
+
+ember::nn::Checkpoint chat_checkpoint(int64_t favoured, bool chat_tokens) {
+  ember::nn::Checkpoint c = eval_cli::zero_checkpoint(
+      R"({"vocab_size": 259, "d_model": 16, "n_layers": 1, "n_heads": 2, "ffn_hidden": 32,
+          "max_seq_len": 64, "tie_embeddings": false})");
+  c.model["model.embed_tokens.weight"] = ember::Tensor::ones(c.model.at("model.embed_tokens.weight").shape());
+  c.model["model.norm.weight"] = ember::Tensor::ones(c.model.at("model.norm.weight").shape());
+  float* head = c.model.at("lm_head.weight").data<float>();
+  for (int64_t j = 0; j < 16; ++j) head[favoured * 16 + j] = 1.0f;
+  const std::vector<std::string> specials = chat_tokens
+                                                ? std::vector<std::string>{"<|endoftext|>", "<|im_start|>", "<|im_end|>"}
+                                                : std::vector<std::string>{"<|endoftext|>", "<|pad|>", "<|x|>"};
+  c.tokenizer_json = ember::data::Tokenizer::bytes(specials).to_json();
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("generate --chat prints only the reply and stops at <|im_end|>", "[cli][generate]") {
+  TempDir dir("cli_generate_chat");
+  ember::nn::write_checkpoint(dir / "x.h5", chat_checkpoint('x', true));
+  ember::nn::write_checkpoint(dir / "end.h5", chat_checkpoint(258, true));
+  const std::string opts = " --temperature 0 --max-tokens 5 --prompt hi";
+  Run r = run_ember("generate --chat --checkpoint " + dir / "x.h5" + opts + " --system 'be brief'");
+  CHECK(r.code == 0);
+  CHECK(r.out == "xxxxx\n");  // no rendered prompt, no <|im_start|>
+  CHECK(r.err.find("maximum number of new tokens") != std::string::npos);
+  r = run_ember("generate --chat --checkpoint " + dir / "end.h5" + opts);
+  CHECK(r.code == 0);
+  CHECK(r.out == "\n");  // the first token is <|im_end|>: an empty reply
+  CHECK(r.err.find("reached the <|im_end|> token") != std::string::npos);
+  r = run_ember("generate --checkpoint " + dir / "x.h5" + opts);  // without --chat: the prompt, then the text
+  CHECK(r.code == 0);
+  CHECK(r.out == "hixxxxx\n");
+}
+
+TEST_CASE("generate --chat refuses a tokenizer without the chat tokens", "[cli][generate]") {
+  TempDir dir("cli_generate_chat_plain");
+  ember::nn::write_checkpoint(dir / "plain.h5", chat_checkpoint('x', false));
+  const Run r = run_ember("generate --chat --checkpoint " + dir / "plain.h5" + " --prompt hi --max-tokens 2");
+  CHECK(r.code == 1);
+  eval_cli::check_plain_message(r.err);
+  CHECK(r.err.find("<|im_start|>") != std::string::npos);
+  CHECK(r.out.empty());
+  CHECK(run_ember("generate --system hi --checkpoint " + dir / "plain.h5").code == 2);  // --system needs --chat
+}
+
+}  // namespace chat_cli

@@ -1,6 +1,8 @@
 // `ember generate`: sampling from a checkpoint with a KV cache, streaming the
 // text to stdout as it is produced; prefill and decode speed go to stderr.
-// --interactive reads prompts line by line from the terminal.
+// --interactive reads prompts line by line from the terminal. --chat renders
+// the prompt as a ChatML user message (after an optional --system message),
+// prints only the assistant's reply and stops at <|im_end|>.
 #include <unistd.h>
 
 #include <cstdio>
@@ -9,18 +11,34 @@
 #include "apps/cli/commands.h"
 #include "apps/train/model_io.h"
 #include "core/io/read_file.h"
+#include "data/chat.h"
 #include "nn/generate.h"
 
 namespace ember::apps {
 namespace {
 
 struct GenerateOptions {
-  std::string checkpoint, prompt, prompt_file, tokenizer;
+  std::string checkpoint, prompt, prompt_file, tokenizer, system;
   int64_t max_tokens = 256, top_k = 0, num_samples = 1;
   double temperature = 1.0, top_p = 1.0, repetition_penalty = 1.0;
   uint64_t seed = 0;
-  bool interactive = false;
+  bool interactive = false, chat = false;
 };
+
+// The prompt's token ids: its text, or with --chat the ChatML conversation
+// (system message, the prompt as the user message) up to "assistant\n".
+std::vector<int64_t> prompt_ids(const data::Tokenizer& tok, const std::string& prompt, const GenerateOptions& o) {
+  std::vector<uint32_t> ids;
+  if (o.chat) {
+    std::vector<data::ChatMessage> messages;
+    if (!o.system.empty()) messages.push_back({"system", o.system});
+    messages.push_back({"user", prompt});
+    ids = data::chat_generation_prompt(tok, messages);
+  } else {
+    ids = tok.encode(prompt);
+  }
+  return std::vector<int64_t>(ids.begin(), ids.end());
+}
 
 // Prints token bytes as they come, holding back an incomplete UTF-8 character.
 class Utf8Stream {
@@ -52,8 +70,7 @@ class Utf8Stream {
 void run_one(const LoadedModel& lm, const std::string& prompt, const GenerateOptions& o, uint64_t seed) {
   const data::Tokenizer& tok = lm.tokenizer;
   const std::optional<uint32_t> eot = tok.find_special(data::kEndOfText);
-  std::vector<int64_t> ids;
-  for (uint32_t id : tok.encode(prompt)) ids.push_back(id);
+  std::vector<int64_t> ids = prompt_ids(tok, prompt, o);
   if (ids.empty()) ids.push_back(eot ? *eot : static_cast<int64_t>('\n'));  // start a fresh document
   nn::SamplingOptions s;
   s.max_tokens = o.max_tokens;
@@ -62,10 +79,15 @@ void run_one(const LoadedModel& lm, const std::string& prompt, const GenerateOpt
   s.top_p = o.top_p;
   s.repetition_penalty = o.repetition_penalty;
   s.seed = seed;
-  s.stop_token = eot ? static_cast<int64_t>(*eot) : -1;
+  if (o.chat) {
+    s.stop_token = data::chat_specials(tok).im_end;
+  } else {
+    s.stop_token = eot ? static_cast<int64_t>(*eot) : -1;
+  }
   Utf8Stream out;
-  out.write(prompt);
+  if (!o.chat) out.write(prompt);
   const nn::GenerationResult r = nn::generate(*lm.model, ids, s, [&](int64_t t) {
+    if (o.chat && eot && t == static_cast<int64_t>(*eot)) return false;  // a reply ends at <|endoftext|> too
     const uint32_t u = static_cast<uint32_t>(t);
     EMBER_CHECK(u < tok.vocab_size(), o.checkpoint, ": the model produced token id ", t, ", outside its tokenizer (",
                 tok.vocab_size(), " tokens): the tokenizer is not the one its training data was encoded with; "
@@ -76,8 +98,11 @@ void run_one(const LoadedModel& lm, const std::string& prompt, const GenerateOpt
   out.flush();
   std::printf("\n");
   std::fflush(stdout);
+  std::string why = nn::describe(r.stop_reason, lm.model->config().max_seq_len);
+  if (o.chat && r.stop_reason == nn::StopReason::StopToken) why = "reached the <|im_end|> token";
+  if (o.chat && r.stop_reason == nn::StopReason::Callback) why = "reached the end-of-text token";
   std::fprintf(stderr, "[%s; prompt %lld tokens, prefill %.0f tokens/s; %lld tokens, decode %.1f tokens/s]\n",
-               nn::describe(r.stop_reason, lm.model->config().max_seq_len).c_str(),
+               why.c_str(),
                static_cast<long long>(r.prompt_tokens), r.prefill_tokens_per_second(),
                static_cast<long long>(r.tokens.size()), r.decode_tokens_per_second());
 }
@@ -100,6 +125,10 @@ CommandRunner add_generate_command(CLI::App& app) {
   sub->add_flag("--interactive", o->interactive, "read prompts line by line from the terminal");
   sub->add_option("--tokenizer", o->tokenizer, "tokenizer.json to use instead of the checkpoint's")
       ->check(CLI::ExistingFile);
+  sub->add_flag("--chat", o->chat,
+                "the prompt is a user message: render the conversation with ChatML, print only the reply, "
+                "stop at <|im_end|>");
+  sub->add_option("--system", o->system, "with --chat: a system message before the user's")->needs("--chat");
   return [o]() {
     EMBER_CHECK(o->num_samples > 0 && o->max_tokens >= 0, "--num-samples must be positive and --max-tokens >= 0");
     LoadedModel lm = load_model(o->checkpoint);
@@ -113,6 +142,7 @@ CommandRunner add_generate_command(CLI::App& app) {
     EMBER_CHECK(lm.has_tokenizer, o->checkpoint, ": the checkpoint stores no tokenizer and its vocabulary (",
                 lm.model->config().vocab_size,
                 " tokens) is not bytes; give --tokenizer FILE (the tokenizer.json its training data was encoded with)");
+    if (o->chat) data::chat_specials(lm.tokenizer);  // an Error when <|im_start|> or <|im_end|> is missing
     if (o->interactive) {
       std::string line;
       uint64_t i = 0;
