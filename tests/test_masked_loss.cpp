@@ -43,7 +43,8 @@ double reference_loss(const Tensor& x, const Tensor& y, const Tensor& w, double 
   return sum / norm;
 }
 
-Tensor gradient_of(const Tensor& logits, const Tensor& y, const Tensor& w, double norm, double coef) {
+Tensor gradient_of(const Tensor& logits, const Tensor& y, const Tensor& w, double norm,
+                   double coef) {
   Variable x(logits, true);
   cross_entropy(x, y, w, norm, coef).loss.backward();
   return x.grad();
@@ -71,7 +72,8 @@ TEST_CASE("masked cross_entropy passes gradcheck", "[fused][masked]") {
   const Tensor y = make_targets(), w = make_mask();
   for (double coef : {0.0, 0.3}) {
     const GradcheckResult r = gradcheck(
-        [&](const std::vector<Variable>& v) { return cross_entropy(v[0], y, w, 10, coef).loss; }, {x});
+        [&](const std::vector<Variable>& v) { return cross_entropy(v[0], y, w, 10, coef).loss; },
+        {x});
     INFO(r.message);
     REQUIRE(r.ok);
   }
@@ -101,7 +103,8 @@ TEST_CASE("two micro-batches with the step's norm sum to the whole batch's gradi
     INFO("element " << i);
     REQUIRE(std::abs(got - gw[i]) <= 1e-12);
   }
-  const double l0 = reference_loss(x.slice(0, 0, half), y.slice(0, 0, half), w.slice(0, 0, half), norm, coef);
+  const double l0 =
+      reference_loss(x.slice(0, 0, half), y.slice(0, 0, half), w.slice(0, 0, half), norm, coef);
   const double l1 = reference_loss(x.slice(0, half, 2 * half), y.slice(0, half, 2 * half),
                                    w.slice(0, half, 2 * half), norm, coef);
   CHECK(l0 + l1 == Approx(cross_entropy(Variable(x), y, w, norm, coef).loss.item()).epsilon(1e-12));

@@ -174,7 +174,8 @@ CrossEntropyResult cross_entropy(const Variable& logits, const Tensor& targets,
   const double* wp = w.data<double>();
   bool any = false;
   for (int64_t n = 0; n < w.numel(); ++n) {
-    EMBER_CHECK(std::isfinite(wp[n]), "cross_entropy: weight ", wp[n], " at row ", n, " is not finite");
+    EMBER_CHECK(std::isfinite(wp[n]), "cross_entropy: weight ", wp[n], " at row ", n,
+                " is not finite");
     any = any || wp[n] != 0;
   }
   EMBER_CHECK(!any || norm > 0, "cross_entropy: the normaliser must be > 0 (got ", norm,
