@@ -131,6 +131,15 @@ struct CrossEntropyResult {
 };
 CrossEntropyResult cross_entropy(const Variable& logits, const Tensor& targets,
                                  double z_loss_coef = 0);
+// Weighted form (SPEC section 9, loss of a step): weight holds N values (e.g. the [B, T] trained
+// mask; not differentiated) and norm is the step's trained-token count over all its micro-steps
+// and ranks, so summing the micro-batches' gradients gives the large batch's gradient:
+//   loss = sum_n w_n (ce_n + z_loss_coef * lse_n^2) / norm,
+//   ce = sum_n w_n ce_n / norm,  z = sum_n w_n lse_n^2 / norm.
+// Rows with w_n = 0 are skipped (targets unread, gradient 0); an all-zero weight gives loss 0
+// whatever norm; norm <= 0 with a non-zero weight is an error.
+CrossEntropyResult cross_entropy(const Variable& logits, const Tensor& targets,
+                                 const Tensor& weight, double norm, double z_loss_coef = 0);
 // Inverted dropout: zeroes each element with probability p (Philox counter seed, offset + i)
 // and scales the rest by 1 / (1 - p).
 Variable dropout(const Variable& x, double p, uint64_t seed, uint64_t offset);

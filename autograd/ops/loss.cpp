@@ -2,6 +2,9 @@
 // [N], in one pass per row: lse = logsumexp(x), ce = lse - x[y], z = lse^2.
 //   loss = mean(ce) + coef * mean(z)
 //   dloss/dx = (softmax(x) - onehot(y)) / N + coef * 2 lse softmax(x) / N
+// Weighted form, weights w [N] and a given normaliser M:
+//   loss = sum_n w_n (ce_n + coef * z_n) / M
+//   dloss/dx = w_n ((softmax(x) - onehot(y)) + coef * 2 lse softmax(x)) / M
 // Only lse per row is saved; backward recomputes softmax from x and lse.
 #include <cmath>
 
@@ -64,26 +67,70 @@ void cross_entropy_backward(const T* x, const I* y, const T* lse, T* dx, int64_t
   }
 }
 
-}  // namespace
+// Weighted sums over the rows with w[n] != 0; lse of the others is left 0.
+template <class T, class I>
+void weighted_cross_entropy_forward(const T* x, const I* y, const double* w, T* lse, double& ce_sum,
+                                    double& z_sum, int64_t N, int64_t V) {
+  double ce = 0, z = 0;
+#pragma omp parallel for reduction(+ : ce, z) if (N * V > kParallelGrain)
+  for (int64_t n = 0; n < N; ++n) {
+    lse[n] = 0;
+    if (w[n] == 0) continue;
+    const T* xr = x + n * V;
+    const double l = row_logsumexp(xr, V);
+    lse[n] = static_cast<T>(l);
+    ce += w[n] * (l - static_cast<double>(xr[y[n]]));
+    z += w[n] * l * l;
+  }
+  ce_sum = ce;
+  z_sum = z;
+}
 
-CrossEntropyResult cross_entropy(const Variable& logits, const Tensor& targets, double z_loss_coef) {
-  EMBER_PROFILE_SCOPE(kLossFamily);
+template <class T, class I>
+void weighted_cross_entropy_backward(const T* x, const I* y, const double* w, const T* lse, T* dx,
+                                     int64_t N, int64_t V, double grad_scale, double coef) {
+#pragma omp parallel for if (N * V > kParallelGrain)
+  for (int64_t n = 0; n < N; ++n) {
+    T* d = dx + n * V;
+    if (w[n] == 0) {
+      for (int64_t i = 0; i < V; ++i) d[i] = 0;
+      continue;
+    }
+    const double s = grad_scale * w[n];
+    const T l = lse[n];
+    const T k = static_cast<T>(s * (1.0 + 2.0 * coef * static_cast<double>(l)));
+    row_scaled_softmax(x + n * V, l, k, d, V);
+    d[y[n]] -= static_cast<T>(s);
+  }
+}
+
+// Shapes, and every target (of a row with a non-zero weight when w is given) inside [0, V).
+void check_cross_entropy_inputs(const Variable& logits, const Tensor& y, const double* w) {
   EMBER_CHECK(logits.dim() == 2, "cross_entropy: logits must be [N, V], got ",
               shape_str(logits.shape()));
   const int64_t N = logits.size(0), V = logits.size(1);
-  EMBER_CHECK(targets.dim() == 1 && targets.size(0) == N, "cross_entropy: targets of shape ",
-              shape_str(targets.shape()), " do not match logits of shape ", shape_str(logits.shape()));
+  EMBER_CHECK(y.dim() == 1 && y.size(0) == N, "cross_entropy: targets of shape ",
+              shape_str(y.shape()), " do not match logits of shape ", shape_str(logits.shape()));
   EMBER_CHECK(N > 0 && V > 0, "cross_entropy: empty logits ", shape_str(logits.shape()));
-  const Tensor x = logits.data().contiguous();
-  const Tensor y = targets.contiguous();
   dispatch_index(y.dtype(), "cross_entropy targets", [&](auto itag) {
     using I = decltype(itag);
     const I* yp = y.data<I>();
     for (int64_t n = 0; n < N; ++n) {
+      if (w != nullptr && w[n] == 0) continue;
       EMBER_CHECK(yp[n] >= 0 && yp[n] < V, "cross_entropy: target ", static_cast<int64_t>(yp[n]),
                   " at row ", n, " is outside the vocabulary [0, ", V, ")");
     }
   });
+}
+
+}  // namespace
+
+CrossEntropyResult cross_entropy(const Variable& logits, const Tensor& targets, double z_loss_coef) {
+  EMBER_PROFILE_SCOPE(kLossFamily);
+  const Tensor y = targets.contiguous();
+  check_cross_entropy_inputs(logits, y, nullptr);
+  const int64_t N = logits.size(0), V = logits.size(1);
+  const Tensor x = logits.data().contiguous();
   Tensor lse = Tensor::empty({N}, x.dtype());
   double ce_sum = 0, z_sum = 0;
   dispatch_float(x.dtype(), "cross_entropy", [&](auto tag) {
@@ -110,6 +157,61 @@ CrossEntropyResult cross_entropy(const Variable& logits, const Tensor& targets, 
                              cross_entropy_backward<T, I>(xv.data<T>(), y.data<I>(),
                                                           ls.get().data<T>(), dx.data<T>(), N, V,
                                                           scale, z_loss_coef);
+                           });
+                         });
+                         return {dx};
+                       });
+  return result;
+}
+
+CrossEntropyResult cross_entropy(const Variable& logits, const Tensor& targets,
+                                 const Tensor& weight, double norm, double z_loss_coef) {
+  EMBER_PROFILE_SCOPE(kLossFamily);
+  EMBER_CHECK(logits.dim() == 2 && weight.defined() && weight.numel() == logits.size(0),
+              "cross_entropy: weight of shape ", shape_str(weight.shape()),
+              " does not hold one value per row of logits of shape ", shape_str(logits.shape()));
+  const Tensor w = weight.to(DType::Float64).contiguous();
+  const double* wp = w.data<double>();
+  bool any = false;
+  for (int64_t n = 0; n < w.numel(); ++n) {
+    EMBER_CHECK(std::isfinite(wp[n]), "cross_entropy: weight ", wp[n], " at row ", n,
+                " is not finite");
+    any = any || wp[n] != 0;
+  }
+  EMBER_CHECK(!any || norm > 0, "cross_entropy: the normaliser must be > 0 (got ", norm,
+              ") when some weight is non-zero");
+  const Tensor y = targets.contiguous();
+  check_cross_entropy_inputs(logits, y, wp);
+  const int64_t N = logits.size(0), V = logits.size(1);
+  const Tensor x = logits.data().contiguous();
+  Tensor lse = Tensor::empty({N}, x.dtype());
+  double ce_sum = 0, z_sum = 0;
+  dispatch_float(x.dtype(), "cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    dispatch_index(y.dtype(), "cross_entropy targets", [&](auto itag) {
+      using I = decltype(itag);
+      weighted_cross_entropy_forward<T, I>(x.data<T>(), y.data<I>(), wp, lse.data<T>(), ce_sum,
+                                           z_sum, N, V);
+    });
+  });
+  CrossEntropyResult result;
+  result.ce = any ? ce_sum / norm : 0.0;
+  result.z = any ? z_sum / norm : 0.0;
+  const double total = result.ce + z_loss_coef * result.z;
+  const double inv_norm = any ? 1.0 / norm : 0.0;
+  result.loss = record("cross_entropy", {logits}, Tensor::scalar(total, x.dtype()),
+                       [xs = SavedTensor(x), y, w, ls = SavedTensor(lse), N, V, inv_norm,
+                        z_loss_coef](const Tensor& g) -> Grads {
+                         const Tensor& xv = xs.get();
+                         Tensor dx = Tensor::empty(xv.shape(), xv.dtype());
+                         const double scale = g.item() * inv_norm;
+                         dispatch_float(xv.dtype(), "cross_entropy backward", [&](auto tag) {
+                           using T = decltype(tag);
+                           dispatch_index(y.dtype(), "cross_entropy targets", [&](auto itag) {
+                             using I = decltype(itag);
+                             weighted_cross_entropy_backward<T, I>(
+                                 xv.data<T>(), y.data<I>(), w.data<double>(), ls.get().data<T>(),
+                                 dx.data<T>(), N, V, scale, z_loss_coef);
                            });
                          });
                          return {dx};
