@@ -115,16 +115,19 @@ void check_tensors_against(const Checkpoint& c, const std::string& path, const M
                 ", expected ", shape_str(shape), " from the checkpoint's config");
     EMBER_CHECK(t.dtype() == DType::Float32 || t.dtype() == DType::Float64, path, ": tensor /model/", name,
                 " is ", dtype_name(t.dtype()), ", expected float32");
-    const Tensor f = t.to(DType::Float32).contiguous();
-    const float* p = f.data<float>();
-    for (int64_t i = 0; i < f.numel(); ++i) {
-      EMBER_CHECK(std::isfinite(p[i]), path, ": tensor /model/", name, " holds a non-finite value (", p[i],
-                  " at flat index ", i, ")");
-    }
+    check_finite(t, path + ": tensor /model/" + name);
   }
 }
 
 }  // namespace
+
+void check_finite(const Tensor& t, const std::string& what) {
+  const Tensor f = t.to(DType::Float32).contiguous();
+  const float* p = f.data<float>();
+  for (int64_t i = 0; i < f.numel(); ++i) {
+    EMBER_CHECK(std::isfinite(p[i]), what, " holds a non-finite value (", p[i], " at flat index ", i, ")");
+  }
+}
 
 void check_model_tensors(const Checkpoint& c, const std::string& path) {
   check_tensors_against(c, path, Transformer(c.config, 0));

@@ -44,6 +44,9 @@ nn::ModelConfig read_checkpoint_config(const std::string& path);
 // parameter names, each of its shape, float and finite. An Error names the file
 // (path), the tensor, and the expected and found shape.
 void check_model_tensors(const Checkpoint& c, const std::string& path);
+// Every value of t (as float32) finite, else an Error "<what> holds a
+// non-finite value (v at flat index i)"; what names the tensor and its file.
+void check_finite(const Tensor& t, const std::string& what);
 // The model of a checkpoint (after check_model_tensors), float32, eval mode.
 std::unique_ptr<Transformer> model_from_checkpoint(const Checkpoint& c, const std::string& path);
 

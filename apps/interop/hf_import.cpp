@@ -79,14 +79,7 @@ void check_hf_model(const HfModelConfig& hf, const std::map<std::string, Tensor>
   } catch (const Error& e) {
     throw Error(dir_name + " (" + hf_arch_name(hf.arch) + "): " + e.what());
   }
-  for (const auto& [name, t] : model) {
-    const Tensor f = t.to(DType::Float32).contiguous();
-    const float* p = f.data<float>();
-    for (int64_t i = 0; i < f.numel(); ++i) {
-      EMBER_CHECK(std::isfinite(p[i]), dir_name, ": tensor ", name, " holds a non-finite value (", p[i],
-                  " at flat index ", i, ")");
-    }
-  }
+  for (const auto& [name, t] : model) nn::check_finite(t, dir_name + ": tensor " + name);
 }
 
 }  // namespace

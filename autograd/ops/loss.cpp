@@ -38,66 +38,45 @@ EMBER_TARGET_CLONES void row_scaled_softmax(const T* __restrict x, T lse, T k, T
   for (int64_t i = 0; i < V; ++i) d[i] = kernels::fast::exp(x[i] - lse) * k;
 }
 
+// Sums over the rows of w_n ce_n and w_n z_n (w null: every weight 1); a row
+// with w_n = 0 is skipped and its lse left 0.
 template <class T, class I>
-void cross_entropy_forward(const T* x, const I* y, T* lse, double& ce_sum, double& z_sum, int64_t N,
-                           int64_t V) {
-  double ce = 0, z = 0;
-#pragma omp parallel for reduction(+ : ce, z) if (N * V > kParallelGrain)
-  for (int64_t n = 0; n < N; ++n) {
-    const T* xr = x + n * V;
-    const double l = row_logsumexp(xr, V);
-    lse[n] = static_cast<T>(l);
-    ce += l - static_cast<double>(xr[y[n]]);
-    z += l * l;
-  }
-  ce_sum = ce;
-  z_sum = z;
-}
-
-template <class T, class I>
-void cross_entropy_backward(const T* x, const I* y, const T* lse, T* dx, int64_t N, int64_t V,
-                            double grad_scale, double coef) {
-#pragma omp parallel for if (N * V > kParallelGrain)
-  for (int64_t n = 0; n < N; ++n) {
-    const T l = lse[n];
-    // d/dx of ce + coef * lse^2 is softmax * (1 + 2 coef lse) - onehot.
-    const T k = static_cast<T>(grad_scale * (1.0 + 2.0 * coef * static_cast<double>(l)));
-    row_scaled_softmax(x + n * V, l, k, dx + n * V, V);
-    dx[n * V + y[n]] -= static_cast<T>(grad_scale);
-  }
-}
-
-// Weighted sums over the rows with w[n] != 0; lse of the others is left 0.
-template <class T, class I>
-void weighted_cross_entropy_forward(const T* x, const I* y, const double* w, T* lse, double& ce_sum,
-                                    double& z_sum, int64_t N, int64_t V) {
+void cross_entropy_forward(const T* x, const I* y, const double* w, T* lse, double& ce_sum,
+                           double& z_sum, int64_t N, int64_t V) {
   double ce = 0, z = 0;
 #pragma omp parallel for reduction(+ : ce, z) if (N * V > kParallelGrain)
   for (int64_t n = 0; n < N; ++n) {
     lse[n] = 0;
-    if (w[n] == 0) continue;
+    if (w != nullptr && w[n] == 0) continue;
     const T* xr = x + n * V;
     const double l = row_logsumexp(xr, V);
     lse[n] = static_cast<T>(l);
-    ce += w[n] * (l - static_cast<double>(xr[y[n]]));
-    z += w[n] * l * l;
+    if (w == nullptr) {
+      ce += l - static_cast<double>(xr[y[n]]);
+      z += l * l;
+    } else {
+      ce += w[n] * (l - static_cast<double>(xr[y[n]]));
+      z += w[n] * l * l;
+    }
   }
   ce_sum = ce;
   z_sum = z;
 }
 
+// dx row n = grad_scale w_n (softmax (1 + 2 coef lse) - onehot(y)); 0 where w_n = 0.
 template <class T, class I>
-void weighted_cross_entropy_backward(const T* x, const I* y, const double* w, const T* lse, T* dx,
-                                     int64_t N, int64_t V, double grad_scale, double coef) {
+void cross_entropy_backward(const T* x, const I* y, const double* w, const T* lse, T* dx, int64_t N,
+                            int64_t V, double grad_scale, double coef) {
 #pragma omp parallel for if (N * V > kParallelGrain)
   for (int64_t n = 0; n < N; ++n) {
     T* d = dx + n * V;
-    if (w[n] == 0) {
+    if (w != nullptr && w[n] == 0) {
       for (int64_t i = 0; i < V; ++i) d[i] = 0;
       continue;
     }
-    const double s = grad_scale * w[n];
+    const double s = w == nullptr ? grad_scale : grad_scale * w[n];
     const T l = lse[n];
+    // d/dx of ce + coef * lse^2 is softmax * (1 + 2 coef lse) - onehot.
     const T k = static_cast<T>(s * (1.0 + 2.0 * coef * static_cast<double>(l)));
     row_scaled_softmax(x + n * V, l, k, d, V);
     d[y[n]] -= static_cast<T>(s);
@@ -123,12 +102,12 @@ void check_cross_entropy_inputs(const Variable& logits, const Tensor& y, const d
   });
 }
 
-}  // namespace
-
-CrossEntropyResult cross_entropy(const Variable& logits, const Tensor& targets, double z_loss_coef) {
-  EMBER_PROFILE_SCOPE(kLossFamily);
+// Both forms: w (float64 [N], or undefined for every weight 1) and the normaliser.
+CrossEntropyResult cross_entropy_impl(const Variable& logits, const Tensor& targets, const Tensor& w,
+                                      double norm, double z_loss_coef) {
+  const double* wp = w.defined() ? w.data<double>() : nullptr;
   const Tensor y = targets.contiguous();
-  check_cross_entropy_inputs(logits, y, nullptr);
+  check_cross_entropy_inputs(logits, y, wp);
   const int64_t N = logits.size(0), V = logits.size(1);
   const Tensor x = logits.data().contiguous();
   Tensor lse = Tensor::empty({N}, x.dtype());
@@ -137,24 +116,25 @@ CrossEntropyResult cross_entropy(const Variable& logits, const Tensor& targets, 
     using T = decltype(tag);
     dispatch_index(y.dtype(), "cross_entropy targets", [&](auto itag) {
       using I = decltype(itag);
-      cross_entropy_forward<T, I>(x.data<T>(), y.data<I>(), lse.data<T>(), ce_sum, z_sum, N, V);
+      cross_entropy_forward<T, I>(x.data<T>(), y.data<I>(), wp, lse.data<T>(), ce_sum, z_sum, N, V);
     });
   });
-  CrossEntropyResult result;
-  result.ce = ce_sum / N;
-  result.z = z_sum / N;
+  CrossEntropyResult result;  // norm 0: no row is weighted (checked by the caller)
+  result.ce = norm > 0 ? ce_sum / norm : 0.0;
+  result.z = norm > 0 ? z_sum / norm : 0.0;
   const double total = result.ce + z_loss_coef * result.z;
   result.loss = record("cross_entropy", {logits}, Tensor::scalar(total, x.dtype()),
-                       [xs = SavedTensor(x), y, ls = SavedTensor(lse), N, V,
+                       [xs = SavedTensor(x), y, w, ls = SavedTensor(lse), N, V, norm,
                         z_loss_coef](const Tensor& g) -> Grads {
                          const Tensor& xv = xs.get();
                          Tensor dx = Tensor::empty(xv.shape(), xv.dtype());
-                         const double scale = g.item() / static_cast<double>(N);
+                         const double scale = norm > 0 ? g.item() / norm : 0.0;
+                         const double* wv = w.defined() ? w.data<double>() : nullptr;
                          dispatch_float(xv.dtype(), "cross_entropy backward", [&](auto tag) {
                            using T = decltype(tag);
                            dispatch_index(y.dtype(), "cross_entropy targets", [&](auto itag) {
                              using I = decltype(itag);
-                             cross_entropy_backward<T, I>(xv.data<T>(), y.data<I>(),
+                             cross_entropy_backward<T, I>(xv.data<T>(), y.data<I>(), wv,
                                                           ls.get().data<T>(), dx.data<T>(), N, V,
                                                           scale, z_loss_coef);
                            });
@@ -162,6 +142,14 @@ CrossEntropyResult cross_entropy(const Variable& logits, const Tensor& targets, 
                          return {dx};
                        });
   return result;
+}
+
+}  // namespace
+
+CrossEntropyResult cross_entropy(const Variable& logits, const Tensor& targets, double z_loss_coef) {
+  EMBER_PROFILE_SCOPE(kLossFamily);
+  EMBER_CHECK(logits.dim() == 2, "cross_entropy: logits must be [N, V], got ", shape_str(logits.shape()));
+  return cross_entropy_impl(logits, targets, Tensor(), static_cast<double>(logits.size(0)), z_loss_coef);
 }
 
 CrossEntropyResult cross_entropy(const Variable& logits, const Tensor& targets,
@@ -180,43 +168,7 @@ CrossEntropyResult cross_entropy(const Variable& logits, const Tensor& targets,
   }
   EMBER_CHECK(!any || norm > 0, "cross_entropy: the normaliser must be > 0 (got ", norm,
               ") when some weight is non-zero");
-  const Tensor y = targets.contiguous();
-  check_cross_entropy_inputs(logits, y, wp);
-  const int64_t N = logits.size(0), V = logits.size(1);
-  const Tensor x = logits.data().contiguous();
-  Tensor lse = Tensor::empty({N}, x.dtype());
-  double ce_sum = 0, z_sum = 0;
-  dispatch_float(x.dtype(), "cross_entropy", [&](auto tag) {
-    using T = decltype(tag);
-    dispatch_index(y.dtype(), "cross_entropy targets", [&](auto itag) {
-      using I = decltype(itag);
-      weighted_cross_entropy_forward<T, I>(x.data<T>(), y.data<I>(), wp, lse.data<T>(), ce_sum,
-                                           z_sum, N, V);
-    });
-  });
-  CrossEntropyResult result;
-  result.ce = any ? ce_sum / norm : 0.0;
-  result.z = any ? z_sum / norm : 0.0;
-  const double total = result.ce + z_loss_coef * result.z;
-  const double inv_norm = any ? 1.0 / norm : 0.0;
-  result.loss = record("cross_entropy", {logits}, Tensor::scalar(total, x.dtype()),
-                       [xs = SavedTensor(x), y, w, ls = SavedTensor(lse), N, V, inv_norm,
-                        z_loss_coef](const Tensor& g) -> Grads {
-                         const Tensor& xv = xs.get();
-                         Tensor dx = Tensor::empty(xv.shape(), xv.dtype());
-                         const double scale = g.item() * inv_norm;
-                         dispatch_float(xv.dtype(), "cross_entropy backward", [&](auto tag) {
-                           using T = decltype(tag);
-                           dispatch_index(y.dtype(), "cross_entropy targets", [&](auto itag) {
-                             using I = decltype(itag);
-                             weighted_cross_entropy_backward<T, I>(
-                                 xv.data<T>(), y.data<I>(), w.data<double>(), ls.get().data<T>(),
-                                 dx.data<T>(), N, V, scale, z_loss_coef);
-                           });
-                         });
-                         return {dx};
-                       });
-  return result;
+  return cross_entropy_impl(logits, targets, w, any ? norm : 0.0, z_loss_coef);
 }
 
 }  // namespace ember

@@ -22,35 +22,39 @@ int64_t tile_rows(int64_t O, int64_t C) {
   return std::clamp<int64_t>(kTileElements / C, 1, O);
 }
 
-// y [R, O] = x [R, C] W^T, tile by tile of W's rows.
-Tensor nf4_linear_forward(const Tensor& x, const kernels::Nf4Tensor& w) {
-  const int64_t R = x.size(0), O = w.shape[0], C = w.shape[1], rows = tile_rows(O, C);
-  Tensor y = Tensor::empty({R, O}, x.dtype());
-  Tensor tile = Tensor::empty({rows, C}, x.dtype());
-  for (int64_t o0 = 0; o0 < O && R > 0; o0 += rows) {
+// Calls f(o0, n, tile) for each tile of W's rows o0 .. o0+n, dequantized into
+// `tile` [n, C] of dtype (one buffer reused: no float copy of W outlives it).
+template <class F>
+void for_each_weight_tile(const kernels::Nf4Tensor& w, DType dtype, F&& f) {
+  const int64_t O = w.shape[0], C = w.shape[1], rows = tile_rows(O, C);
+  Tensor tile = Tensor::empty({rows, C}, dtype);
+  for (int64_t o0 = 0; o0 < O; o0 += rows) {
     const int64_t n = std::min(rows, O - o0);
-    dispatch_float(x.dtype(), "nf4_linear", [&](auto tag) {
+    dispatch_float(dtype, "nf4_linear", [&](auto tag) {
       kernels::nf4_dequantize_range(w, o0 * C, n * C, tile.data<decltype(tag)>());
     });
-    Tensor y_cols = y.narrow(1, o0, n);
-    kernels::matmul_into(y_cols, x, tile.narrow(0, 0, n), false, true);
+    f(o0, n, tile.narrow(0, 0, n));
   }
+}
+
+// y [R, O] = x [R, C] W^T, tile by tile of W's rows.
+Tensor nf4_linear_forward(const Tensor& x, const kernels::Nf4Tensor& w) {
+  Tensor y = Tensor::empty({x.size(0), w.shape[0]}, x.dtype());
+  if (x.size(0) == 0) return y;
+  for_each_weight_tile(w, x.dtype(), [&](int64_t o0, int64_t n, const Tensor& tile) {
+    Tensor y_cols = y.narrow(1, o0, n);
+    kernels::matmul_into(y_cols, x, tile, false, true);
+  });
   return y;
 }
 
 // dx [R, C] = g [R, O] W = sum over tiles of g[:, o0:o0+n] W[o0:o0+n, :].
 Tensor nf4_linear_backward(const Tensor& g, const kernels::Nf4Tensor& w) {
-  const int64_t R = g.size(0), O = w.shape[0], C = w.shape[1], rows = tile_rows(O, C);
-  Tensor dx = Tensor::zeros({R, C}, g.dtype());
-  Tensor tile = Tensor::empty({rows, C}, g.dtype());
-  for (int64_t o0 = 0; o0 < O && R > 0; o0 += rows) {
-    const int64_t n = std::min(rows, O - o0);
-    dispatch_float(g.dtype(), "nf4_linear", [&](auto tag) {
-      kernels::nf4_dequantize_range(w, o0 * C, n * C, tile.data<decltype(tag)>());
-    });
-    kernels::matmul_into(dx, g.narrow(1, o0, n), tile.narrow(0, 0, n), false, false, 1,
-                         o0 == 0 ? 0 : 1);
-  }
+  Tensor dx = Tensor::zeros({g.size(0), w.shape[1]}, g.dtype());
+  if (g.size(0) == 0) return dx;
+  for_each_weight_tile(w, g.dtype(), [&](int64_t o0, int64_t n, const Tensor& tile) {
+    kernels::matmul_into(dx, g.narrow(1, o0, n), tile, false, false, 1, o0 == 0 ? 0 : 1);
+  });
   return dx;
 }
 
