@@ -90,7 +90,10 @@ void add_adapters(Transformer& model, const LoRAConfig& lora, const std::string&
   for (const auto& t : lora.targets) parse_lora_targets(t);  // each one known
   EMBER_CHECK(!model.config().lora, "add_adapters: the model already has adapters");
   const LoRAOptions options{lora.r, lora.alpha, lora.dropout};
-  EMBER_CHECK(options.r >= 1, "--lora-r must be >= 1, got ", options.r);
+  EMBER_CHECK(options.r >= 1, "--lora-r: r must be >= 1, got ", options.r);
+  EMBER_CHECK(options.alpha > 0, "--lora-alpha: alpha must be > 0, got ", options.alpha);
+  EMBER_CHECK(options.dropout >= 0 && options.dropout < 1, "--lora-dropout: dropout must be in [0, 1), got ",
+              options.dropout);
   for (const auto& [name, v] : model.named_parameters()) {
     const std::string suffix = ".added_rows";
     const bool added = name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
