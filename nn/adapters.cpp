@@ -42,11 +42,14 @@ const std::shared_ptr<Module>& child_ptr(const Module& parent, const std::string
   throw Error("no module \"" + name + "\"");
 }
 
-Module& child(const Module& parent, const std::string& name) { return *child_ptr(parent, name); }
+Module& child(const Module& parent, const std::string& name) {
+  return *child_ptr(parent, name);
+}
 
 // A LoRALinear over the Linear or Nf4Linear base (null for any other module).
-std::shared_ptr<LoRALinear> wrap_in_lora(const std::shared_ptr<Module>& base, const LoRAOptions& options,
-                                         Generator& gen, const std::shared_ptr<Generator>& dropout_gen,
+std::shared_ptr<LoRALinear> wrap_in_lora(const std::shared_ptr<Module>& base,
+                                         const LoRAOptions& options, Generator& gen,
+                                         const std::shared_ptr<Generator>& dropout_gen,
                                          DType dtype) {
   if (auto linear = std::dynamic_pointer_cast<Linear>(base)) {
     return std::make_shared<LoRALinear>(linear, options, gen, dropout_gen);
@@ -70,20 +73,23 @@ std::vector<std::string> parse_lora_targets(const std::string& list) {
   size_t start = 0;
   while (true) {
     const size_t comma = list.find(',', start);
-    std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string name =
+        list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     name.erase(0, name.find_first_not_of(' '));
     name.erase(name.find_last_not_of(' ') + 1);
     EMBER_CHECK(std::find(kLoRATargets.begin(), kLoRATargets.end(), name) != kLoRATargets.end(),
-                "--lora-targets: unknown target \"", name, "\" (expected ", expected_targets(), ")");
-    EMBER_CHECK(std::find(out.begin(), out.end(), name) == out.end(), "--lora-targets: target \"", name,
-                "\" is given twice");
+                "--lora-targets: unknown target \"", name, "\" (expected ", expected_targets(),
+                ")");
+    EMBER_CHECK(std::find(out.begin(), out.end(), name) == out.end(), "--lora-targets: target \"",
+                name, "\" is given twice");
     out.push_back(name);
     if (comma == std::string::npos) return out;
     start = comma + 1;
   }
 }
 
-void add_adapters(Transformer& model, const LoRAConfig& lora, const std::string& quantize, uint64_t seed) {
+void add_adapters(Transformer& model, const LoRAConfig& lora, const std::string& quantize,
+                  uint64_t seed) {
   EMBER_CHECK(quantize == "none" || quantize == "nf4" || quantize == "nf4-dq",
               "--quantize must be none, nf4 or nf4-dq, got \"", quantize, "\"");
   EMBER_CHECK(!lora.targets.empty(), "--lora-targets: no target given");
@@ -92,11 +98,12 @@ void add_adapters(Transformer& model, const LoRAConfig& lora, const std::string&
   const LoRAOptions options{lora.r, lora.alpha, lora.dropout};
   EMBER_CHECK(options.r >= 1, "--lora-r: r must be >= 1, got ", options.r);
   EMBER_CHECK(options.alpha > 0, "--lora-alpha: alpha must be > 0, got ", options.alpha);
-  EMBER_CHECK(options.dropout >= 0 && options.dropout < 1, "--lora-dropout: dropout must be in [0, 1), got ",
-              options.dropout);
+  EMBER_CHECK(options.dropout >= 0 && options.dropout < 1,
+              "--lora-dropout: dropout must be in [0, 1), got ", options.dropout);
   for (const auto& [name, v] : model.named_parameters()) {
     const std::string suffix = ".added_rows";
-    const bool added = name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    const bool added = name.size() > suffix.size() &&
+                       name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
     if (!added) v.set_requires_grad(false);
   }
   auto wants = [&](const std::string& t) {
@@ -116,16 +123,18 @@ void add_adapters(Transformer& model, const LoRAConfig& lora, const std::string&
     const std::string target = projection_target(name);
     if (target.empty() || !wants(target)) return;
     auto wrapped = wrap_in_lora(child_ptr(parent, name), options, gen, dropout_gen, model.dtype());
-    EMBER_CHECK(wrapped != nullptr, "add_adapters: model.layers.", path, " is neither a Linear nor NF4");
+    EMBER_CHECK(wrapped != nullptr, "add_adapters: model.layers.", path,
+                " is neither a Linear nor NF4");
     parent.replace_module(name, wrapped);
   });
   if (wants("head")) {
     if (model.config().tie_embeddings) {
       const Embedding& e = model.embed_tokens();
-      model.set_tied_head_adapter(std::make_shared<LoRAAdapter>(model.config().d_model, e.num_embeddings(),
-                                                                options, gen, model.dtype(), dropout_gen));
+      model.set_tied_head_adapter(std::make_shared<LoRAAdapter>(
+          model.config().d_model, e.num_embeddings(), options, gen, model.dtype(), dropout_gen));
     } else {
-      auto wrapped = wrap_in_lora(child_ptr(model, "lm_head"), options, gen, dropout_gen, model.dtype());
+      auto wrapped =
+          wrap_in_lora(child_ptr(model, "lm_head"), options, gen, dropout_gen, model.dtype());
       EMBER_CHECK(wrapped != nullptr, "add_adapters: lm_head is not a Linear");
       model.replace_module("lm_head", wrapped);
     }
@@ -137,8 +146,8 @@ void add_vocab_rows(Transformer& model, int64_t n, uint64_t seed) {
   EMBER_CHECK(n >= 1, "add_vocab_rows: n must be >= 1, got ", n);
   EMBER_CHECK(!model.config().lora, "add_vocab_rows: call it before add_adapters");
   const int64_t C = model.config().d_model, V = model.config().vocab_size;
-  EMBER_CHECK(V + n <= kMaxVocabSize, "add_vocab_rows: ", V, " + ", n, " rows exceed the vocabulary limit ",
-              kMaxVocabSize);
+  EMBER_CHECK(V + n <= kMaxVocabSize, "add_vocab_rows: ", V, " + ", n,
+              " rows exceed the vocabulary limit ", kMaxVocabSize);
   Generator gen(seed);
   Embedding& embed = model.embed_tokens();
   embed.add_rows(Tensor::randn({n, C}, gen, model.dtype(), 0, 0.02));
@@ -164,22 +173,27 @@ std::map<std::string, Tensor> merged_state_dict(const Transformer& model) {
   std::map<std::string, Tensor> out = model.state_dict();
   auto fold = [&](const std::string& path, const Tensor& weight) {
     out[path + ".weight"] = weight;
-    for (const char* extra : {".lora_A.weight", ".lora_B.weight", ".added_rows"}) out.erase(path + extra);
+    for (const char* extra : {".lora_A.weight", ".lora_B.weight", ".added_rows"})
+      out.erase(path + extra);
   };
-  walk(const_cast<Transformer&>(model), "", [&](Module& parent, const std::string& name, const std::string& path) {
-    const Module& m = child(parent, name);
-    if (const auto* lora = dynamic_cast<const LoRALinear*>(&m)) {
-      fold(path, lora->merged_weight());
-    } else if (const auto* adapter = dynamic_cast<const LoRAAdapter*>(&m)) {  // the tied head's
-      fold(path, kernels::add(model.embed_tokens().full_weight(), adapter->delta_weight()));
-    } else if (const auto* nf4 = dynamic_cast<const Nf4Linear*>(&m)) {
-      fold(path, nf4->dequantized_weight(model.dtype()));
-    } else if (const auto* linear = dynamic_cast<const Linear*>(&m); linear && linear->added_rows().defined()) {
-      fold(path, linear->full_weight());
-    } else if (const auto* e = dynamic_cast<const Embedding*>(&m); e && e->added_rows().defined()) {
-      fold(path, e->full_weight());
-    }
-  });
+  walk(
+      const_cast<Transformer&>(model), "",
+      [&](Module& parent, const std::string& name, const std::string& path) {
+        const Module& m = child(parent, name);
+        if (const auto* lora = dynamic_cast<const LoRALinear*>(&m)) {
+          fold(path, lora->merged_weight());
+        } else if (const auto* adapter = dynamic_cast<const LoRAAdapter*>(&m)) {  // the tied head's
+          fold(path, kernels::add(model.embed_tokens().full_weight(), adapter->delta_weight()));
+        } else if (const auto* nf4 = dynamic_cast<const Nf4Linear*>(&m)) {
+          fold(path, nf4->dequantized_weight(model.dtype()));
+        } else if (const auto* linear = dynamic_cast<const Linear*>(&m);
+                   linear && linear->added_rows().defined()) {
+          fold(path, linear->full_weight());
+        } else if (const auto* e = dynamic_cast<const Embedding*>(&m);
+                   e && e->added_rows().defined()) {
+          fold(path, e->full_weight());
+        }
+      });
   return out;
 }
 

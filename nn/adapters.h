@@ -14,7 +14,8 @@
 namespace ember::nn {
 
 // The short target names of SPEC.md section 9, in this order.
-inline const std::vector<std::string> kLoRATargets{"q", "k", "v", "o", "gate", "up", "down", "head"};
+inline const std::vector<std::string> kLoRATargets{"q",    "k",  "v",    "o",
+                                                   "gate", "up", "down", "head"};
 
 // "q,k,v" -> {"q","k","v"}; an Error `--lora-targets: unknown target "x" (expected q, k, v, o,
 // gate, up, down, head)` for an unknown or empty name, and on a duplicate.
@@ -30,7 +31,8 @@ std::vector<std::string> parse_lora_targets(const std::string& list);
 // `<target>.lora_A.weight` / `.lora_B.weight`. The head of tied embeddings gets an adapter of
 // its own ("lm_head.lora_A.weight", ...) over the shared embedding matrix. Sets
 // model.config().lora and .quantize. Adapter dropout draws from the model's dropout stream.
-void add_adapters(Transformer& model, const LoRAConfig& lora, const std::string& quantize, uint64_t seed);
+void add_adapters(Transformer& model, const LoRAConfig& lora, const std::string& quantize,
+                  uint64_t seed);
 
 // --add-chat-tokens: grows the vocabulary by n rows: model.embed_tokens (and lm_head when untied)
 // get n new rows, trainable, drawn normal(0, 0.02) from Generator(seed); the old rows stay frozen

@@ -23,22 +23,26 @@ static const P& non_null(const P& p, const char* what) {
   return p;
 }
 
-LoRAAdapter::LoRAAdapter(int64_t in, int64_t out, const LoRAOptions& options, Generator& gen, DType dtype,
-                         std::shared_ptr<Generator> dropout_gen)
+LoRAAdapter::LoRAAdapter(int64_t in, int64_t out, const LoRAOptions& options, Generator& gen,
+                         DType dtype, std::shared_ptr<Generator> dropout_gen)
     : options_(options) {
   check_options(options_);
-  EMBER_CHECK(options_.dropout == 0 || dropout_gen != nullptr,
-              "LoRA: dropout ", options_.dropout, " needs a dropout generator");
+  EMBER_CHECK(options_.dropout == 0 || dropout_gen != nullptr, "LoRA: dropout ", options_.dropout,
+              " needs a dropout generator");
   const double bound = 1.0 / std::sqrt(static_cast<double>(in));
-  lora_a_ = register_module(
-      "lora_A", std::make_shared<Linear>(Tensor::rand({options_.r, in}, gen, dtype, -bound, bound)));
-  lora_b_ = register_module("lora_B", std::make_shared<Linear>(Tensor::zeros({out, options_.r}, dtype)));
+  lora_a_ = register_module("lora_A", std::make_shared<Linear>(Tensor::rand({options_.r, in}, gen,
+                                                                            dtype, -bound, bound)));
+  lora_b_ =
+      register_module("lora_B", std::make_shared<Linear>(Tensor::zeros({out, options_.r}, dtype)));
   if (options_.dropout > 0) {
-    dropout_ = register_module("lora_dropout", std::make_shared<Dropout>(options_.dropout, std::move(dropout_gen)));
+    dropout_ = register_module("lora_dropout",
+                               std::make_shared<Dropout>(options_.dropout, std::move(dropout_gen)));
   }
 }
 
-Variable LoRAAdapter::dropout_input(const Variable& x) const { return dropout_ ? dropout_->forward(x) : x; }
+Variable LoRAAdapter::dropout_input(const Variable& x) const {
+  return dropout_ ? dropout_->forward(x) : x;
+}
 
 Variable LoRAAdapter::forward(const Variable& x) const {
   return mul_scalar(lora_b_->forward(lora_a_->forward(dropout_input(x))), scale());
@@ -46,13 +50,14 @@ Variable LoRAAdapter::forward(const Variable& x) const {
 
 Tensor LoRAAdapter::delta_weight() const {
   NoGradGuard no_grad;
-  return kernels::mul_scalar(kernels::matmul(lora_B().data(), lora_A().data(), false, false), scale());
+  return kernels::mul_scalar(kernels::matmul(lora_B().data(), lora_A().data(), false, false),
+                             scale());
 }
 
 LoRALinear::LoRALinear(std::shared_ptr<Linear> base, const LoRAOptions& options, Generator& gen,
                        std::shared_ptr<Generator> dropout_gen)
-    : LoRAAdapter(non_null(base, "Linear")->weight().size(1),
-                  base->out_features(), options, gen, base->weight().dtype(), std::move(dropout_gen)),
+    : LoRAAdapter(non_null(base, "Linear")->weight().size(1), base->out_features(), options, gen,
+                  base->weight().dtype(), std::move(dropout_gen)),
       linear_(std::move(base)) {
   share_parameter("weight", linear_->weight()).set_requires_grad(false);
   if (linear_->bias().defined()) share_parameter("bias", linear_->bias()).set_requires_grad(false);
@@ -61,8 +66,8 @@ LoRALinear::LoRALinear(std::shared_ptr<Linear> base, const LoRAOptions& options,
 
 LoRALinear::LoRALinear(std::shared_ptr<Nf4Linear> base, const LoRAOptions& options, Generator& gen,
                        std::shared_ptr<Generator> dropout_gen, DType dtype)
-    : LoRAAdapter(non_null(base, "Nf4Linear")->in_features(),
-                  base->out_features(), options, gen, dtype, std::move(dropout_gen)),
+    : LoRAAdapter(non_null(base, "Nf4Linear")->in_features(), base->out_features(), options, gen,
+                  dtype, std::move(dropout_gen)),
       nf4_(std::move(base)) {
   if (nf4_->bias().defined()) share_parameter("bias", nf4_->bias()).set_requires_grad(false);
 }
@@ -71,7 +76,9 @@ const UnaryModule& LoRALinear::base_module() const {
   return linear_ ? static_cast<const UnaryModule&>(*linear_) : *nf4_;
 }
 
-const Variable& LoRALinear::base_bias() const { return linear_ ? linear_->bias() : nf4_->bias(); }
+const Variable& LoRALinear::base_bias() const {
+  return linear_ ? linear_->bias() : nf4_->bias();
+}
 
 Variable LoRALinear::forward(const Variable& x) const {
   return add(base_module().forward(x), LoRAAdapter::forward(x));

@@ -12,7 +12,8 @@ namespace ember::nn {
 
 class Nf4Linear : public UnaryModule {
  public:
-  explicit Nf4Linear(std::shared_ptr<const kernels::Nf4Tensor> weight, const Tensor& bias = Tensor());
+  explicit Nf4Linear(std::shared_ptr<const kernels::Nf4Tensor> weight,
+                     const Tensor& bias = Tensor());
   // The NF4 form of a Linear's weight (nf4-dq when double_quant), sharing its bias; keeps no
   // reference to the float weight. The Linear must have no added rows.
   static std::shared_ptr<Nf4Linear> quantize(const Linear& linear, bool double_quant);

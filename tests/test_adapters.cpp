@@ -26,7 +26,8 @@ const std::vector<std::string> kAll{"q", "k", "v", "o", "gate", "up", "down", "h
 ModelConfig small_config(bool tied, bool bias = false, bool moe = false) {
   std::string j = R"({"vocab_size": 37, "d_model": 16, "n_layers": 2, "n_heads": 2, "n_kv_heads": 1,
                       "ffn_hidden": 24, "max_seq_len": 16, "tie_embeddings": )" +
-                  std::string(tied ? "true" : "false") + R"(, "bias": )" + (bias ? "true" : "false");
+                  std::string(tied ? "true" : "false") + R"(, "bias": )" +
+                  (bias ? "true" : "false");
   if (moe) j += R"(, "moe": {"n_experts": 4, "top_k": 2, "n_shared": 1, "expert_hidden": 12})";
   return ModelConfig::from_json(j + "}");
 }
@@ -40,7 +41,8 @@ LoRAConfig lora_config(std::vector<std::string> targets, int64_t r = 3, double a
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // B = 0 after init would make every adapter a no-op: give them random values.
@@ -52,7 +54,8 @@ void randomize_trainable(const Module& m, uint64_t seed) {
 
 Tensor ids_for(int64_t vocab, uint64_t seed) {
   std::vector<int64_t> ids(2 * 9);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>((i * 7 + seed * 13) % vocab);
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = static_cast<int64_t>((i * 7 + seed * 13) % vocab);
   ids[3] = vocab - 1;  // the last id: an added row when rows were added
   return Tensor::from_vector(ids, {2, 9});
 }
@@ -79,14 +82,19 @@ TEST_CASE("parse_lora_targets: list, unknown, empty and duplicate names", "[adap
   CHECK(parse_lora_targets("q,v") == std::vector<std::string>{"q", "v"});
   CHECK(parse_lora_targets("q,k,v,o,gate,up,down,head") == kAll);
   CHECK(kLoRATargets == kAll);
-  CHECK_THROWS_WITH(parse_lora_targets("q,x"),
-                    "--lora-targets: unknown target \"x\" (expected q, k, v, o, gate, up, down, head)");
-  CHECK_THROWS_WITH(parse_lora_targets("q,,v"), Catch::StartsWith("--lora-targets: unknown target \"\""));
-  CHECK_THROWS_WITH(parse_lora_targets(""), Catch::StartsWith("--lora-targets: unknown target \"\""));
-  CHECK_THROWS_WITH(parse_lora_targets("q,q"), Catch::Contains("\"q\"") && Catch::Contains("twice"));
+  CHECK_THROWS_WITH(
+      parse_lora_targets("q,x"),
+      "--lora-targets: unknown target \"x\" (expected q, k, v, o, gate, up, down, head)");
+  CHECK_THROWS_WITH(parse_lora_targets("q,,v"),
+                    Catch::StartsWith("--lora-targets: unknown target \"\""));
+  CHECK_THROWS_WITH(parse_lora_targets(""),
+                    Catch::StartsWith("--lora-targets: unknown target \"\""));
+  CHECK_THROWS_WITH(parse_lora_targets("q,q"),
+                    Catch::Contains("\"q\"") && Catch::Contains("twice"));
 }
 
-TEST_CASE("add_adapters: names of SPEC.md section 3 plus the adapters, only adapters train", "[adapters]") {
+TEST_CASE("add_adapters: names of SPEC.md section 3 plus the adapters, only adapters train",
+          "[adapters]") {
   for (bool tied : {true, false}) {
     Transformer model(small_config(tied, false, true), 1);
     std::set<std::string> before;
@@ -102,16 +110,18 @@ TEST_CASE("add_adapters: names of SPEC.md section 3 plus the adapters, only adap
       }
     }
     CHECK(base_after == before);
-    for (const char* n : {"model.layers.0.self_attn.q_proj.lora_A.weight", "model.layers.1.self_attn.o_proj.lora_B.weight",
+    for (const char* n : {"model.layers.0.self_attn.q_proj.lora_A.weight",
+                          "model.layers.1.self_attn.o_proj.lora_B.weight",
                           "model.layers.0.mlp.experts.3.up_proj.lora_A.weight",
                           "model.layers.1.mlp.experts.0.gate_proj.lora_B.weight",
-                          "model.layers.0.mlp.shared_experts.0.down_proj.lora_A.weight", "lm_head.lora_A.weight",
-                          "lm_head.lora_B.weight"}) {
+                          "model.layers.0.mlp.shared_experts.0.down_proj.lora_A.weight",
+                          "lm_head.lora_A.weight", "lm_head.lora_B.weight"}) {
       INFO(n);
       CHECK(trainable.count(n));
     }
     CHECK_FALSE(trainable.count("model.layers.0.mlp.gate.lora_A.weight"));  // the router: never
-    // per layer: q k v o (4) + 4 experts and 1 shared x 3 projections (15), x 2 layers, + head; A and B.
+    // per layer: q k v o (4) + 4 experts and 1 shared x 3 projections (15), x 2 layers, + head; A
+    // and B.
     CHECK(trainable.size() == 2 * (2 * (4 + 15) + 1));
     CHECK(trainable_parameters(model).size() == trainable.size());
     CHECK(model.config().lora->targets == kAll);
@@ -120,7 +130,8 @@ TEST_CASE("add_adapters: names of SPEC.md section 3 plus the adapters, only adap
   }
 }
 
-TEST_CASE("add_adapters: A drawn in named_parameters order from Generator(seed), B = 0", "[adapters]") {
+TEST_CASE("add_adapters: A drawn in named_parameters order from Generator(seed), B = 0",
+          "[adapters]") {
   Transformer model(small_config(false), 1);
   add_adapters(model, lora_config({"q", "v"}), "none", 17);
   Generator gen(17);
@@ -135,14 +146,16 @@ TEST_CASE("add_adapters: A drawn in named_parameters order from Generator(seed),
   }
 }
 
-TEST_CASE("merge == unmerged forward in float64 (1e-10): every target, tied, untied, MoE, added rows",
-          "[adapters][merge]") {
+TEST_CASE(
+    "merge == unmerged forward in float64 (1e-10): every target, tied, untied, MoE, added rows",
+    "[adapters][merge]") {
   struct Case {
     bool tied, bias, moe;
     int64_t added_rows;
   };
-  for (const Case& k : {Case{true, false, false, 0}, Case{false, true, false, 0}, Case{true, false, true, 0},
-                        Case{false, false, true, 3}, Case{true, false, false, 2}}) {
+  for (const Case& k :
+       {Case{true, false, false, 0}, Case{false, true, false, 0}, Case{true, false, true, 0},
+        Case{false, false, true, 3}, Case{true, false, false, 2}}) {
     INFO("tied " << k.tied << " bias " << k.bias << " moe " << k.moe << " added " << k.added_rows);
     Transformer ft(small_config(k.tied, k.bias, k.moe), 2, DType::Float64);
     ft.eval();
@@ -158,7 +171,8 @@ TEST_CASE("merge == unmerged forward in float64 (1e-10): every target, tied, unt
     CHECK(plain->config().tie_embeddings == false);  // a head adapter unties
     CHECK(max_abs_diff(plain->forward(ids2).logits.data(), logits) < 1e-10);
     // The embedding forward of old ids is unchanged (only the head side is adapted).
-    if (k.added_rows == 0) CHECK(max_abs_diff(ft.embed_tokens().forward(ids).data(), embedded) == 0.0);
+    if (k.added_rows == 0)
+      CHECK(max_abs_diff(ft.embed_tokens().forward(ids).data(), embedded) == 0.0);
   }
 }
 
@@ -182,7 +196,8 @@ namespace {
 std::map<std::string, Tensor> dequantized_state(std::map<std::string, Tensor> state, bool dq) {
   for (auto& [name, t] : state) {
     const bool proj = name.find("model.layers.") == 0 && ends_with(name, "_proj.weight");
-    if (proj) t = kernels::nf4_dequantize(kernels::nf4_quantize(t.to(DType::Float32), dq), t.dtype());
+    if (proj)
+      t = kernels::nf4_dequantize(kernels::nf4_quantize(t.to(DType::Float32), dq), t.dtype());
   }
   return state;
 }
@@ -195,7 +210,8 @@ std::map<std::string, Tensor> cloned(const std::map<std::string, Tensor>& s) {
 
 }  // namespace
 
-TEST_CASE("nf4 / nf4-dq model forward equals the model with dequantized weights", "[adapters][nf4]") {
+TEST_CASE("nf4 / nf4-dq model forward equals the model with dequantized weights",
+          "[adapters][nf4]") {
   for (bool moe : {false, true}) {
     for (const char* quant : {"nf4", "nf4-dq"}) {
       for (const auto& targets : {std::vector<std::string>{"q", "v"}, kAll}) {
@@ -215,7 +231,8 @@ TEST_CASE("nf4 / nf4-dq model forward equals the model with dequantized weights"
         CHECK(max_abs_diff(ft.forward(ids).logits.data(), ref.forward(ids).logits.data()) < 1e-10);
         // With trained adapters the merge (NF4 bases dequantized) still equals the forward.
         randomize_trainable(ft, 40);
-        CHECK(max_abs_diff(merged_model(ft)->forward(ids).logits.data(), ft.forward(ids).logits.data()) < 1e-10);
+        CHECK(max_abs_diff(merged_model(ft)->forward(ids).logits.data(),
+                           ft.forward(ids).logits.data()) < 1e-10);
       }
     }
   }
@@ -223,8 +240,10 @@ TEST_CASE("nf4 / nf4-dq model forward equals the model with dequantized weights"
 
 TEST_CASE("nf4: the float32 weight of a quantized projection is released", "[adapters][nf4]") {
   Transformer model(small_config(true, false, true), 1);
-  std::weak_ptr<Storage> q_weight = model.state_dict().at("model.layers.0.self_attn.q_proj.weight").storage();
-  std::weak_ptr<Storage> expert_up = model.state_dict().at("model.layers.1.mlp.experts.2.up_proj.weight").storage();
+  std::weak_ptr<Storage> q_weight =
+      model.state_dict().at("model.layers.0.self_attn.q_proj.weight").storage();
+  std::weak_ptr<Storage> expert_up =
+      model.state_dict().at("model.layers.1.mlp.experts.2.up_proj.weight").storage();
   std::weak_ptr<Storage> embed = model.state_dict().at("model.embed_tokens.weight").storage();
   REQUIRE_FALSE(q_weight.expired());
   add_adapters(model, lora_config({"q", "v"}), "nf4", 0);
@@ -255,10 +274,12 @@ struct RefMoE {
 
   std::vector<double> proj(const std::string& p, const std::vector<double>& x) const {
     Tensor w = base.at(p + ".weight");
-    if (nf4) w = kernels::nf4_dequantize(kernels::nf4_quantize(w.to(DType::Float32)), DType::Float64);
+    if (nf4)
+      w = kernels::nf4_dequantize(kernels::nf4_quantize(w.to(DType::Float32)), DType::Float64);
     std::vector<double> y = matvec(w, x);
     if (adapters.count(p + ".lora_A.weight")) {
-      const auto bax = matvec(adapters.at(p + ".lora_B.weight"), matvec(adapters.at(p + ".lora_A.weight"), x));
+      const auto bax =
+          matvec(adapters.at(p + ".lora_B.weight"), matvec(adapters.at(p + ".lora_A.weight"), x));
       for (size_t o = 0; o < y.size(); ++o) y[o] += scale * bax[o];
     }
     return y;
@@ -277,9 +298,11 @@ struct RefMoE {
     for (size_t e = 0; e < p.size(); ++e) z += p[e] = std::exp(logits[e]);
     for (double& v : p) v /= z;
     size_t first = 0, second = first == 0 ? 1 : 0;
-    for (size_t e = 0; e < p.size(); ++e) if (p[e] > p[first]) first = e;
+    for (size_t e = 0; e < p.size(); ++e)
+      if (p[e] > p[first]) first = e;
     second = first == 0 ? 1 : 0;
-    for (size_t e = 0; e < p.size(); ++e) if (e != first && p[e] > p[second]) second = e;
+    for (size_t e = 0; e < p.size(); ++e)
+      if (e != first && p[e] > p[second]) second = e;
     const double w1 = p[first] / (p[first] + p[second]), w2 = p[second] / (p[first] + p[second]);
     const auto y1 = ffn(m + ".experts." + std::to_string(first), x);
     const auto y2 = ffn(m + ".experts." + std::to_string(second), x);
@@ -292,7 +315,8 @@ struct RefMoE {
 
 }  // namespace
 
-TEST_CASE("MoE with adapted experts (Linear and NF4 bases) against a per-token loop; gradcheck", "[adapters][moe]") {
+TEST_CASE("MoE with adapted experts (Linear and NF4 bases) against a per-token loop; gradcheck",
+          "[adapters][moe]") {
   for (const char* quant : {"none", "nf4"}) {
     INFO(quant);
     Transformer model(small_config(false, false, true), 8, DType::Float64);
@@ -325,13 +349,15 @@ TEST_CASE("MoE with adapted experts (Linear and NF4 bases) against a per-token l
       }
     }
     REQUIRE(inputs.size() == 4);
-    const auto r = gradcheck([&](const std::vector<Variable>&) { return moe->forward(x, aux); }, inputs);
+    const auto r =
+        gradcheck([&](const std::vector<Variable>&) { return moe->forward(x, aux); }, inputs);
     INFO(r.message);
     CHECK(r.ok);
   }
 }
 
-TEST_CASE("fine-tune steps: frozen tensors get no .grad and stay bit-identical under AdamW", "[adapters]") {
+TEST_CASE("fine-tune steps: frozen tensors get no .grad and stay bit-identical under AdamW",
+          "[adapters]") {
   for (const char* quant : {"none", "nf4"}) {
     Transformer model(small_config(false, true, true), 3);
     add_vocab_rows(model, 2, 11);
@@ -384,7 +410,9 @@ TEST_CASE("add_vocab_rows: new ids read the added rows, old rows frozen", "[adap
     }
     Generator gen(21);
     const Tensor rows = Tensor::randn({3, 16}, gen, DType::Float64, 0, 0.02);
-    const Tensor e = model.embed_tokens().forward(Tensor::from_vector(std::vector<int64_t>{38, 2}, {1, 2})).data();
+    const Tensor e = model.embed_tokens()
+                         .forward(Tensor::from_vector(std::vector<int64_t>{38, 2}, {1, 2}))
+                         .data();
     const Tensor w = model.embed_tokens().weight().data();
     for (int64_t c = 0; c < 16; ++c) {
       CHECK(e.at({0, 0, c}) == rows.at({1, c}));
@@ -394,7 +422,8 @@ TEST_CASE("add_vocab_rows: new ids read the added rows, old rows frozen", "[adap
   }
 }
 
-TEST_CASE("LoRALinear over an NF4 base: float64 gradcheck w.r.t. x, A, B; merge dequantizes", "[adapters][nf4][gradcheck]") {
+TEST_CASE("LoRALinear over an NF4 base: float64 gradcheck w.r.t. x, A, B; merge dequantizes",
+          "[adapters][nf4][gradcheck]") {
   for (bool bias : {false, true}) {
     Generator gen(5);
     Linear lin(70, 6, bias, gen, 0.5, DType::Float64);
@@ -427,10 +456,13 @@ TEST_CASE("LoRALinear over an NF4 base: float64 gradcheck w.r.t. x, A, B; merge 
 TEST_CASE("add_adapters errors: unknown target, r 0, bad quantize, nothing changed", "[adapters]") {
   Transformer model(small_config(true), 1);
   const auto names = model.named_parameters().size();
-  CHECK_THROWS_WITH(add_adapters(model, lora_config({"q", "x"}), "none", 0),
-                    "--lora-targets: unknown target \"x\" (expected q, k, v, o, gate, up, down, head)");
-  CHECK_THROWS_WITH(add_adapters(model, lora_config({"q"}, 0), "none", 0), Catch::Contains("r must be >= 1, got 0"));
-  CHECK_THROWS_WITH(add_adapters(model, lora_config({"q"}, 2, 0), "none", 0), Catch::Contains("alpha"));
+  CHECK_THROWS_WITH(
+      add_adapters(model, lora_config({"q", "x"}), "none", 0),
+      "--lora-targets: unknown target \"x\" (expected q, k, v, o, gate, up, down, head)");
+  CHECK_THROWS_WITH(add_adapters(model, lora_config({"q"}, 0), "none", 0),
+                    Catch::Contains("r must be >= 1, got 0"));
+  CHECK_THROWS_WITH(add_adapters(model, lora_config({"q"}, 2, 0), "none", 0),
+                    Catch::Contains("alpha"));
   CHECK_THROWS_WITH(add_adapters(model, lora_config({"q"}), "int4", 0), Catch::Contains("int4"));
   CHECK(model.named_parameters().size() == names);
   for (const auto& [name, v] : model.named_parameters()) CHECK(v.requires_grad());

@@ -17,9 +17,10 @@ using ember::testing::TempDir;
 namespace {
 
 ModelConfig base_config(bool tied) {
-  return ModelConfig::from_json(std::string(R"({"vocab_size": 30, "d_model": 16, "n_layers": 2, "n_heads": 2,
+  return ModelConfig::from_json(
+      std::string(R"({"vocab_size": 30, "d_model": 16, "n_layers": 2, "n_heads": 2,
       "ffn_hidden": 24, "max_seq_len": 16, "moe": {"n_experts": 3, "top_k": 2, "every": 2}, "tie_embeddings": )") +
-                                (tied ? "true}" : "false}"));
+      (tied ? "true}" : "false}"));
 }
 
 std::string write_base(const TempDir& dir, bool tied, uint64_t seed) {
@@ -83,13 +84,15 @@ TEST_CASE("fine-tune checkpoint round trip gives the same logits", "[checkpoint]
       CHECK(back.model.count("model.layers.1.mlp.experts.2.down_proj.lora_B.weight"));
       CHECK_NOTHROW(check_model_tensors(back, path));
       const auto loaded = model_from_checkpoint(back, path);
-      const Tensor a = loaded->forward(ids()).logits.data(), b = model->forward(ids()).logits.data();
+      const Tensor a = loaded->forward(ids()).logits.data(),
+                   b = model->forward(ids()).logits.data();
       CHECK(a.to_vector<float>() == b.to_vector<float>());
     }
   }
 }
 
-TEST_CASE("fine-tune checkpoint: tensors checked against the trainable ones", "[checkpoint][adapters]") {
+TEST_CASE("fine-tune checkpoint: tensors checked against the trainable ones",
+          "[checkpoint][adapters]") {
   TempDir dir("ftckpt");
   const std::string base = write_base(dir, true, 1);
   std::unique_ptr<Transformer> model;
@@ -102,11 +105,14 @@ TEST_CASE("fine-tune checkpoint: tensors checked against the trainable ones", "[
                         Catch::Contains("not a trainable tensor"));
   Checkpoint missing = c;
   missing.model.erase("lm_head.lora_A.weight");
-  CHECK_THROWS_WITH(check_model_tensors(missing, "ft.h5"), Catch::Contains("missing tensor /model/lm_head.lora_A.weight"));
-  CHECK_THROWS_WITH(model_from_checkpoint(missing, "ft.h5"), Catch::Contains("missing tensor /model/lm_head.lora_A.weight"));
+  CHECK_THROWS_WITH(check_model_tensors(missing, "ft.h5"),
+                    Catch::Contains("missing tensor /model/lm_head.lora_A.weight"));
+  CHECK_THROWS_WITH(model_from_checkpoint(missing, "ft.h5"),
+                    Catch::Contains("missing tensor /model/lm_head.lora_A.weight"));
 }
 
-TEST_CASE("fine-tune checkpoint: a missing or changed base is one error naming it", "[checkpoint][adapters]") {
+TEST_CASE("fine-tune checkpoint: a missing or changed base is one error naming it",
+          "[checkpoint][adapters]") {
   TempDir dir("ftckpt");
   const std::string base = write_base(dir, false, 1);
   std::unique_ptr<Transformer> model;
@@ -115,10 +121,11 @@ TEST_CASE("fine-tune checkpoint: a missing or changed base is one error naming i
   write_checkpoint(path, c);
   write_base(dir, false, 2);  // same path, other weights
   CHECK_THROWS_WITH(model_from_checkpoint(read_checkpoint(path), path),
-                    Catch::StartsWith(path + ": its base " + base + " has changed (sha256 " + sha256_file(base) +
-                                      ", expected " + c.base_sha256 + ")"));
+                    Catch::StartsWith(path + ": its base " + base + " has changed (sha256 " +
+                                      sha256_file(base) + ", expected " + c.base_sha256 + ")"));
   std::filesystem::remove(base);
-  CHECK_THROWS_WITH(model_from_checkpoint(read_checkpoint(path), path), path + ": its base " + base + " is missing");
+  CHECK_THROWS_WITH(model_from_checkpoint(read_checkpoint(path), path),
+                    path + ": its base " + base + " is missing");
   Checkpoint no_base = c;
   no_base.base.clear();
   CHECK_THROWS_WITH(model_from_checkpoint(no_base, path), Catch::Contains("must name its base"));
