@@ -88,35 +88,55 @@ std::vector<std::string> parse_lora_targets(const std::string& list) {
   }
 }
 
-void add_adapters(Transformer& model, const LoRAConfig& lora, const std::string& quantize,
-                  uint64_t seed) {
+namespace {
+
+// Every option checked before the model is touched.
+void check_adapter_options(const Transformer& model, const LoRAConfig& lora,
+                           const std::string& quantize) {
   EMBER_CHECK(quantize == "none" || quantize == "nf4" || quantize == "nf4-dq",
               "--quantize must be none, nf4 or nf4-dq, got \"", quantize, "\"");
   EMBER_CHECK(!lora.targets.empty(), "--lora-targets: no target given");
-  for (const auto& t : lora.targets) parse_lora_targets(t);  // each one known
+  std::string list;
+  for (const auto& t : lora.targets) list += (list.empty() ? "" : ",") + t;
+  parse_lora_targets(list);  // each known, none twice
   EMBER_CHECK(!model.config().lora, "add_adapters: the model already has adapters");
-  const LoRAOptions options{lora.r, lora.alpha, lora.dropout};
-  EMBER_CHECK(options.r >= 1, "--lora-r: r must be >= 1, got ", options.r);
-  EMBER_CHECK(options.alpha > 0, "--lora-alpha: alpha must be > 0, got ", options.alpha);
-  EMBER_CHECK(options.dropout >= 0 && options.dropout < 1,
-              "--lora-dropout: dropout must be in [0, 1), got ", options.dropout);
+  EMBER_CHECK(lora.r >= 1, "--lora-r: r must be >= 1, got ", lora.r);
+  EMBER_CHECK(lora.alpha > 0, "--lora-alpha: alpha must be > 0, got ", lora.alpha);
+  EMBER_CHECK(lora.dropout >= 0 && lora.dropout < 1,
+              "--lora-dropout: dropout must be in [0, 1), got ", lora.dropout);
+}
+
+// requires_grad false on every parameter but the rows add_vocab_rows added.
+void freeze_base(const Module& model) {
+  const std::string suffix = ".added_rows";
   for (const auto& [name, v] : model.named_parameters()) {
-    const std::string suffix = ".added_rows";
     const bool added = name.size() > suffix.size() &&
                        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
     if (!added) v.set_requires_grad(false);
   }
+}
+
+// Each Linear projection below blocks swapped for its NF4 form (the Linear then released).
+void quantize_projections(Module& blocks, bool double_quant) {
+  walk(blocks, "", [&](Module& parent, const std::string& name, const std::string&) {
+    const auto* linear = dynamic_cast<const Linear*>(&child(parent, name));
+    if (projection_target(name).empty() || linear == nullptr) return;
+    parent.replace_module(name, Nf4Linear::quantize(*linear, double_quant));
+  });
+}
+
+}  // namespace
+
+void add_adapters(Transformer& model, const LoRAConfig& lora, const std::string& quantize,
+                  uint64_t seed) {
+  check_adapter_options(model, lora, quantize);
+  freeze_base(model);
+  const LoRAOptions options{lora.r, lora.alpha, lora.dropout};
   auto wants = [&](const std::string& t) {
     return std::find(lora.targets.begin(), lora.targets.end(), t) != lora.targets.end();
   };
   Module& blocks = child(child(model, "model"), "layers");
-  if (quantize != "none") {
-    walk(blocks, "", [&](Module& parent, const std::string& name, const std::string&) {
-      const auto* linear = dynamic_cast<const Linear*>(&child(parent, name));
-      if (projection_target(name).empty() || linear == nullptr) return;
-      parent.replace_module(name, Nf4Linear::quantize(*linear, quantize == "nf4-dq"));
-    });
-  }
+  if (quantize != "none") quantize_projections(blocks, quantize == "nf4-dq");
   Generator gen(seed);
   const auto& dropout_gen = model.shared_dropout_generator();
   walk(blocks, "", [&](Module& parent, const std::string& name, const std::string& path) {

@@ -471,3 +471,31 @@ TEST_CASE("add_adapters errors: unknown target, r 0, bad quantize, nothing chang
   CHECK_THROWS_WITH(add_adapters(model, lora_config({"v"}), "none", 0), Catch::Contains("already"));
   CHECK_THROWS_WITH(add_vocab_rows(model, 2, 0), Catch::Contains("before add_adapters"));
 }
+
+TEST_CASE("replace_module: only replaceable children, of the slot's type", "[adapters]") {
+  Transformer model(small_config(false), 1);
+  CHECK_THROWS_WITH(model.replace_module("model", std::make_shared<Linear>(Tensor::zeros({2, 2}))),
+                    Catch::Contains("\"model\" is not a replaceable child"));
+  Generator gen(1);
+  CHECK_THROWS_WITH(model.replace_module("lm_head", std::make_shared<Embedding>(4, 16, gen)),
+                    Catch::Contains("\"lm_head\" takes a module of its slot's type"));
+}
+
+TEST_CASE("LoRA dropout draws from the model's dropout stream, in train mode only", "[adapters]") {
+  Transformer model(small_config(true), 1, DType::Float64);
+  LoRAConfig lora = lora_config({"q", "v"});
+  lora.dropout = 0.5;
+  add_adapters(model, lora, "none", 2);
+  randomize_trainable(model, 3);
+  const Tensor ids = ids_for(37, 1);
+  const uint64_t offset = model.dropout_generator().offset;
+  model.train();
+  const Tensor a = model.forward(ids).logits.data();
+  CHECK(model.dropout_generator().offset > offset);
+  model.eval();
+  const uint64_t eval_offset = model.dropout_generator().offset;
+  const Tensor b = model.forward(ids).logits.data();
+  CHECK(model.dropout_generator().offset == eval_offset);
+  CHECK(max_abs_diff(a, b) > 1e-6);
+  CHECK(max_abs_diff(merged_model(model)->forward(ids).logits.data(), b) < 1e-10);
+}
