@@ -499,3 +499,18 @@ TEST_CASE("LoRA dropout draws from the model's dropout stream, in train mode onl
   CHECK(max_abs_diff(a, b) > 1e-6);
   CHECK(max_abs_diff(merged_model(model)->forward(ids).logits.data(), b) < 1e-10);
 }
+
+TEST_CASE("a fine-tuned model's cached inference equals its forward", "[adapters]") {
+  Transformer model(small_config(true, false, true), 1, DType::Float64);
+  add_vocab_rows(model, 2, 5);
+  add_adapters(model, lora_config(kAll), "nf4", 2);
+  randomize_trainable(model, 8);
+  model.eval();
+  const Tensor ids = ids_for(39, 4);
+  const Tensor full = model.forward(ids).logits.data();
+  KVCache cache = model.make_cache(2);
+  const Tensor first = model.forward_cached(ids.narrow(1, 0, 5).contiguous(), cache).data();
+  const Tensor rest = model.forward_cached(ids.narrow(1, 5, 4).contiguous(), cache).data();
+  CHECK(max_abs_diff(first, full.narrow(1, 0, 5)) < 1e-10);
+  CHECK(max_abs_diff(rest, full.narrow(1, 5, 4)) < 1e-10);
+}
