@@ -275,6 +275,7 @@ Tokenizer endoftext_only() {
 TEST_CASE("with_chat_tokens appends the missing ChatML specials; other ids stay") {
   const Tokenizer before = endoftext_only();
   CHECK(before.missing_chat_tokens() == 2);
+  CHECK(Tokenizer::from_json(before.to_json()).missing_chat_tokens() == 2);  // such files still load
   const std::string rendered = "<|im_start|>user\nhi<|im_end|>\n";
   // Before: the ChatML names are plain text (bytes), "hi" is its merge.
   Expect b;
