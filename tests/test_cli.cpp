@@ -255,6 +255,8 @@ TEST_CASE("ember train refuses an invalid option at start with one line naming i
       {"--zero 2", "--zero must be in [0, 1]"},
       {"--bucket-mb 0", "--bucket-mb must be > 0"},
       {"--vocab-size 100", "--vocab-size must be 0"},
+      {"--vocab-size 258", "--vocab-size must be 0 (no tokenizer training) or at least 259 (the 256 byte tokens, "
+                           "<|endoftext|>, <|im_start|> and <|im_end|>)"},
   };
   for (const auto& [option, message] : cases) {
     INFO("ember train ... " << option);
@@ -683,6 +685,8 @@ TEST_CASE("hostile command-line values and files get one plain line naming the o
       {"eval" + ckpt + " --data " + dir / "tokens.bin" + " --seq-len 4 --batch-size 100000000000", "--batch-size"},
       {"eval" + ckpt + " --data " + dir / "tokens.bin" + " --seq-len -1", "--seq-len"},
       {"tokenize --train " + dir / "corpus.txt" + " --vocab-size -1 --out " + dir / "t.json", "--vocab-size"},
+      {"tokenize --train " + dir / "corpus.txt" + " --vocab-size 258 --out " + dir / "t.json",
+       "--vocab-size must be between 259 (the 256 bytes, <|endoftext|>, <|im_start|> and <|im_end|>)"},
       {"tokenize --encode " + dir / "corpus.txt" + " --tokenizer " + dir / "garbage.json" + " --out " + dir / "sh",
        "garbage.json"},
       {"tokenize --encode " + dir / "corpus.txt" + " --tokenizer " + dir / "garbage.json" + " --shard-tokens -5 --out " +
