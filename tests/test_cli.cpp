@@ -1203,6 +1203,13 @@ TEST_CASE("ember chat drops the oldest turns when the context is full, saying so
   CHECK(count(r.err, "prompt 21 tokens") == 1);
   CHECK(count(r.err, "prompt 47 tokens") == 3);
   CHECK(count(r.err, "dropping the oldest turns") == 1);
+  // A message too long even alone (1 + 65 + 1 + 1 + 11 tokens) is not sent; the conversation stays.
+  const Run big = run_with_input(dir, "chat --checkpoint " + dir / "x.h5" + " --temperature 0 --max-tokens 3",
+                                 "hi\n" + std::string(60, 'a') + "\nhi\n");
+  CHECK(big.code == 0);
+  CHECK(big.out == "xxx\nxxx\n");
+  CHECK(count(big.err, "needs 79 tokens with the system message; the model's context holds 64: not sent") == 1);
+  CHECK(count(big.err, "prompt 47 tokens") == 1);
 }
 
 TEST_CASE("ember chat on a trained checkpoint: its tokenizer reserves the chat tokens", "[cli][chat]") {

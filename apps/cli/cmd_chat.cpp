@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <span>
 
 #include "apps/cli/commands.h"
 #include "apps/cli/streamed_generation.h"
@@ -28,13 +29,14 @@ class Conversation {
 
   // Answers one user message (printing the reply) and keeps the turn.
   void answer(const std::string& user) {
-    std::vector<uint32_t> prompt = fit_prompt(user);
     const int64_t context = lm_.model->config().max_seq_len;
-    if (static_cast<int64_t>(prompt.size()) >= context) {
+    const size_t alone = render(user, {}).size();
+    if (static_cast<int64_t>(alone) >= context) {  // the conversation is left as it was
       std::fprintf(stderr, "[this message needs %zu tokens with the system message; the model's context holds %lld: "
-                   "not sent]\n", prompt.size(), static_cast<long long>(context));
+                   "not sent]\n", alone, static_cast<long long>(context));
       return;
     }
+    const std::vector<uint32_t> prompt = fit_prompt(user);
     const std::vector<int64_t> ids(prompt.begin(), prompt.end());
     const StreamedText reply =
         stream_generation(lm_, o_.checkpoint, ids, o_.sampling, o_.sampling.seed + replies_++, /*chat=*/true);
@@ -46,10 +48,10 @@ class Conversation {
 
  private:
   // The system message, the kept turns and the new user message, then "<|im_start|>assistant\n".
-  std::vector<uint32_t> render(const std::string& user) const {
+  std::vector<uint32_t> render(const std::string& user, std::span<const data::ChatMessage> turns) const {
     std::vector<data::ChatMessage> messages;
     if (!o_.system.empty()) messages.push_back({"system", o_.system});
-    messages.insert(messages.end(), turns_.begin(), turns_.end());
+    messages.insert(messages.end(), turns.begin(), turns.end());
     messages.push_back({"user", user});
     return data::chat_generation_prompt(lm_.tokenizer, messages);
   }
@@ -59,10 +61,10 @@ class Conversation {
   std::vector<uint32_t> fit_prompt(const std::string& user) {
     const int64_t context = lm_.model->config().max_seq_len;
     const int64_t room = std::clamp<int64_t>(o_.sampling.max_tokens, 1, std::max<int64_t>(1, context / 2));
-    std::vector<uint32_t> prompt = render(user);
+    std::vector<uint32_t> prompt = render(user, turns_);
     while (static_cast<int64_t>(prompt.size()) + room > context && !turns_.empty()) {
       turns_.erase(turns_.begin(), turns_.begin() + 2);  // one user message and its reply
-      prompt = render(user);
+      prompt = render(user, turns_);
       if (!told_) {
         std::fprintf(stderr, "[the conversation outgrows the model's context of %lld tokens: dropping the oldest "
                      "turns (the system message stays)]\n", static_cast<long long>(context));
