@@ -1,4 +1,4 @@
-// ember: train · eval · generate · tokenize · info · bench. The only place that turns
+// ember: train · eval · generate · chat · tokenize · info · bench. The only place that turns
 // an ember::Error into one line on stderr and a non-zero exit. Under mpirun /
 // srun the Communicator (made before anything else, outside the try block so
 // an uncaught error aborts the whole job rather than hanging it) starts MPI;
@@ -37,6 +37,7 @@ Runners add_commands(CLI::App& app, ember::dist::Communicator& comm) {
   add(ember::apps::add_eval_command);
   add(ember::apps::add_tokenize_command);
   add(ember::apps::add_generate_command);
+  add(ember::apps::add_chat_command);
   add(ember::apps::add_info_command);
   add(ember::apps::add_export_command);
   add(ember::apps::add_import_command);
