@@ -16,13 +16,14 @@ namespace {
 
 // The run state of an exact resume (the checkpoint's /train; docs/formats.md).
 std::string train_state(const TrainRun& run, int64_t at_step) {
-  return nlohmann::json{{"step", at_step},
-                        {"tokens_seen", run.tokens_seen},
-                        {"dropout_offset", run.model->dropout_generator().offset},
-                        {"world_size", run.world},
-                        {"options", options_to_json(run.o)},
-                        {"data_fingerprint", run.data_files}}
-      .dump();
+  nlohmann::json st{{"step", at_step},
+                    {"tokens_seen", run.tokens_seen},
+                    {"dropout_offset", run.model->dropout_generator().offset},
+                    {"world_size", run.world},
+                    {"options", options_to_json(run.o)},
+                    {"data_fingerprint", run.data_files}};
+  if (run.o.finetune) st["finetune"] = {{"base", run.finetune_base}};  // marks a fine-tuning run
+  return st.dump();
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // What a run prints around its loop: the lines before the first step (ranks,
 // parameters, tokens per step, precision, data), the --profile report, and the
 // end of a run: the `done:` line, the mean MFU, and the sample
-// of --sample-tokens drawn by nn::generate.
+// of --sample-tokens drawn by nn::generate; a fine-tuning run also its peak RSS.
 #include <omp.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -20,17 +21,46 @@ namespace ember::apps {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// The data line: token count and validation windows, or conversations (with those cut to T+1
+// ids, reported once here) and held-out ones.
+void print_data_line(const TrainRun& run) {
+  if (!run.chat_rows) {
+    std::printf(
+        "data: %llu train tokens%s\n", static_cast<unsigned long long>(run.train_set->size()),
+        run.val_loader
+            ? (", validation " + std::to_string(run.val_loader->num_windows()) + " windows").c_str()
+            : ", no validation");
+    return;
+  }
+  const int64_t truncated = run.chat_rows->truncated + (run.chat_val_rows ? run.chat_val_rows->truncated : 0);
+  std::printf("data: %zu conversations", run.chat_rows->rows.size());
+  if (truncated > 0) {
+    std::printf(" (%lld longer than --seq-len + 1 = %lld tokens: cut)", static_cast<long long>(truncated),
+                static_cast<long long>(run.o.seq_len + 1));
+  }
+  if (run.chat_val_rows) {
+    std::printf(", validation %zu held out\n", run.chat_val_rows->rows.size());
+  } else {
+    std::printf(", no validation\n");
+  }
+}
+
+}  // namespace
+
 void print_run_start(const TrainRun& run) {
   const TrainOptions& o = run.o;
   if (!run.root) return;
+  const char* command = o.finetune ? "finetune" : "train";
   if (run.world > 1) {
-    std::printf("ember train: %lld ranks x %d threads, %s\n", static_cast<long long>(run.world),
+    std::printf("ember %s: %lld ranks x %d threads, %s\n", command, static_cast<long long>(run.world),
                 omp_get_max_threads(), o.zero ? "ZeRO-1" : "all-reduce");
   }
   std::printf(
-      "ember train: %s parameters, %lld tokens/step (%sB %lld x T %lld x accum %lld), %lld steps, "
+      "ember %s: %s parameters, %lld tokens/step (%sB %lld x T %lld x accum %lld), %lld steps, "
       "out %s\n",
-      std::to_string(run.stats.total_params).c_str(), static_cast<long long>(run.tokens_per_step),
+      command, std::to_string(run.stats.total_params).c_str(), static_cast<long long>(run.tokens_per_step),
       run.world > 1 ? ("W " + std::to_string(run.world) + " x ").c_str() : "",
       static_cast<long long>(o.batch_size), static_cast<long long>(o.seq_len),
       static_cast<long long>(o.grad_accum), static_cast<long long>(o.steps), o.out.c_str());
@@ -40,11 +70,7 @@ void print_run_start(const TrainRun& run) {
                     ? ""
                     : " (warning: this CPU has no bf16 instructions; slower than float32)");
   }
-  std::printf(
-      "data: %llu train tokens%s\n", static_cast<unsigned long long>(run.train_set->size()),
-      run.val_loader
-          ? (", validation " + std::to_string(run.val_loader->num_windows()) + " windows").c_str()
-          : ", no validation");
+  print_data_line(run);
   continue_if_stdout_closed();
 }
 
@@ -124,6 +150,12 @@ void print_summary(TrainRun& run, const RunTally& tally) {
   }
   std::printf("; checkpoint %s\n", (fs::path(o.out) / checkpoint_name(run.step)).string().c_str());
   if (trained) print_mean_mfu(run, tally, seconds);
+  if (o.finetune) {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    std::printf("peak RSS %.1f MiB%s\n", static_cast<double>(usage.ru_maxrss) / 1024.0,  // Linux: KiB
+                run.world > 1 ? " (rank 0)" : "");
+  }
   report_profile(run, tally);
   if (o.sample_tokens > 0 && run.tokenizer) print_sample(run);
 }

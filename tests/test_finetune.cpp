@@ -1,0 +1,251 @@
+// `ember finetune` through the library (apps::run_finetune) on a tiny base: the loss of a step
+// (SPEC.md section 9) against an independent per-conversation computation, the same loss and
+// gradient norm for (B 4, accum 1) and (B 2, accum 2) with rows padded differently, MoE losses
+// over the real tokens only, held-out validation, bit-exact resume, and the option table.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "apps/train/options.h"
+#include "apps/train/run_files.h"
+#include "apps/train/trainer.h"
+#include "autograd/grad_mode.h"
+#include "data/chat.h"
+#include "finetune_testing.h"
+#include "temp_dir.h"
+
+using namespace ember;
+using namespace ember::apps;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+using testing::TempDir;
+
+TrainOptions chat_options(const TempDir& dir, const std::string& out) {
+  if (!fs::exists(dir / "base.h5")) testing::write_chat_base(dir / "base.h5");
+  if (!fs::exists(dir / "chat.jsonl")) testing::write_chat_data(dir / "chat.jsonl");
+  TrainOptions o;
+  o.finetune = true;
+  o.full = true;
+  o.base = dir / "base.h5";
+  o.data = dir / "chat.jsonl";
+  o.out = dir / out;
+  o.batch_size = 4;
+  o.seq_len = 32;
+  o.steps = 6;
+  o.warmup = 2;
+  o.lr = 1e-2;
+  o.log_every = 100;
+  o.val_fraction = 0;
+  return o;
+}
+
+// The per-step records of OUT/metrics.jsonl (those with a training loss).
+std::vector<json> step_records(const std::string& out) {
+  std::ifstream f(fs::path(out) / "metrics.jsonl");
+  std::vector<json> records;
+  for (std::string line; std::getline(f, line);) {
+    const json j = json::parse(line);
+    if (j.contains("loss")) records.push_back(j);
+  }
+  return records;
+}
+
+std::map<std::string, Tensor> model_at(const std::string& out, int64_t step) {
+  return nn::read_checkpoint((fs::path(out) / checkpoint_name(step)).string(), false).model;
+}
+
+// SPEC.md section 9 by hand: each conversation alone (no padding, no batch), float64
+// log-softmax; the sum of CE over the trained targets and their count.
+std::pair<double, int64_t> summed_ce(const nn::Transformer& model, const data::ChatLine& line, int64_t T) {
+  data::ChatTokens row = data::render_chat(testing::chat_tokenizer(), line);
+  const size_t len = std::min(row.ids.size(), static_cast<size_t>(T + 1));
+  std::vector<int64_t> ids(row.ids.begin(), row.ids.begin() + static_cast<std::ptrdiff_t>(len) - 1);
+  const int64_t n = static_cast<int64_t>(ids.size());
+  NoGradGuard no_grad;
+  const Tensor logits = model.forward(Tensor::from_vector(ids, {1, n})).logits.data().to(DType::Float64);
+  const int64_t V = logits.size(2);
+  const double* l = logits.contiguous().data<double>();
+  double sum = 0;
+  int64_t count = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    if (!row.trained[static_cast<size_t>(t + 1)]) continue;
+    double mx = -HUGE_VAL, se = 0;
+    for (int64_t v = 0; v < V; ++v) mx = std::max(mx, l[t * V + v]);
+    for (int64_t v = 0; v < V; ++v) se += std::exp(l[t * V + v] - mx);
+    sum += mx + std::log(se) - l[t * V + row.ids[static_cast<size_t>(t + 1)]];
+    ++count;
+  }
+  return {sum, count};
+}
+
+}  // namespace
+
+TEST_CASE("a fine-tuning step's loss is the CE over its trained tokens / their count, however batched",
+          "[finetune]") {
+  TempDir dir("finetune");
+  TrainOptions b4 = chat_options(dir, "b4");
+  b4.sequential = true;
+  b4.steps = 2;
+  TrainOptions b2a2 = b4;
+  b2a2.out = dir / "b2a2";
+  b2a2.batch_size = 2;
+  b2a2.grad_accum = 2;
+  REQUIRE(run_finetune(b4) == 0);
+  REQUIRE(run_finetune(b2a2) == 0);
+  const std::vector<json> r4 = step_records(b4.out), r22 = step_records(b2a2.out);
+  REQUIRE(r4.size() == 2);
+  REQUIRE(r22.size() == 2);
+
+  // Step 0 reads conversations 0-3 (sequential): their trained tokens, each row alone.
+  const nn::Checkpoint base = nn::read_checkpoint(dir / "base.h5", false);
+  nn::Transformer model(base.config);
+  model.load_state_dict(base.model);
+  const std::vector<data::ChatLine> lines = data::read_chat_file(dir / "chat.jsonl");
+  double sum = 0;
+  int64_t count = 0;
+  std::set<int64_t> counts;
+  for (size_t i = 0; i < 4; ++i) {
+    const auto [s, c] = summed_ce(model, lines[i], 32);
+    sum += s;
+    count += c;
+    counts.insert(c);
+  }
+  REQUIRE(counts.size() > 2);  // micro-batches of different trained counts: a per-micro-batch mean would differ
+  CHECK(r4[0].at("trained_tokens").get<int64_t>() == count);
+  CHECK(r4[0].at("loss").get<double>() == Approx(sum / static_cast<double>(count)).epsilon(1e-5));
+  for (size_t s = 0; s < 2; ++s) {
+    INFO("step " << s + 1);
+    CHECK(r22[s].at("trained_tokens") == r4[s].at("trained_tokens"));
+    CHECK(r22[s].at("loss").get<double>() == Approx(r4[s].at("loss").get<double>()).epsilon(1e-6));
+    CHECK(r22[s].at("grad_norm").get<double>() == Approx(r4[s].at("grad_norm").get<double>()).epsilon(1e-5));
+  }
+  const auto w4 = model_at(b4.out, 2), w22 = model_at(b2a2.out, 2);
+  for (const auto& [name, t] : w4) {
+    INFO(name);
+    const std::vector<float> a = t.to_vector<float>(), b = w22.at(name).to_vector<float>();
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < a.size(); ++i) diff += std::pow(a[i] - b[i], 2), norm += std::pow(a[i], 2);
+    CHECK(std::sqrt(diff) <= 1e-5 * std::sqrt(norm));
+  }
+}
+
+TEST_CASE("MoE losses of padded rows are those of the real tokens alone", "[finetune]") {
+  const nn::ModelConfig cfg = testing::chat_base_config(true);
+  nn::Transformer model(cfg, 5);
+  NoGradGuard no_grad;
+  const std::vector<int64_t> ids{5, 70, 71, 80, 9, 100, 101, 33};
+  const Tensor alone = Tensor::from_vector(ids, {1, 8});
+  std::vector<int64_t> padded_ids = ids;
+  padded_ids.resize(14, 0);
+  std::vector<float> real(14, 0.0f);
+  std::fill(real.begin(), real.begin() + 8, 1.0f);
+  const nn::ModelOutput a = model.forward(alone);
+  const nn::ModelOutput p = model.forward(Tensor::from_vector(padded_ids, {1, 14}), Tensor::from_vector(real, {1, 14}));
+  const nn::ModelOutput unmasked = model.forward(Tensor::from_vector(padded_ids, {1, 14}));
+  REQUIRE(a.moe_aux.size() == 2);
+  for (size_t layer = 0; layer < 2; ++layer) {
+    INFO("layer " << layer);
+    CHECK(p.moe_aux[layer].aux.item() == Approx(a.moe_aux[layer].aux.item()).epsilon(1e-5));
+    CHECK(p.moe_aux[layer].router_z.item() == Approx(a.moe_aux[layer].router_z.item()).epsilon(1e-5));
+    CHECK(unmasked.moe_aux[layer].router_z.item() != Approx(a.moe_aux[layer].router_z.item()).epsilon(1e-5));
+  }
+  // A mask of no real token: both terms 0.
+  const nn::ModelOutput none = model.forward(alone, Tensor::zeros({1, 8}, DType::Float32));
+  CHECK(none.moe_aux[0].aux.item() == 0);
+  CHECK(none.moe_aux[0].router_z.item() == 0);
+}
+
+TEST_CASE("a MoE base fine-tunes the same with accumulation", "[finetune]") {
+  TempDir dir("finetune");
+  testing::write_chat_base(dir / "base.h5", true);
+  TrainOptions b4 = chat_options(dir, "b4");
+  b4.sequential = true;
+  b4.steps = 2;
+  TrainOptions b2a2 = b4;
+  b2a2.out = dir / "b2a2";
+  b2a2.batch_size = 2;
+  b2a2.grad_accum = 2;
+  REQUIRE(run_finetune(b4) == 0);
+  REQUIRE(run_finetune(b2a2) == 0);
+  const std::vector<json> r4 = step_records(b4.out), r22 = step_records(b2a2.out);
+  REQUIRE(r4.size() == 2);
+  REQUIRE(r22.size() == 2);
+  CHECK(r4[0].at("aux").get<double>() > 0.5);
+  CHECK(r22[0].at("loss").get<double>() == Approx(r4[0].at("loss").get<double>()).epsilon(1e-6));
+  // The MoE terms are means over micro-batches: not equal, but near.
+  CHECK(r22[0].at("aux").get<double>() == Approx(r4[0].at("aux").get<double>()).epsilon(0.2));
+}
+
+TEST_CASE("held-out conversations are validated, and a fine-tuning run resumes bit for bit", "[finetune]") {
+  TempDir dir("finetune");
+  TrainOptions full = chat_options(dir, "full");
+  full.val_fraction = 0.25;
+  full.save_every = 3;
+  full.eval_every = 2;
+  full.batch_size = 2;
+  full.grad_accum = 2;
+  REQUIRE(run_finetune(full) == 0);
+  std::ifstream f(dir / "full/metrics.jsonl");
+  std::vector<json> evals;
+  for (std::string line; std::getline(f, line);) {
+    const json j = json::parse(line);
+    if (j.contains("val_loss")) evals.push_back(j);
+  }
+  // The base's held-out loss at step 0, then steps 2, 4, 6; the loss falls.
+  REQUIRE(evals.size() == 4);
+  CHECK(evals[0].at("step") == 0);
+  CHECK(evals[3].at("step") == 6);
+  CHECK(evals[3].at("val_loss").get<double>() < evals[0].at("val_loss").get<double>());
+
+  fs::create_directories(dir / "half");
+  fs::copy_file(dir / "full/step_00000003.h5", dir / "half/step_00000003.h5");
+  TrainOptions resume;
+  resume.finetune = true;
+  resume.resume = dir / "half";
+  resume.log_every = 100;
+  REQUIRE(run_finetune(resume) == 0);
+  const auto a = model_at(dir / "full", 6), b = model_at(dir / "half", 6);
+  REQUIRE(a.size() == b.size());
+  for (const auto& [n, t] : a) {
+    INFO(n);
+    CHECK(t.to_vector<float>() == b.at(n).to_vector<float>());
+  }
+  // A train run does not resume a fine-tuning run, nor the other way round.
+  TrainOptions as_train;
+  as_train.resume = dir / "half";
+  CHECK_THROWS_WITH(run_train(as_train), Catch::Contains("ember finetune --resume"));
+}
+
+TEST_CASE("ember finetune's option table: its own fields and train's that apply", "[finetune][options]") {
+  TrainOptions o;
+  o.finetune = true;
+  std::set<std::string> flags;
+  for (const OptionFlag& f : option_flags(o)) CHECK(flags.insert(f.flag).second);
+  for (const char* f : {"--base", "--data", "--out", "--full", "--lora-r", "--lora-alpha", "--lora-dropout",
+                        "--lora-targets", "--quantize", "--add-chat-tokens", "--val-fraction", "--steps",
+                        "--batch-size", "--seq-len", "--grad-accum", "--lr", "--min-lr", "--warmup",
+                        "--weight-decay", "--clip", "--seed", "--sequential", "--save-every", "--keep",
+                        "--eval-every", "--dtype", "--resume"}) {
+    CHECK(flags.count(f) == 1);
+  }
+  for (const char* f : {"--config", "--preset", "--init-from", "--tokenizer", "--val-data", "--vocab-size",
+                        "--eval-batches", "--sample-tokens"}) {
+    CHECK(flags.count(f) == 0);
+  }
+  // The mode is the run's: a resumed run refuses another.
+  o.full = true;
+  const json saved = options_to_json(o);
+  CHECK(saved.at("full") == true);
+  CHECK_FALSE(saved.contains("base"));
+  TrainOptions r;
+  r.finetune = true;
+  r.lora_r = 4;
+  r.given = {"lora_r"};
+  CHECK_THROWS_WITH(restore_options(saved, r), Catch::Contains("--lora-r 4 differs from the run's 8"));
+}
