@@ -141,8 +141,9 @@ ModelOutput Transformer::forward(const Tensor& ids, const Tensor& real) const {
               cfg_.max_seq_len);
   ModelOutput out;
   Variable x = add_positions(embed_tokens_->forward(ids), 0, T);  // [B, T, C]
-  EMBER_CHECK(!real.defined() || real.shape() == ids.shape(), "Transformer: the real-token mask of shape ",
-              shape_str(real.shape()), " does not match the ids' ", shape_str(ids.shape()));
+  EMBER_CHECK(!real.defined() || real.shape() == ids.shape(),
+              "Transformer: the real-token mask of shape ", shape_str(real.shape()),
+              " does not match the ids' ", shape_str(ids.shape()));
   for (const auto& block : blocks_) x = block->forward(x, out.moe_aux, real);
   out.logits = head(x);
   return out;
@@ -178,22 +179,25 @@ Variable Transformer::flat_logits(const ModelOutput& out, const Tensor& targets)
 }
 
 LossTerms Transformer::loss(const ModelOutput& out, const Tensor& targets) const {
-  const CrossEntropyResult ce =
-      cross_entropy(flat_logits(out, targets), targets.reshape({targets.numel()}), cfg_.z_loss_coef);
+  const CrossEntropyResult ce = cross_entropy(flat_logits(out, targets),
+                                              targets.reshape({targets.numel()}), cfg_.z_loss_coef);
   return with_moe_losses(out, {ce.loss, ce.ce, ce.z}, 1.0);
 }
 
 LossTerms Transformer::loss(const ModelOutput& out, const Tensor& targets, const Tensor& weight,
                             double norm, double moe_scale) const {
-  EMBER_CHECK(weight.shape() == targets.shape(), "loss: weight of shape ", shape_str(weight.shape()),
-              " does not match targets of shape ", shape_str(targets.shape()));
+  EMBER_CHECK(weight.shape() == targets.shape(), "loss: weight of shape ",
+              shape_str(weight.shape()), " does not match targets of shape ",
+              shape_str(targets.shape()));
   const int64_t N = targets.numel();
-  const CrossEntropyResult ce = cross_entropy(flat_logits(out, targets), targets.reshape({N}),
-                                              weight.contiguous().reshape({N}), norm, cfg_.z_loss_coef);
+  const CrossEntropyResult ce =
+      cross_entropy(flat_logits(out, targets), targets.reshape({N}),
+                    weight.contiguous().reshape({N}), norm, cfg_.z_loss_coef);
   return with_moe_losses(out, {ce.loss, ce.ce, ce.z}, moe_scale);
 }
 
-LossTerms Transformer::with_moe_losses(const ModelOutput& out, LossTerms terms, double moe_scale) const {
+LossTerms Transformer::with_moe_losses(const ModelOutput& out, LossTerms terms,
+                                       double moe_scale) const {
   if (!out.moe_aux.empty()) {
     Variable aux_sum, rz_sum;
     for (const MoEAux& a : out.moe_aux) {
@@ -205,7 +209,8 @@ LossTerms Transformer::with_moe_losses(const ModelOutput& out, LossTerms terms, 
     terms.aux = aux_mean.item();
     terms.router_z = rz_mean.item();
     const MoEConfig& moe = *cfg_.moe;
-    if (moe.aux_loss_coef > 0) terms.total = terms.total + aux_mean * (moe.aux_loss_coef * moe_scale);
+    if (moe.aux_loss_coef > 0)
+      terms.total = terms.total + aux_mean * (moe.aux_loss_coef * moe_scale);
     if (moe.router_z_loss_coef > 0) {
       terms.total = terms.total + rz_mean * (moe.router_z_loss_coef * moe_scale);
     }

@@ -23,7 +23,8 @@ class TransformerBlock : public Module {
                    std::shared_ptr<Generator> dropout_gen, Generator& init_gen, DType dtype);
   // Appends this block's MoE losses to moe_aux when it is an MoE block (over the real tokens
   // only when the mask `real` is given: MoE::forward).
-  Variable forward(const Variable& x, std::vector<MoEAux>& moe_aux, const Tensor& real = Tensor()) const;
+  Variable forward(const Variable& x, std::vector<MoEAux>& moe_aux,
+                   const Tensor& real = Tensor()) const;
   // Inference: x [B, T, C] at positions pos0.., attending over and appending to cache; no dropout.
   Variable forward_cached(const Variable& x, LayerKVCache& cache, int64_t pos0) const;
   const std::shared_ptr<MoE>& moe() const { return moe_; }
@@ -93,7 +94,8 @@ class Transformer : public Module {
   Variable head(const Variable& x) const;
   // logits [B, T, V] as [B T, V], after checking targets [B, T].
   Variable flat_logits(const ModelOutput& out, const Tensor& targets) const;
-  // terms (the cross-entropy's) plus moe_scale x (aux_loss_coef mean(aux) + router_z_loss_coef mean(router_z)).
+  // terms (the cross-entropy's) plus moe_scale x (aux_loss_coef mean(aux) + router_z_loss_coef
+  // mean(router_z)).
   LossTerms with_moe_losses(const ModelOutput& out, LossTerms terms, double moe_scale) const;
 };
 

@@ -15,9 +15,11 @@ namespace ember::testing {
 
 // A dense model by default; moe: 4 experts, top 2, every layer.
 inline nn::ModelConfig chat_base_config(bool moe = false) {
-  std::string json = R"({"vocab_size": 264, "d_model": 16, "n_layers": 2, "n_heads": 2, "ffn_hidden": 32,
+  std::string json =
+      R"({"vocab_size": 264, "d_model": 16, "n_layers": 2, "n_heads": 2, "ffn_hidden": 32,
     "max_seq_len": 64, "qk_norm": true, "z_loss_coef": 1e-4, "dropout": 0.0)";
-  if (moe) json += R"(, "moe": {"n_experts": 4, "top_k": 2, "expert_hidden": 16, "aux_loss_coef": 0.01,
+  if (moe)
+    json += R"(, "moe": {"n_experts": 4, "top_k": 2, "expert_hidden": 16, "aux_loss_coef": 0.01,
     "router_z_loss_coef": 0.001})";
   return nn::ModelConfig::from_json(json + "}", "chat base config");
 }
@@ -41,15 +43,16 @@ inline void write_chat_base(const std::string& path, bool moe = false, uint64_t 
 inline void write_chat_data(const std::string& path, int n = 24) {
   std::ofstream f(path);
   for (int i = 0; i < n; ++i) {
-    const std::string answer(static_cast<size_t>(1 + (7 * i) % 23), static_cast<char>('a' + i % 26));
+    const std::string answer(static_cast<size_t>(1 + (7 * i) % 23),
+                             static_cast<char>('a' + i % 26));
     if (i % 5 == 4) {
       f << R"({"text": "plain )" << answer << "\"}\n";
       continue;
     }
     f << R"({"messages": [)";
     if (i % 3 == 0) f << R"({"role": "system", "content": "be brief"}, )";
-    f << R"({"role": "user", "content": "q)" << i << R"("}, {"role": "assistant", "content": ")" << answer
-      << "\"}]}\n";
+    f << R"({"role": "user", "content": "q)" << i << R"("}, {"role": "assistant", "content": ")"
+      << answer << "\"}]}\n";
   }
 }
 

@@ -62,13 +62,15 @@ std::map<std::string, Tensor> model_at(const std::string& out, int64_t step) {
 
 // SPEC.md section 9 by hand: each conversation alone (no padding, no batch), float64
 // log-softmax; the sum of CE over the trained targets and their count.
-std::pair<double, int64_t> summed_ce(const nn::Transformer& model, const data::ChatLine& line, int64_t T) {
+std::pair<double, int64_t> summed_ce(const nn::Transformer& model, const data::ChatLine& line,
+                                     int64_t T) {
   data::ChatTokens row = data::render_chat(testing::chat_tokenizer(), line);
   const size_t len = std::min(row.ids.size(), static_cast<size_t>(T + 1));
   std::vector<int64_t> ids(row.ids.begin(), row.ids.begin() + static_cast<std::ptrdiff_t>(len) - 1);
   const int64_t n = static_cast<int64_t>(ids.size());
   NoGradGuard no_grad;
-  const Tensor logits = model.forward(Tensor::from_vector(ids, {1, n})).logits.data().to(DType::Float64);
+  const Tensor logits =
+      model.forward(Tensor::from_vector(ids, {1, n})).logits.data().to(DType::Float64);
   const int64_t V = logits.size(2);
   const double* l = logits.contiguous().data<double>();
   double sum = 0;
@@ -86,8 +88,9 @@ std::pair<double, int64_t> summed_ce(const nn::Transformer& model, const data::C
 
 }  // namespace
 
-TEST_CASE("a fine-tuning step's loss is the CE over its trained tokens / their count, however batched",
-          "[finetune]") {
+TEST_CASE(
+    "a fine-tuning step's loss is the CE over its trained tokens / their count, however batched",
+    "[finetune]") {
   TempDir dir("finetune");
   TrainOptions b4 = chat_options(dir, "b4");
   b4.sequential = true;
@@ -116,21 +119,24 @@ TEST_CASE("a fine-tuning step's loss is the CE over its trained tokens / their c
     count += c;
     counts.insert(c);
   }
-  REQUIRE(counts.size() > 2);  // micro-batches of different trained counts: a per-micro-batch mean would differ
+  REQUIRE(counts.size() >
+          2);  // micro-batches of different trained counts: a per-micro-batch mean would differ
   CHECK(r4[0].at("trained_tokens").get<int64_t>() == count);
   CHECK(r4[0].at("loss").get<double>() == Approx(sum / static_cast<double>(count)).epsilon(1e-5));
   for (size_t s = 0; s < 2; ++s) {
     INFO("step " << s + 1);
     CHECK(r22[s].at("trained_tokens") == r4[s].at("trained_tokens"));
     CHECK(r22[s].at("loss").get<double>() == Approx(r4[s].at("loss").get<double>()).epsilon(1e-6));
-    CHECK(r22[s].at("grad_norm").get<double>() == Approx(r4[s].at("grad_norm").get<double>()).epsilon(1e-5));
+    CHECK(r22[s].at("grad_norm").get<double>() ==
+          Approx(r4[s].at("grad_norm").get<double>()).epsilon(1e-5));
   }
   const auto w4 = model_at(b4.out, 2), w22 = model_at(b2a2.out, 2);
   for (const auto& [name, t] : w4) {
     INFO(name);
     const std::vector<float> a = t.to_vector<float>(), b = w22.at(name).to_vector<float>();
     double diff = 0, norm = 0;
-    for (size_t i = 0; i < a.size(); ++i) diff += std::pow(a[i] - b[i], 2), norm += std::pow(a[i], 2);
+    for (size_t i = 0; i < a.size(); ++i)
+      diff += std::pow(a[i] - b[i], 2), norm += std::pow(a[i], 2);
     CHECK(std::sqrt(diff) <= 1e-5 * std::sqrt(norm));
   }
 }
@@ -146,14 +152,17 @@ TEST_CASE("MoE losses of padded rows are those of the real tokens alone", "[fine
   std::vector<float> real(14, 0.0f);
   std::fill(real.begin(), real.begin() + 8, 1.0f);
   const nn::ModelOutput a = model.forward(alone);
-  const nn::ModelOutput p = model.forward(Tensor::from_vector(padded_ids, {1, 14}), Tensor::from_vector(real, {1, 14}));
+  const nn::ModelOutput p =
+      model.forward(Tensor::from_vector(padded_ids, {1, 14}), Tensor::from_vector(real, {1, 14}));
   const nn::ModelOutput unmasked = model.forward(Tensor::from_vector(padded_ids, {1, 14}));
   REQUIRE(a.moe_aux.size() == 2);
   for (size_t layer = 0; layer < 2; ++layer) {
     INFO("layer " << layer);
     CHECK(p.moe_aux[layer].aux.item() == Approx(a.moe_aux[layer].aux.item()).epsilon(1e-5));
-    CHECK(p.moe_aux[layer].router_z.item() == Approx(a.moe_aux[layer].router_z.item()).epsilon(1e-5));
-    CHECK(unmasked.moe_aux[layer].router_z.item() != Approx(a.moe_aux[layer].router_z.item()).epsilon(1e-5));
+    CHECK(p.moe_aux[layer].router_z.item() ==
+          Approx(a.moe_aux[layer].router_z.item()).epsilon(1e-5));
+    CHECK(unmasked.moe_aux[layer].router_z.item() !=
+          Approx(a.moe_aux[layer].router_z.item()).epsilon(1e-5));
   }
   // A mask of no real token: both terms 0.
   const nn::ModelOutput none = model.forward(alone, Tensor::zeros({1, 8}, DType::Float32));
@@ -182,7 +191,8 @@ TEST_CASE("a MoE base fine-tunes the same with accumulation", "[finetune]") {
   CHECK(r22[0].at("aux").get<double>() == Approx(r4[0].at("aux").get<double>()).epsilon(0.2));
 }
 
-TEST_CASE("held-out conversations are validated, and a fine-tuning run resumes bit for bit", "[finetune]") {
+TEST_CASE("held-out conversations are validated, and a fine-tuning run resumes bit for bit",
+          "[finetune]") {
   TempDir dir("finetune");
   TrainOptions full = chat_options(dir, "full");
   full.val_fraction = 0.25;
@@ -222,20 +232,23 @@ TEST_CASE("held-out conversations are validated, and a fine-tuning run resumes b
   CHECK_THROWS_WITH(run_train(as_train), Catch::Contains("ember finetune --resume"));
 }
 
-TEST_CASE("ember finetune's option table: its own fields and train's that apply", "[finetune][options]") {
+TEST_CASE("ember finetune's option table: its own fields and train's that apply",
+          "[finetune][options]") {
   TrainOptions o;
   o.finetune = true;
   std::set<std::string> flags;
   for (const OptionFlag& f : option_flags(o)) CHECK(flags.insert(f.flag).second);
-  for (const char* f : {"--base", "--data", "--out", "--full", "--lora-r", "--lora-alpha", "--lora-dropout",
-                        "--lora-targets", "--quantize", "--add-chat-tokens", "--val-fraction", "--steps",
-                        "--batch-size", "--seq-len", "--grad-accum", "--lr", "--min-lr", "--warmup",
-                        "--weight-decay", "--clip", "--seed", "--sequential", "--save-every", "--keep",
-                        "--eval-every", "--dtype", "--resume"}) {
+  for (const char* f :
+       {"--base",         "--data",         "--out",          "--full",         "--lora-r",
+        "--lora-alpha",   "--lora-dropout", "--lora-targets", "--quantize",     "--add-chat-tokens",
+        "--val-fraction", "--steps",        "--batch-size",   "--seq-len",      "--grad-accum",
+        "--lr",           "--min-lr",       "--warmup",       "--weight-decay", "--clip",
+        "--seed",         "--sequential",   "--save-every",   "--keep",         "--eval-every",
+        "--dtype",        "--resume"}) {
     CHECK(flags.count(f) == 1);
   }
-  for (const char* f : {"--config", "--preset", "--init-from", "--tokenizer", "--val-data", "--vocab-size",
-                        "--eval-batches", "--sample-tokens"}) {
+  for (const char* f : {"--config", "--preset", "--init-from", "--tokenizer", "--val-data",
+                        "--vocab-size", "--eval-batches", "--sample-tokens"}) {
     CHECK(flags.count(f) == 0);
   }
   // The mode is the run's: a resumed run refuses another.
@@ -247,5 +260,6 @@ TEST_CASE("ember finetune's option table: its own fields and train's that apply"
   r.finetune = true;
   r.lora_r = 4;
   r.given = {"lora_r"};
-  CHECK_THROWS_WITH(restore_options(saved, r), Catch::Contains("--lora-r 4 differs from the run's 8"));
+  CHECK_THROWS_WITH(restore_options(saved, r),
+                    Catch::Contains("--lora-r 4 differs from the run's 8"));
 }

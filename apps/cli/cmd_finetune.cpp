@@ -13,8 +13,9 @@ CommandRunner add_finetune_command(CLI::App& app, dist::Communicator& comm) {
   auto o = std::make_shared<TrainOptions>();
   o->finetune = true;
   o->out = "runs/finetune";
-  CLI::App* sub = app.add_subcommand("finetune", "Fine-tune a checkpoint on chat data (JSONL messages): LoRA "
-                                                 "adapters, QLoRA (--quantize nf4) or every weight (--full)");
+  CLI::App* sub = app.add_subcommand("finetune",
+                                     "Fine-tune a checkpoint on chat data (JSONL messages): LoRA "
+                                     "adapters, QLoRA (--quantize nf4) or every weight (--full)");
   add_train_options(*sub, *o);
   return [o, sub, &comm]() {
     mark_given_options(*sub, *o);

@@ -54,7 +54,8 @@ void chat_forward_backward(TrainRun& run, StepResult& s) {
   for (int64_t u = 0; u < A; ++u) {
     if (reducer) reducer->set_sync(u == A - 1);
     const data::ChatBatch& b = batches[static_cast<size_t>(u)];
-    const Tensor x = b.tokens.narrow(1, 0, T).contiguous(), y = b.tokens.narrow(1, 1, T).contiguous();
+    const Tensor x = b.tokens.narrow(1, 0, T).contiguous(),
+                 y = b.tokens.narrow(1, 1, T).contiguous();
     nn::LossTerms l;
     {
       EMBER_PROFILE_PHASE(kForwardPhase);

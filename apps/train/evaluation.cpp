@@ -29,7 +29,8 @@ namespace {
 // Eval mode (no dropout) for the scope, the model's mode restored after; no gradients when asked.
 class EvalMode {
  public:
-  EvalMode(nn::Transformer& model, bool no_grad) : model_(model), was_training_(model.is_training()) {
+  EvalMode(nn::Transformer& model, bool no_grad)
+      : model_(model), was_training_(model.is_training()) {
     model.eval();
     if (no_grad) no_grad_ = std::make_unique<NoGradGuard>();
   }
@@ -44,7 +45,8 @@ class EvalMode {
 };
 
 double bits_per_byte(double loss, int64_t tokens, int64_t bytes) {
-  return loss * static_cast<double>(tokens) / (std::log(2.0) * static_cast<double>(std::max<int64_t>(bytes, 1)));
+  return loss * static_cast<double>(tokens) /
+         (std::log(2.0) * static_cast<double>(std::max<int64_t>(bytes, 1)));
 }
 
 }  // namespace
@@ -89,7 +91,8 @@ EvalResult evaluate_chat(nn::Transformer& model, std::shared_ptr<const data::Cha
                          int64_t rows_per_batch, const std::vector<int64_t>& token_bytes) {
   const EvalMode mode(model, true);
   const int64_t n = static_cast<int64_t>(rows->rows.size()), T = rows->seq_len;
-  const data::ChatLoader loader(rows, data::BatchLoaderOptions{rows_per_batch, T, 1, 1, 0, true, 0});
+  const data::ChatLoader loader(rows,
+                                data::BatchLoaderOptions{rows_per_batch, T, 1, 1, 0, true, 0});
   EvalResult r;
   r.per_byte = !token_bytes.empty();
   double ce = 0, z = 0;
@@ -99,7 +102,8 @@ EvalResult evaluate_chat(nn::Transformer& model, std::shared_ptr<const data::Cha
     const int64_t wrapped = std::max<int64_t>(0, first + rows_per_batch - n);
     if (wrapped > 0) b.trained.narrow(0, rows_per_batch - wrapped, wrapped).fill_(0.0);
     const Tensor y = b.tokens.narrow(1, 1, T).contiguous();
-    const nn::LossTerms l = model.loss(model.forward(b.tokens.narrow(1, 0, T).contiguous()), y, b.trained, 1.0, 0.0);
+    const nn::LossTerms l =
+        model.loss(model.forward(b.tokens.narrow(1, 0, T).contiguous()), y, b.trained, 1.0, 0.0);
     ce += l.ce;
     z += l.z;
     const std::vector<int64_t> targets = y.to_vector<int64_t>();

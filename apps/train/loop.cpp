@@ -161,7 +161,8 @@ void log_base_validation(TrainRun& run, MetricsLog& metrics) {
   });
   metrics.append(record.dump());
   if (!run.root) return;
-  std::printf("step 0: val loss %.4f (%.3f bits/byte) before fine-tuning\n", before.loss, before.bits_per_byte);
+  std::printf("step 0: val loss %.4f (%.3f bits/byte) before fine-tuning\n", before.loss,
+              before.bits_per_byte);
   std::fflush(stdout);
 }
 
@@ -195,7 +196,8 @@ void log_step(TrainRun& run, RunTally& tally, MetricsLog& metrics, TrainProgress
             {"mfu", mfu},
             {"eta_s", eta}};
   if (s.trained_tokens >= 0) m["trained_tokens"] = s.trained_tokens;
-  const bool eval_now = has_validation(run) && (every(o.eval_every, run.step) || run.step == o.steps);
+  const bool eval_now =
+      has_validation(run) && (every(o.eval_every, run.step) || run.step == o.steps);
   if (eval_now) evaluate_step(run, tally, m);
   if (run.world > 1 && o.check_every > 0 &&
       (run.step % o.check_every == 0 || run.step == o.steps)) {
@@ -258,7 +260,8 @@ int stop_on_signal(TrainRun& run, const RunTally& tally, TrainProgress& progress
 EvalResult evaluate_run(TrainRun& run) {
   AutocastGuard eval_mixed(run.autocast);
   if (run.chat_val_rows) {
-    return evaluate_chat(*run.model, run.chat_val_rows, run.world * run.o.batch_size, run.token_bytes);
+    return evaluate_chat(*run.model, run.chat_val_rows, run.world * run.o.batch_size,
+                         run.token_bytes);
   }
   return evaluate(*run.model, *run.val_loader, run.eval_batches, run.token_bytes);
 }

@@ -1,7 +1,7 @@
 // The field tables of `ember train`'s and `ember finetune`'s options (see options.h;
-// finetune's holds its own fields and train's that apply) and the functions that walk them: the flags the CLI registers (apps/cli/train_options.cpp),
-// validation, checkpoint JSON, restore on --resume with its notes and
-// refusals, and the values the ranks compare.
+// finetune's holds its own fields and train's that apply) and the functions that walk them: the
+// flags the CLI registers (apps/cli/train_options.cpp), validation, checkpoint JSON, restore on
+// --resume with its notes and refusals, and the values the ranks compare.
 #include "apps/train/options.h"
 
 #include <algorithm>
@@ -126,32 +126,48 @@ const std::vector<Field>& fields() {
 const std::vector<Field>& finetune_fields() {
   static const std::vector<Field> table = [] {
     std::vector<Field> t = {
-        {"--base", &O::base, "checkpoint to fine-tune (its config and tokenizer; a LoRA run's checkpoints name it)",
+        {"--base", &O::base,
+         "checkpoint to fine-tune (its config and tokenizer; a LoRA run's checkpoints name it)",
          OnResume::NotSaved, kAny, true},
-        {"--data", &O::data, "chat JSONL: one {\"messages\": [{\"role\", \"content\"}, ...]} or {\"text\"} per line",
+        {"--data", &O::data,
+         "chat JSONL: one {\"messages\": [{\"role\", \"content\"}, ...]} or {\"text\"} per line",
          OnResume::DataChange, kAny, true},
-        {"--full", &O::full, "train every parameter (no adapters); checkpoints are plain ones", OnResume::Fixed, kAny},
-        {"--lora-r", &O::lora_r, "LoRA rank", OnResume::Fixed, kPositive},
-        {"--lora-alpha", &O::lora_alpha, "LoRA alpha (the adapters' scale is alpha / r)", OnResume::Fixed, kPositive},
-        {"--lora-dropout", &O::lora_dropout, "dropout on the adapters' input", OnResume::Fixed, kUnitOpen},
-        {"--lora-targets", &O::lora_targets, "projections that get adapters: q, k, v, o, gate, up, down, head",
+        {"--full", &O::full, "train every parameter (no adapters); checkpoints are plain ones",
          OnResume::Fixed, kAny},
-        {"--quantize", &O::quantize, "frozen base weights of the blocks: none, or NF4 (QLoRA): nf4, nf4-dq",
-         OnResume::Fixed, one_of({"none", "nf4", "nf4-dq"})},
+        {"--lora-r", &O::lora_r, "LoRA rank", OnResume::Fixed, kPositive},
+        {"--lora-alpha", &O::lora_alpha, "LoRA alpha (the adapters' scale is alpha / r)",
+         OnResume::Fixed, kPositive},
+        {"--lora-dropout", &O::lora_dropout, "dropout on the adapters' input", OnResume::Fixed,
+         kUnitOpen},
+        {"--lora-targets", &O::lora_targets,
+         "projections that get adapters: q, k, v, o, gate, up, down, head", OnResume::Fixed, kAny},
+        {"--quantize", &O::quantize,
+         "frozen base weights of the blocks: none, or NF4 (QLoRA): nf4, nf4-dq", OnResume::Fixed,
+         one_of({"none", "nf4", "nf4-dq"})},
         {"--add-chat-tokens", &O::add_chat_tokens,
-         "the base tokenizer lacks <|im_start|> / <|im_end|>: append them (new embedding rows, trained)",
+         "the base tokenizer lacks <|im_start|> / <|im_end|>: append them (new embedding "
+         "rows, trained)",
          OnResume::Fixed, kAny},
         {"--val-fraction", &O::val_fraction,
-         "share of the conversations held out for validation (seeded; 0: none)", OnResume::DataChange, kUnitOpen},
+         "share of the conversations held out for validation (seeded; 0: none)",
+         OnResume::DataChange, kUnitOpen},
+        {"--seq-len", &O::seq_len,
+         "tokens per row: a conversation is cut to its first seq-len + 1 ids (default: at most "
+         "the base's max_seq_len)",
+         OnResume::Refused, kPositive},
     };
-    for (const char* flag : {"--resume", "--allow-data-change", "--out", "--steps", "--batch-size", "--seq-len",
-                             "--grad-accum", "--lr", "--min-lr", "--warmup", "--schedule", "--weight-decay",
-                             "--beta1", "--beta2", "--clip", "--seed", "--sequential", "--save-every", "--keep",
-                             "--keep-every", "--log-every", "--eval-every", "--dtype", "--profile", "--zero",
-                             "--bucket-mb", "--check-every"}) {
+    // clang-format off
+    for (const char* flag : {"--resume", "--allow-data-change", "--out", "--steps", "--batch-size",
+                             "--grad-accum", "--lr", "--min-lr", "--warmup", "--schedule",
+                             "--weight-decay", "--beta1", "--beta2", "--clip", "--seed",
+                             "--sequential", "--save-every", "--keep", "--keep-every", "--log-every",
+                             "--eval-every", "--dtype", "--profile", "--zero", "--bucket-mb",
+                             "--check-every"}) {
+      // clang-format on
       const auto& train = fields();
-      const auto it = std::find_if(train.begin(), train.end(),
-                                   [&](const Field& f) { return std::string_view(f.flag) == flag; });
+      const auto it = std::find_if(train.begin(), train.end(), [&](const Field& f) {
+        return std::string_view(f.flag) == flag;
+      });
       t.push_back(*it);
     }
     return t;
@@ -233,11 +249,13 @@ void check_field(const Field& f, const TrainOptions& o) {
 
 // ember finetune's rules across fields: where the run starts, and LoRA options only for LoRA.
 void validate_finetune_options(const TrainOptions& o) {
-  EMBER_CHECK(!o.base.empty() || !o.resume.empty(),
-              "--base is required: the checkpoint to fine-tune (or --resume DIR to continue a run)");
+  EMBER_CHECK(
+      !o.base.empty() || !o.resume.empty(),
+      "--base is required: the checkpoint to fine-tune (or --resume DIR to continue a run)");
   EMBER_CHECK(o.base.empty() || o.resume.empty(),
               "--base and --resume exclude each other: a resumed run keeps its own base");
-  EMBER_CHECK(!o.resume.empty() || !o.data.empty(), "--data is required: the chat JSONL to fine-tune on");
+  EMBER_CHECK(!o.resume.empty() || !o.data.empty(),
+              "--data is required: the chat JSONL to fine-tune on");
   EMBER_CHECK(o.full, "LoRA fine-tuning is not built yet: give --full");  // phase 2 of issue 16
   EMBER_CHECK(!o.add_chat_tokens, "--add-chat-tokens is not built yet");  // phase 2 of issue 16
   EMBER_CHECK(o.quantize == "none", "--quantize ", o.quantize,
@@ -245,7 +263,8 @@ void validate_finetune_options(const TrainOptions& o) {
   for (const char* lora : {"lora_r", "lora_alpha", "lora_dropout", "lora_targets"}) {
     std::string flag = std::string("--") + lora;
     std::replace(flag.begin(), flag.end(), '_', '-');
-    EMBER_CHECK(!o.given.count(lora), flag, " sets LoRA adapters; --full trains every parameter without them");
+    EMBER_CHECK(!o.given.count(lora), flag,
+                " sets LoRA adapters; --full trains every parameter without them");
   }
 }
 
@@ -303,8 +322,9 @@ std::vector<std::string> restore_options(const json& saved, TrainOptions& o) {
                                        "(resume without it, or start a new run with --init-from)"));
           }
           if (f.resume == OnResume::Fixed) {
-            throw Error(detail::concat("--resume: ", f.flag, " ", value_text(f, o), " differs from the run's ",
-                                       json_text(was), "; it defines the model being trained (start a new run "
+            throw Error(detail::concat("--resume: ", f.flag, " ", value_text(f, o),
+                                       " differs from the run's ", json_text(was),
+                                       "; it defines the model being trained (start a new run "
                                        "with --base)"));
           }
           if (f.resume == OnResume::DataChange && !o.allow_data_change) {

@@ -1,5 +1,5 @@
-// The options of `ember train` (and of `ember finetune`, which shares most of them) as ONE table of fields (flag, member, help,
-// allowed values, what --resume does with it): the command line, the
+// The options of `ember train` (and of `ember finetune`, which shares most of them) as ONE table of
+// fields (flag, member, help, allowed values, what --resume does with it): the command line, the
 // checkpoint's saved options, the restore on --resume, the validation at start
 // and the ranks' agreement under mpirun all read this table, so an option can
 // no longer be missing from one of them.
@@ -51,7 +51,8 @@ struct TrainOptions {
   // --resume: accept training data that differ from the run's (another --data, or changed files).
   bool allow_data_change = false;
   // ember finetune: the checkpoint fine-tuned and how (--full: every parameter, else LoRA adapters
-  // on lora_targets over a base stored as quantize says); add_chat_tokens appends the ChatML tokens.
+  // on lora_targets over a base stored as quantize says); add_chat_tokens appends the ChatML
+  // tokens.
   std::string base;
   bool full = false, add_chat_tokens = false;
   int64_t lora_r = 8;

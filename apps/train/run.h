@@ -64,8 +64,10 @@ struct TrainRun {
   // Bytes per token for bits per byte (none without a tokenizer: then it is bits per token).
   std::vector<int64_t> token_bytes;
   // ember finetune's chat data (setup_chat.cpp) instead of train_set and the loaders: the
-  // training conversations' rows, their loader, and the held-out rows (none: no validation).
+  // training conversations' rows, their loader, and the held-out rows (none: no validation)
+  // out of held_out conversations.
   std::shared_ptr<const data::ChatRows> chat_rows, chat_val_rows;
+  int64_t held_out = 0;
   std::unique_ptr<data::ChatLoader> chat_loader;
 
   // Model, optimizer and where training stands (setup_model.cpp).
@@ -83,7 +85,7 @@ struct StepResult {
   double lr = 0;
   double ce = 0, z = 0, aux = 0;    // the loss terms, mean over micro-batches (and ranks)
   double norm = 0, grad_scale = 1;  // gradient norm before clipping; the clip's factor
-  int64_t trained_tokens = -1;      // chat: the step's trained tokens over all micro-batches and ranks
+  int64_t trained_tokens = -1;  // chat: the step's trained tokens over all micro-batches and ranks
 };
 
 // What the loop gathers for the summary.

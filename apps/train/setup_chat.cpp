@@ -1,7 +1,8 @@
 // `ember finetune`'s data (SPEC.md section 9): the base checkpoint's tokenizer, the chat JSONL
 // read and split into training and held-out conversations (a seeded choice of
-// floor(n x --val-fraction) lines, the same for every world size), each rendered to one row of
-// at most T+1 ids, and the loader of this rank's rows. Every rank reads the file itself.
+// floor(n x --val-fraction) lines, the same for every world size; no validation when they hold
+// no trained token within T+1 ids), each rendered to one row of at most T+1 ids, and the loader
+// of this rank's rows. Every rank reads the file itself.
 #include <algorithm>
 #include <cstdio>
 
@@ -18,21 +19,24 @@ std::vector<bool> held_out_lines(int64_t n, double fraction, uint64_t seed) {
   std::vector<bool> held(static_cast<size_t>(n), false);
   const auto count = static_cast<int64_t>(static_cast<double>(n) * fraction);
   const std::vector<int64_t> perm = data::epoch_permutation(n, seed, -1);
-  for (int64_t i = 0; i < count; ++i) held[static_cast<size_t>(perm[static_cast<size_t>(i)])] = true;
+  for (int64_t i = 0; i < count; ++i)
+    held[static_cast<size_t>(perm[static_cast<size_t>(i)])] = true;
   return held;
 }
 
 int64_t trained_targets(const data::ChatRows& rows) {
   int64_t n = 0;
   for (const data::ChatTokens& r : rows.rows) {
-    for (size_t t = 1; t < r.trained.size(); ++t) n += r.trained[t] != 0;  // the targets are ids 1..
+    for (size_t t = 1; t < r.trained.size(); ++t)
+      n += r.trained[t] != 0;  // the targets are ids 1..
   }
   return n;
 }
 
 // Conversations need <|im_start|> and <|im_end|>: an Error naming the base and the way out.
 void require_chat_tokens(const TrainRun& run, const std::vector<data::ChatLine>& lines) {
-  if (std::all_of(lines.begin(), lines.end(), [](const data::ChatLine& l) { return l.is_text; })) return;
+  if (std::all_of(lines.begin(), lines.end(), [](const data::ChatLine& l) { return l.is_text; }))
+    return;
   try {
     data::chat_specials(*run.tokenizer);
   } catch (const Error& e) {
@@ -45,13 +49,14 @@ void require_chat_tokens(const TrainRun& run, const std::vector<data::ChatLine>&
 void choose_chat_tokenizer(TrainRun& run) {
   agreed(run.comm, [&] {
     run.autocast = parse_autocast_dtype(run.o.dtype);
-    EMBER_CHECK(!run.start.tokenizer_json.empty(), run.start_path,
-                ": has no tokenizer (/tokenizer); chat data is text, so fine-tuning needs the tokenizer "
-                "the model was trained with");
+    EMBER_CHECK(
+        !run.start.tokenizer_json.empty(), run.start_path,
+        ": has no tokenizer (/tokenizer); chat data is text, so fine-tuning needs the tokenizer "
+        "the model was trained with");
     run.tokenizer = data::Tokenizer::from_json(run.start.tokenizer_json);
-    EMBER_CHECK(static_cast<int64_t>(run.tokenizer->vocab_size()) <= run.cfg.vocab_size, run.start_path,
-                ": its tokenizer has ", run.tokenizer->vocab_size(), " tokens, more than the model's vocab_size ",
-                run.cfg.vocab_size);
+    EMBER_CHECK(static_cast<int64_t>(run.tokenizer->vocab_size()) <= run.cfg.vocab_size,
+                run.start_path, ": its tokenizer has ", run.tokenizer->vocab_size(),
+                " tokens, more than the model's vocab_size ", run.cfg.vocab_size);
   });
 }
 
@@ -62,17 +67,18 @@ void open_chat_data(TrainRun& run) {
     const int64_t n = static_cast<int64_t>(lines.size());
     const std::vector<bool> held = held_out_lines(n, o.val_fraction, o.seed);
     std::vector<data::ChatLine> train, val;
-    for (int64_t i = 0; i < n; ++i) (held[static_cast<size_t>(i)] ? val : train).push_back(lines[static_cast<size_t>(i)]);
-    EMBER_CHECK(!train.empty(), "--val-fraction ", o.val_fraction, " holds out all ", n,
-                " conversations of ", o.data, "; none is left to train on");
+    for (int64_t i = 0; i < n; ++i)
+      (held[static_cast<size_t>(i)] ? val : train).push_back(lines[static_cast<size_t>(i)]);
+    run.held_out = static_cast<int64_t>(val.size());
     require_chat_tokens(run, lines);
-    run.chat_rows = std::make_shared<data::ChatRows>(data::make_chat_rows(*run.tokenizer, train, o.seq_len));
+    run.chat_rows =
+        std::make_shared<data::ChatRows>(data::make_chat_rows(*run.tokenizer, train, o.seq_len));
     if (!val.empty()) {
-      run.chat_val_rows = std::make_shared<data::ChatRows>(data::make_chat_rows(*run.tokenizer, val, o.seq_len));
+      run.chat_val_rows =
+          std::make_shared<data::ChatRows>(data::make_chat_rows(*run.tokenizer, val, o.seq_len));
     }
-    EMBER_CHECK(!run.chat_val_rows || trained_targets(*run.chat_val_rows) > 0, "--val-fraction: the ",
-                val.size(), " held-out conversations of ", o.data, " have no trained token within --seq-len ",
-                o.seq_len);
+    if (run.chat_val_rows && trained_targets(*run.chat_val_rows) == 0)
+      run.chat_val_rows.reset();  // nothing to score
     run.chat_loader = std::make_unique<data::ChatLoader>(
         run.chat_rows, data::BatchLoaderOptions{o.batch_size, o.seq_len, o.grad_accum, run.world,
                                                 run.comm.rank(), o.sequential, o.seed});

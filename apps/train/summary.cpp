@@ -23,8 +23,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The data line: token count and validation windows, or conversations (with those cut to T+1
-// ids, reported once here) and held-out ones.
+// The data line: token count and validation windows, or conversations, the held-out ones and
+// those cut to T+1 ids (reported once, here).
 void print_data_line(const TrainRun& run) {
   if (!run.chat_rows) {
     std::printf(
@@ -34,17 +34,19 @@ void print_data_line(const TrainRun& run) {
             : ", no validation");
     return;
   }
-  const int64_t truncated = run.chat_rows->truncated + (run.chat_val_rows ? run.chat_val_rows->truncated : 0);
-  std::printf("data: %zu conversations", run.chat_rows->rows.size());
+  const int64_t truncated =
+      run.chat_rows->truncated + (run.chat_val_rows ? run.chat_val_rows->truncated : 0);
+  std::printf("data: %lld conversations, %lld held out for validation",
+              static_cast<long long>(run.chat_rows->rows.size() + run.held_out),
+              static_cast<long long>(run.held_out));
+  if (run.held_out > 0 && !run.chat_val_rows)
+    std::printf(" (no trained token in their first %lld: no validation)",
+                static_cast<long long>(run.o.seq_len + 1));
   if (truncated > 0) {
-    std::printf(" (%lld longer than --seq-len + 1 = %lld tokens: cut)", static_cast<long long>(truncated),
+    std::printf("; %lld cut to --seq-len + 1 = %lld tokens", static_cast<long long>(truncated),
                 static_cast<long long>(run.o.seq_len + 1));
   }
-  if (run.chat_val_rows) {
-    std::printf(", validation %zu held out\n", run.chat_val_rows->rows.size());
-  } else {
-    std::printf(", no validation\n");
-  }
+  std::printf("\n");
 }
 
 }  // namespace
@@ -54,13 +56,15 @@ void print_run_start(const TrainRun& run) {
   if (!run.root) return;
   const char* command = o.finetune ? "finetune" : "train";
   if (run.world > 1) {
-    std::printf("ember %s: %lld ranks x %d threads, %s\n", command, static_cast<long long>(run.world),
-                omp_get_max_threads(), o.zero ? "ZeRO-1" : "all-reduce");
+    std::printf("ember %s: %lld ranks x %d threads, %s\n", command,
+                static_cast<long long>(run.world), omp_get_max_threads(),
+                o.zero ? "ZeRO-1" : "all-reduce");
   }
   std::printf(
       "ember %s: %s parameters, %lld tokens/step (%sB %lld x T %lld x accum %lld), %lld steps, "
       "out %s\n",
-      command, std::to_string(run.stats.total_params).c_str(), static_cast<long long>(run.tokens_per_step),
+      command, std::to_string(run.stats.total_params).c_str(),
+      static_cast<long long>(run.tokens_per_step),
       run.world > 1 ? ("W " + std::to_string(run.world) + " x ").c_str() : "",
       static_cast<long long>(o.batch_size), static_cast<long long>(o.seq_len),
       static_cast<long long>(o.grad_accum), static_cast<long long>(o.steps), o.out.c_str());
@@ -153,7 +157,8 @@ void print_summary(TrainRun& run, const RunTally& tally) {
   if (o.finetune) {
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
-    std::printf("peak RSS %.1f MiB%s\n", static_cast<double>(usage.ru_maxrss) / 1024.0,  // Linux: KiB
+    std::printf("peak RSS %.1f MiB%s\n",
+                static_cast<double>(usage.ru_maxrss) / 1024.0,  // Linux: KiB
                 run.world > 1 ? " (rank 0)" : "");
   }
   report_profile(run, tally);

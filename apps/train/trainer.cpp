@@ -49,7 +49,7 @@ int run_finetune(TrainOptions o, dist::Communicator& comm) {
   fingerprint_data(run);          // compared with the resumed run's
   check_ranks_agree_on_run(run);  // under mpirun: options, model config, data
   choose_chat_tokenizer(run);     // the base's
-  open_chat_data(run);            // read, held out, rendered: a bad line stops the run before --out is touched
+  open_chat_data(run);            // read, held out, rendered: a bad line writes nothing in --out
   claim_out_folder(run);          // memory, lock, no other run's checkpoints
   return build_and_train(run);
 }
