@@ -8,6 +8,7 @@
 
 #include "autograd/ops.h"
 #include "core/profiler.h"
+#include "nn/lora.h"
 
 namespace ember::nn {
 
@@ -28,6 +29,69 @@ MoE::MoE(int64_t d_model, const MoEConfig& moe, const std::string& act, bool bia
           std::make_shared<FFN>(d_model, moe.expert_hidden, act, bias, init_gen, down_std, dtype)));
     }
   }
+}
+
+namespace {
+
+// The Linear computing proj, when it is one or a LoRALinear over one; else null (NF4).
+const Linear* linear_base(const UnaryModule& proj) {
+  if (const auto* l = dynamic_cast<const Linear*>(&proj)) return l;
+  if (const auto* lora = dynamic_cast<const LoRALinear*>(&proj)) return lora->base().get();
+  return nullptr;
+}
+
+// grouped_linear over the given Linears (weights and biases) for the row groups of sizes.
+Variable grouped(const std::vector<const Linear*>& linears, const Variable& in,
+                 const std::vector<int64_t>& sizes) {
+  std::vector<Variable> w, b;
+  for (const Linear* l : linears) {
+    w.push_back(l->weight());
+    if (l->bias().defined()) b.push_back(l->bias());
+  }
+  return grouped_linear(in, w, b, sizes);
+}
+
+// Each module over its own rows of in (a group of 0 rows skipped), joined in order.
+Variable per_expert(const std::vector<const UnaryModule*>& mods, const Variable& in,
+                    const std::vector<int64_t>& sizes) {
+  std::vector<Variable> pieces;
+  int64_t r0 = 0;
+  for (size_t e = 0; e < mods.size(); ++e) {
+    if (sizes[e] > 0) pieces.push_back(mods[e]->forward(narrow(in, 0, r0, sizes[e])));
+    r0 += sizes[e];
+  }
+  return pieces.size() == 1 ? pieces[0] : cat(pieces, 0);
+}
+
+}  // namespace
+
+// One projection of every expert over its rows of in. Plain Linears: one grouped_linear
+// (the pretraining path). LoRALinears: the frozen bases (grouped when they are Linears, else
+// NF4 pieces per expert) plus (alpha / r) grouped(grouped(dropout(in), A_e), B_e). Anything
+// else (NF4 without adapters, a mixture): each expert's module over its rows.
+Variable MoE::experts_project(const UnaryModule& (*pick)(const FFN&), const Variable& in) const {
+  std::vector<const UnaryModule*> mods;
+  std::vector<const LoRALinear*> loras;
+  std::vector<const Linear*> linears, bases;
+  for (const auto& ex : experts_) {
+    const UnaryModule& m = pick(*ex);
+    mods.push_back(&m);
+    if (const auto* l = dynamic_cast<const Linear*>(&m)) linears.push_back(l);
+    if (const auto* lora = dynamic_cast<const LoRALinear*>(&m)) loras.push_back(lora);
+    if (const Linear* b = linear_base(m)) bases.push_back(b);
+  }
+  if (linears.size() == mods.size()) return grouped(linears, in, counts_);
+  if (loras.size() != mods.size()) return per_expert(mods, in, counts_);
+  std::vector<const UnaryModule*> base_mods;
+  std::vector<Variable> a, b;
+  for (const LoRALinear* l : loras) {
+    base_mods.push_back(&l->base_module());
+    a.push_back(l->lora_A());
+    b.push_back(l->lora_B());
+  }
+  const Variable base = bases.size() == mods.size() ? grouped(bases, in, counts_) : per_expert(base_mods, in, counts_);
+  const Variable low = grouped_linear(loras[0]->dropout_input(in), a, {}, counts_);  // [R, r]
+  return base + grouped_linear(low, b, {}, counts_) * loras[0]->scale();
 }
 
 // r = x Wr^T, p = softmax(r); the top-K p of each token (ties: lower index)
@@ -101,20 +165,13 @@ Variable MoE::forward(const Variable& x, MoEAux& aux, const Tensor& real) const 
     xs = index_select(xf, 0, row_idx);  // [N K, C], grouped by expert
   }
   const FFN& first = *experts_[0];
-  auto grouped = [&](auto proj, const Variable& in) {
-    std::vector<Variable> w, b;
-    for (const auto& ex : experts_) {
-      const Linear& l = proj(*ex);
-      w.push_back(l.weight());
-      if (l.bias().defined()) b.push_back(l.bias());
-    }
-    return grouped_linear(in, w, b, counts_);
-  };
-  const Variable gate = first.gated() ? grouped([](const FFN& f) -> const Linear& { return *f.gate_proj(); }, xs)
-                                      : Variable();
-  const Variable up = grouped([](const FFN& f) -> const Linear& { return f.up_proj(); }, xs);
-  const Variable out = grouped([](const FFN& f) -> const Linear& { return f.down_proj(); },
-                               first.activate(gate, up));  // [N K, C]
+  using Pick = const UnaryModule& (*)(const FFN&);
+  const Pick gate_of = [](const FFN& f) -> const UnaryModule& { return *f.gate_proj(); };
+  const Pick up_of = [](const FFN& f) -> const UnaryModule& { return f.up_proj(); };
+  const Pick down_of = [](const FFN& f) -> const UnaryModule& { return f.down_proj(); };
+  const Variable gate = first.gated() ? experts_project(gate_of, xs) : Variable();
+  const Variable up = experts_project(up_of, xs);
+  const Variable out = experts_project(down_of, first.activate(gate, up));  // [N K, C]
   Variable y;
   {
     EMBER_PROFILE_CLAIM(kMoeDispatchFamily);

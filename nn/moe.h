@@ -35,6 +35,7 @@ class MoE : public Module {
   const std::vector<int64_t>& expert_counts() const { return counts_; }
 
  private:
+  Variable experts_project(const UnaryModule& (*pick)(const FFN&), const Variable& in) const;
   MoEConfig cfg_;
   std::shared_ptr<Linear> router_;
   std::vector<std::shared_ptr<FFN>> experts_, shared_;

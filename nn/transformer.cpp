@@ -110,8 +110,21 @@ Transformer::Transformer(const ModelConfig& cfg, uint64_t seed, DType dtype)
   }
   final_norm_ = model->add("norm", make_norm(cfg.norm, cfg.d_model, cfg.norm_eps, dtype));
   if (!cfg.tie_embeddings) {
-    lm_head_ = register_module("lm_head", std::make_shared<Linear>(cfg.d_model, cfg.vocab_size, false, init_gen, 0.02, dtype));
+    lm_head_ = std::make_shared<Linear>(cfg.d_model, cfg.vocab_size, false, init_gen, 0.02, dtype);
+    register_replaceable("lm_head", lm_head_);
   }
+}
+
+void Transformer::set_tied_head_adapter(std::shared_ptr<UnaryModule> adapter) {
+  EMBER_CHECK(cfg_.tie_embeddings && !tied_head_adapter_ && adapter,
+              "Transformer: a tied head adapter needs tied embeddings and is added once");
+  tied_head_adapter_ = register_module("lm_head", std::move(adapter));
+}
+
+void Transformer::set_vocab_size(int64_t vocab_size) {
+  EMBER_CHECK(vocab_size == embed_tokens_->num_embeddings(), "Transformer: vocab_size ", vocab_size,
+              " does not match the embedding's ", embed_tokens_->num_embeddings(), " rows");
+  cfg_.vocab_size = vocab_size;
 }
 
 Variable Transformer::add_positions(const Variable& x, int64_t pos0, int64_t T) const {
@@ -126,8 +139,8 @@ Variable Transformer::add_positions(const Variable& x, int64_t pos0, int64_t T) 
 
 Variable Transformer::head(const Variable& x) const {
   const Variable h = final_norm_->forward(x);
-  Variable logits =
-      lm_head_ ? lm_head_->forward(h) : matmul(h, embed_tokens_->weight(), false, true);
+  Variable logits = lm_head_ ? lm_head_->forward(h) : embed_tokens_->project(h);
+  if (tied_head_adapter_) logits = logits + tied_head_adapter_->forward(h);
   if (cfg_.final_softcap > 0) {
     logits = tanh(logits / cfg_.final_softcap) * cfg_.final_softcap;
   }

@@ -78,6 +78,21 @@ class Transformer : public Module {
   const std::vector<std::shared_ptr<TransformerBlock>>& blocks() const { return blocks_; }
   // The dropout stream (its offset is training state).
   Generator& dropout_generator() { return *dropout_gen_; }
+  const std::shared_ptr<Generator>& shared_dropout_generator() const { return dropout_gen_; }
+
+  // Fine-tuning (nn/adapters.h). The token embedding (rows can be added to it).
+  Embedding& embed_tokens() const { return *embed_tokens_; }
+  // With tied embeddings: adds `adapter` (registered as "lm_head") to the tied output layer,
+  // logits = h E^T + adapter(h); the embedding's forward is unchanged.
+  void set_tied_head_adapter(std::shared_ptr<UnaryModule> adapter);
+  const std::shared_ptr<UnaryModule>& tied_head_adapter() const { return tied_head_adapter_; }
+  // Records the fine-tune's adapters and quantization in config() (add_adapters does).
+  void set_finetune_config(const LoRAConfig& lora, const std::string& quantize) {
+    cfg_.lora = lora;
+    cfg_.quantize = quantize;
+  }
+  // Bumps cfg.vocab_size after rows were added to the embedding (and untied head).
+  void set_vocab_size(int64_t vocab_size);
 
  private:
   ModelConfig cfg_;
@@ -87,7 +102,8 @@ class Transformer : public Module {
   Tensor sinusoidal_;
   std::vector<std::shared_ptr<TransformerBlock>> blocks_;
   std::shared_ptr<UnaryModule> final_norm_;
-  std::shared_ptr<Linear> lm_head_;
+  std::shared_ptr<UnaryModule> lm_head_;            // a Linear, or its LoRALinear (replaceable)
+  std::shared_ptr<UnaryModule> tied_head_adapter_;  // tied embeddings with a head adapter
   // Position embeddings (learned or sinusoidal) of positions pos0 .. pos0 + T - 1 added to x.
   Variable add_positions(const Variable& x, int64_t pos0, int64_t T) const;
   // Final norm, lm_head (tied or not) and final soft-cap: x [B, T, C] -> [B, T, V].

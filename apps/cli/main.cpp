@@ -1,5 +1,5 @@
-// ember: train · finetune · eval · generate · tokenize · info · bench. The only place that turns
-// an ember::Error into one line on stderr and a non-zero exit. Under mpirun /
+// ember: train · finetune · eval · generate · chat · tokenize · info · bench. The only place
+// that turns an ember::Error into one line on stderr and a non-zero exit. Under mpirun /
 // srun the Communicator (made before anything else, outside the try block so
 // an uncaught error aborts the whole job rather than hanging it) starts MPI;
 // a failing rank ends every rank with its message (dist::Communicator::fail).
@@ -38,6 +38,7 @@ Runners add_commands(CLI::App& app, ember::dist::Communicator& comm) {
   add(ember::apps::add_eval_command);
   add(ember::apps::add_tokenize_command);
   add(ember::apps::add_generate_command);
+  add(ember::apps::add_chat_command);
   add(ember::apps::add_info_command);
   add(ember::apps::add_export_command);
   add(ember::apps::add_import_command);

@@ -105,7 +105,8 @@ const std::vector<Field>& fields() {
       {"--val-fraction", &O::val_fraction, "held-out tail of a text corpus used for validation",
        OnResume::DataChange, kUnitOpen},
       {"--vocab-size", &O::vocab_size,
-       "train a BPE tokenizer of this many tokens on the text --data (model vocab follows; 0: none)",
+       "train a BPE tokenizer of this many tokens on the text --data, <|endoftext|>, <|im_start|> and "
+       "<|im_end|> included (model vocab follows; 0: none)",
        OnResume::Refused, kNonNegative},
       {"--sample-tokens", &O::sample_tokens, "print a sample of N tokens at the end", OnResume::Free, kNonNegative},
       {"--sample-prompt", &O::sample_prompt, "prompt of the end-of-run sample", OnResume::Free, kAny},
@@ -283,9 +284,9 @@ void validate_options(const TrainOptions& o) {
   if (o.finetune) validate_finetune_options(o);
   EMBER_CHECK(o.min_lr <= o.lr, "--min-lr must be at most --lr (", number_text(o.lr), "); got ",
               number_text(o.min_lr));
-  EMBER_CHECK(o.vocab_size == 0 || o.vocab_size > 256,
-              "--vocab-size must be 0 (no tokenizer training) or more than 256 (the byte tokens); got ",
-              o.vocab_size);
+  EMBER_CHECK(o.vocab_size == 0 || o.vocab_size >= 259,
+              "--vocab-size must be 0 (no tokenizer training) or at least 259 (the 256 byte tokens, <|endoftext|>, "
+              "<|im_start|> and <|im_end|>); got ", o.vocab_size);
   EMBER_CHECK(o.tokenizer.empty() || o.vocab_size == 0,
               "--tokenizer and --vocab-size exclude each other: give the tokenizer the shards were made with, or "
               "train one on text");
