@@ -37,6 +37,16 @@ inline void write_chat_base(const std::string& path, bool moe = false, uint64_t 
   nn::write_checkpoint(path, c);
 }
 
+// A base without the ChatML tokens: bytes and <|endoftext|>, vocab_size 257 (no spare rows).
+inline void write_base_without_chat_tokens(const std::string& path) {
+  nn::Checkpoint c;
+  c.config = chat_base_config();
+  c.config.vocab_size = 257;
+  c.model = nn::Transformer(c.config, 3).state_dict();
+  c.tokenizer_json = data::Tokenizer::bytes({"<|endoftext|>"}).to_json();
+  nn::write_checkpoint(path, c);
+}
+
 // n conversations: i-th has a system message every third line, a user question and an
 // assistant answer of 1 + (7 i mod 23) characters (some rows longer than 33 ids); every
 // fifth line is a {"text"} line.

@@ -3,6 +3,7 @@
 // gradient norm for (B 4, accum 1) and (B 2, accum 2) with rows padded differently, MoE losses
 // over the real tokens only, held-out validation, bit-exact resume, and the option table.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -12,9 +13,12 @@
 #include "apps/train/options.h"
 #include "apps/train/run_files.h"
 #include "apps/train/trainer.h"
+#include "apps/train/model_io.h"
 #include "autograd/grad_mode.h"
+#include "core/io/sha256.h"
 #include "data/chat.h"
 #include "finetune_testing.h"
+#include "nn/adapters.h"
 #include "temp_dir.h"
 
 using namespace ember;
@@ -262,4 +266,83 @@ TEST_CASE("ember finetune's option table: its own fields and train's that apply"
   r.given = {"lora_r"};
   CHECK_THROWS_WITH(restore_options(saved, r),
                     Catch::Contains("--lora-r 4 differs from the run's 8"));
+}
+
+TEST_CASE("a LoRA run trains the adapters alone, names its base, and resumes bit for bit",
+          "[finetune][lora]") {
+  TempDir dir("finetune");
+  TrainOptions lora = chat_options(dir, "lora");
+  lora.full = false;
+  lora.lora_targets = "q,v,down";
+  lora.save_every = 3;
+  const std::string base_bytes = testing::read_text(dir / "base.h5");
+  REQUIRE(run_finetune(lora) == 0);
+  CHECK(testing::read_text(dir / "base.h5") == base_bytes);  // the base file is never written
+
+  const std::string ckpt = (fs::path(lora.out) / checkpoint_name(6)).string();
+  const nn::Checkpoint c = nn::read_checkpoint(ckpt, true);
+  REQUIRE(c.config.lora);
+  CHECK(c.config.lora->targets == std::vector<std::string>{"q", "v", "down"});
+  CHECK(c.base == fs::absolute(dir / "base.h5").lexically_normal().string());
+  CHECK(c.base_sha256 == sha256_file(dir / "base.h5"));
+  CHECK(c.model.size() == 12);  // 2 layers x 3 targets x (A, B)
+  for (const auto& [name, t] : c.model) {
+    INFO(name);
+    CHECK(name.find(".lora_") != std::string::npos);
+    CHECK(c.optim.count(name + "/exp_avg") == 1);
+  }
+  // The model it loads: the base's tensors bit for bit, adapters trained (B no longer 0).
+  const nn::Checkpoint base = nn::read_checkpoint(dir / "base.h5", false);
+  const LoadedModel loaded = load_model(ckpt);
+  int64_t frozen = 0;
+  for (const auto& [name, v] : loaded.model->named_parameters()) {
+    const auto it = base.model.find(name);
+    if (it == base.model.end()) continue;
+    INFO(name);
+    CHECK(v.data().to_vector<float>() == it->second.to_vector<float>());
+    ++frozen;
+  }
+  CHECK(frozen == static_cast<int64_t>(base.model.size()));
+  const std::vector<float> b = c.model.at("model.layers.1.mlp.down_proj.lora_B.weight").to_vector<float>();
+  CHECK(std::any_of(b.begin(), b.end(), [](float v) { return v != 0; }));
+
+  fs::create_directories(dir / "half");
+  fs::copy_file(dir / "lora/step_00000003.h5", dir / "half/step_00000003.h5");
+  TrainOptions resume;
+  resume.finetune = true;
+  resume.resume = dir / "half";
+  resume.log_every = 100;
+  REQUIRE(run_finetune(resume) == 0);
+  const auto a = model_at(lora.out, 6), r = model_at(dir / "half", 6);
+  REQUIRE(a.size() == r.size());
+  for (const auto& [n, t] : a) {
+    INFO(n);
+    CHECK(t.to_vector<float>() == r.at(n).to_vector<float>());
+  }
+}
+
+TEST_CASE("QLoRA on every target with --add-chat-tokens: new rows trained, base kept in NF4",
+          "[finetune][lora]") {
+  TempDir dir("finetune");
+  testing::write_base_without_chat_tokens(dir / "base.h5");
+  TrainOptions o = chat_options(dir, "qlora");
+  o.full = false;
+  o.quantize = "nf4-dq";
+  o.lora_targets = "q,k,v,o,gate,up,down,head";
+  o.add_chat_tokens = true;
+  o.steps = 3;
+  REQUIRE(run_finetune(o) == 0);
+  const std::string ckpt = (fs::path(o.out) / checkpoint_name(3)).string();
+  const nn::Checkpoint c = nn::read_checkpoint(ckpt, false);
+  CHECK(c.config.vocab_size == 259);
+  CHECK(c.config.quantize == "nf4-dq");
+  CHECK(c.model.at("model.embed_tokens.added_rows").shape() == Shape{2, 16});
+  const LoadedModel loaded = load_model(ckpt);
+  CHECK(loaded.tokenizer.find_special("<|im_end|>") == std::optional<uint32_t>(258));
+  // Without --add-chat-tokens the same base is one line saying how to add them.
+  TrainOptions plain = chat_options(dir, "plain");
+  plain.full = false;
+  CHECK_THROWS_WITH(run_finetune(plain), Catch::Contains("base.h5: the tokenizer has no <|im_start|>") &&
+                                             Catch::Contains("--add-chat-tokens"));
+  CHECK_FALSE(fs::exists(dir / "plain"));
 }

@@ -12,6 +12,7 @@
 #include <variant>
 
 #include "core/error.h"
+#include "nn/adapters.h"
 
 namespace ember::apps {
 namespace {
@@ -257,8 +258,10 @@ void validate_finetune_options(const TrainOptions& o) {
               "--base and --resume exclude each other: a resumed run keeps its own base");
   EMBER_CHECK(!o.resume.empty() || !o.data.empty(),
               "--data is required: the chat JSONL to fine-tune on");
-  EMBER_CHECK(o.full, "LoRA fine-tuning is not built yet: give --full");  // phase 2 of issue 16
-  EMBER_CHECK(!o.add_chat_tokens, "--add-chat-tokens is not built yet");  // phase 2 of issue 16
+  if (!o.full) {
+    nn::parse_lora_targets(o.lora_targets);  // an Error naming --lora-targets and the known names
+    return;
+  }
   EMBER_CHECK(o.quantize == "none", "--quantize ", o.quantize,
               " quantizes the frozen base of LoRA; with --full every weight is trained");
   for (const char* lora : {"lora_r", "lora_alpha", "lora_dropout", "lora_targets"}) {

@@ -52,7 +52,9 @@ struct TrainRun {
   // The training data's files (size and hash): kept in the checkpoint, compared on --resume.
   nlohmann::json data_files;
   std::optional<RunLock> run_lock;  // --out, held while the run lasts
-  std::string finetune_base;        // ember finetune: the base checkpoint's absolute path
+  std::string finetune_base;        // ember finetune: the base checkpoint's absolute path,
+  std::string finetune_base_sha256;  // and its sha256 (LoRA checkpoints name both)
+  int64_t added_rows = 0;            // --add-chat-tokens: new vocabulary rows of a new run
 
   // Tokenizer and data (setup_data.cpp).
   std::optional<data::Tokenizer> trained_tokenizer;  // --vocab-size: trained here on the text corpus
@@ -72,7 +74,7 @@ struct TrainRun {
 
   // Model, optimizer and where training stands (setup_model.cpp).
   std::unique_ptr<nn::Transformer> model;
-  std::vector<Variable> params;
+  std::vector<Variable> params;  // the trained ones (a LoRA run's adapters and added rows)
   Optimization optimization;  // after the model: its reducer hooks the model's parameters
   int64_t step = 0, tokens_seen = 0;
   optim::Schedule schedule;
@@ -127,6 +129,10 @@ void open_data(TrainRun& run);
 void print_resume_notes(TrainRun& run);
 // setup_model.cpp: model, optimizer and, on --resume, their state and the step.
 void build_model_and_optimizer(TrainRun& run);
+// setup_finetune.cpp: a fine-tuning run's model (the base, grown by --add-chat-tokens, with LoRA
+// adapters over an NF4 base or all of it trained with --full; on --resume the checkpoint's);
+// run.cfg becomes its config. Returns the trained parameters by name.
+std::vector<std::pair<std::string, Variable>> build_finetune_model(TrainRun& run);
 void restore_training_state(TrainRun& run);
 // setup_chat.cpp (ember finetune): the base's tokenizer; the chat file read, split into
 // training and held-out conversations and rendered, then the loader.

@@ -9,6 +9,7 @@
 #include "apps/train/run.h"
 #include "apps/train/step_phases.h"
 #include "core/profiler.h"
+#include "nn/adapters.h"
 
 namespace ember::apps {
 
@@ -46,6 +47,12 @@ std::string save_checkpoint(TrainRun& run, int64_t at_step) {
   }
   c.config = run.cfg;
   c.model = run.model->state_dict();
+  if (run.cfg.lora) {  // a LoRA fine-tune: the trained tensors, naming the base (SPEC.md section 9)
+    c.model.clear();
+    for (const auto& [tensor, v] : nn::trainable_parameters(*run.model)) c.model.emplace(tensor, v.data());
+    c.base = run.finetune_base;
+    c.base_sha256 = run.finetune_base_sha256;
+  }
   if (!o.zero) c.optim = opt.state_dict();
   c.optim_step = opt.steps();
   c.optim_param_steps = opt.param_steps();

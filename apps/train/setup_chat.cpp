@@ -33,30 +33,38 @@ int64_t trained_targets(const data::ChatRows& rows) {
   return n;
 }
 
-// Conversations need <|im_start|> and <|im_end|>: an Error naming the base and the way out.
+// Conversations need <|im_start|> and <|im_end|>: an Error naming the base (and --add-chat-tokens).
 void require_chat_tokens(const TrainRun& run, const std::vector<data::ChatLine>& lines) {
   if (std::all_of(lines.begin(), lines.end(), [](const data::ChatLine& l) { return l.is_text; }))
     return;
   try {
     data::chat_specials(*run.tokenizer);
   } catch (const Error& e) {
-    throw Error(run.start_path + ": " + e.what() + " (or give --add-chat-tokens to append them)");
+    throw Error(run.start_path + ": " + e.what());
   }
 }
 
 }  // namespace
 
 void choose_chat_tokenizer(TrainRun& run) {
+  const TrainOptions& o = run.o;
   agreed(run.comm, [&] {
-    run.autocast = parse_autocast_dtype(run.o.dtype);
-    EMBER_CHECK(
-        !run.start.tokenizer_json.empty(), run.start_path,
-        ": has no tokenizer (/tokenizer); chat data is text, so fine-tuning needs the tokenizer "
-        "the model was trained with");
+    run.autocast = parse_autocast_dtype(o.dtype);
+    EMBER_CHECK(!o.resume.empty() || !run.start.config.lora, run.start_path,
+                ": is a fine-tune checkpoint (LoRA adapters); fine-tune the merged model instead "
+                "(ember export --merge --format ember)");
+    EMBER_CHECK(!run.start.tokenizer_json.empty(), run.start_path,
+                ": has no tokenizer (/tokenizer); chat data is text, so fine-tuning needs the "
+                "tokenizer the model was trained with");
     run.tokenizer = data::Tokenizer::from_json(run.start.tokenizer_json);
-    EMBER_CHECK(static_cast<int64_t>(run.tokenizer->vocab_size()) <= run.cfg.vocab_size,
-                run.start_path, ": its tokenizer has ", run.tokenizer->vocab_size(),
+    const int64_t vocab = static_cast<int64_t>(run.tokenizer->vocab_size());
+    EMBER_CHECK(vocab <= run.cfg.vocab_size, run.start_path, ": its tokenizer has ", vocab,
                 " tokens, more than the model's vocab_size ", run.cfg.vocab_size);
+    if (o.add_chat_tokens && o.resume.empty()) {  // a resumed run's tokenizer has them
+      run.tokenizer = run.tokenizer->with_chat_tokens();
+      const int64_t grown = static_cast<int64_t>(run.tokenizer->vocab_size());
+      run.added_rows = std::max<int64_t>(0, grown - run.cfg.vocab_size);
+    }
   });
 }
 

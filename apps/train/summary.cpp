@@ -36,15 +36,38 @@ void print_data_line(const TrainRun& run) {
   }
   const int64_t truncated =
       run.chat_rows->truncated + (run.chat_val_rows ? run.chat_val_rows->truncated : 0);
-  std::printf("data: %lld conversations, %lld held out for validation",
-              static_cast<long long>(run.chat_rows->rows.size() + run.held_out),
-              static_cast<long long>(run.held_out));
+  std::printf("data: %lld conversations, ",
+              static_cast<long long>(run.chat_rows->rows.size() + run.held_out));
+  if (run.held_out == 0) std::printf("no validation");
+  if (run.held_out > 0) {
+    std::printf("%lld held out for validation", static_cast<long long>(run.held_out));
+  }
   if (run.held_out > 0 && !run.chat_val_rows)
     std::printf(" (no trained token in their first %lld: no validation)",
                 static_cast<long long>(run.o.seq_len + 1));
   if (truncated > 0) {
     std::printf("; %lld cut to --seq-len + 1 = %lld tokens", static_cast<long long>(truncated),
                 static_cast<long long>(run.o.seq_len + 1));
+  }
+  std::printf("\n");
+}
+
+// What a fine-tuning run trains: every parameter, or the adapters (and added rows) over a base
+// kept as --quantize says.
+void print_finetune_line(const TrainRun& run) {
+  int64_t trained = 0;
+  for (const Variable& p : run.params) trained += p.numel();
+  std::printf("fine-tuning %s: %lld trained parameters", run.finetune_base.c_str(),
+              static_cast<long long>(trained));
+  if (run.cfg.lora) {
+    std::printf(" (LoRA r %lld alpha %g on %s, base %s)", static_cast<long long>(run.cfg.lora->r),
+                run.cfg.lora->alpha, run.o.lora_targets.c_str(),
+                run.cfg.quantize == "none" ? "float32" : run.cfg.quantize.c_str());
+  } else {
+    std::printf(" (all of them)");
+  }
+  if (run.added_rows > 0) {
+    std::printf("; --add-chat-tokens: %lld new vocabulary rows", static_cast<long long>(run.added_rows));
   }
   std::printf("\n");
 }
@@ -68,6 +91,7 @@ void print_run_start(const TrainRun& run) {
       run.world > 1 ? ("W " + std::to_string(run.world) + " x ").c_str() : "",
       static_cast<long long>(o.batch_size), static_cast<long long>(o.seq_len),
       static_cast<long long>(o.grad_accum), static_cast<long long>(o.steps), o.out.c_str());
+  if (o.finetune) print_finetune_line(run);
   if (run.autocast == DType::BFloat16) {
     std::printf("mixed precision: bf16 matmuls, float32 weights, gradients and AdamW%s\n",
                 kernels::bf16_matmul_native()
