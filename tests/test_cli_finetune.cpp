@@ -11,6 +11,7 @@
 #include <fstream>
 #include <string>
 
+#include "data/token_shard.h"
 #include "finetune_testing.h"
 #include "temp_dir.h"
 
@@ -123,6 +124,8 @@ TEST_CASE("each bad input of ember finetune is one line, a non-zero exit and not
       {good + " --data " + (dir / "empty.jsonl"), "empty.jsonl line 1: \"messages\" is empty"},
       {"--full" + data + out, "--base is required"},
       {good + " --lora-r 0", "--lora-r must be > 0; got 0"},
+      {"--base " + (dir / "base.h5") + data + out + " --lora-targets q,x",
+       "--lora-targets: unknown target \"x\" (expected q, k, v, o, gate, up, down, head)"},
       {good + " --quantize nf4", "--quantize nf4 quantizes the frozen base of LoRA"},
       {good + " --base " + (dir / "no_chat_tokens.h5"),
        "no_chat_tokens.h5: the tokenizer has no <|im_start|>"},
@@ -138,4 +141,42 @@ TEST_CASE("each bad input of ember finetune is one line, a non-zero exit and not
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
     CHECK_FALSE(fs::exists(dir / "out"));
   }
+}
+
+TEST_CASE("a LoRA fine-tune generates and evaluates through its base; a missing or changed base is "
+          "one line naming it",
+          "[cli][finetune][lora]") {
+  TempDir dir("cli_finetune");
+  std::string args = chat_args(dir, "run");
+  args.erase(args.find(" --full"), 7);
+  const Run r = finetune(dir, args + " --lora-targets q,k,v,o --save-every 2");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("(LoRA r 8 alpha 16 on q,k,v,o, base float32)") != std::string::npos);
+  const std::string ckpt = dir / "run/step_00000004.h5";
+  const Run g = run_script(dir, "exec $EMBER generate --checkpoint " + ckpt +
+                                    " --chat --prompt hi --max-tokens 4 --seed 1");
+  INFO(g.err);
+  CHECK(g.code == 0);
+  std::vector<uint32_t> ids(400);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint32_t>((i * 7) % 256);
+  ember::data::write_shard(dir / "eval.bin", ids, 264);
+  const Run e = run_script(dir, "exec $EMBER eval --checkpoint " + ckpt + " --data " + (dir / "eval.bin") +
+                                    " --batch-size 2 --seq-len 16 --batches 2");
+  INFO(e.out << e.err);
+  CHECK(e.code == 0);
+
+  // The base changes: a resume (and any command reading the checkpoint) names it.
+  ember::testing::write_chat_base(dir / "base.h5", false, 4);
+  const Run changed = finetune(dir, "--resume " + (dir / "run") + " --steps 6");
+  INFO(changed.out << changed.err);
+  CHECK(changed.code == 1);
+  CHECK(changed.err.find("its base " + (dir / "base.h5") + " has changed (sha256 ") != std::string::npos);
+  CHECK(std::count(changed.err.begin(), changed.err.end(), '\n') == 1);
+  fs::remove(dir / "base.h5");
+  const Run missing = run_script(dir, "exec $EMBER generate --checkpoint " + ckpt + " --prompt hi");
+  CHECK(missing.code == 1);
+  CHECK(missing.err.find("its base " + (dir / "base.h5") + " is missing") != std::string::npos);
+  CHECK(read_text(dir / "run/latest") == "step_00000004.h5\n");
+  CHECK_FALSE(fs::exists(dir / "run/step_00000006.h5"));
 }
