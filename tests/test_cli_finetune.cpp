@@ -143,9 +143,10 @@ TEST_CASE("each bad input of ember finetune is one line, a non-zero exit and not
   }
 }
 
-TEST_CASE("a LoRA fine-tune generates and evaluates through its base; a missing or changed base is "
-          "one line naming it",
-          "[cli][finetune][lora]") {
+TEST_CASE(
+    "a LoRA fine-tune generates and evaluates through its base; a missing or changed base is "
+    "one line naming it",
+    "[cli][finetune][lora]") {
   TempDir dir("cli_finetune");
   std::string args = chat_args(dir, "run");
   args.erase(args.find(" --full"), 7);
@@ -161,8 +162,9 @@ TEST_CASE("a LoRA fine-tune generates and evaluates through its base; a missing 
   std::vector<uint32_t> ids(400);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint32_t>((i * 7) % 256);
   ember::data::write_shard(dir / "eval.bin", ids, 264);
-  const Run e = run_script(dir, "exec $EMBER eval --checkpoint " + ckpt + " --data " + (dir / "eval.bin") +
-                                    " --batch-size 2 --seq-len 16 --batches 2");
+  const Run e =
+      run_script(dir, "exec $EMBER eval --checkpoint " + ckpt + " --data " + (dir / "eval.bin") +
+                          " --batch-size 2 --seq-len 16 --batches 2");
   INFO(e.out << e.err);
   CHECK(e.code == 0);
 
@@ -171,7 +173,8 @@ TEST_CASE("a LoRA fine-tune generates and evaluates through its base; a missing 
   const Run changed = finetune(dir, "--resume " + (dir / "run") + " --steps 6");
   INFO(changed.out << changed.err);
   CHECK(changed.code == 1);
-  CHECK(changed.err.find("its base " + (dir / "base.h5") + " has changed (sha256 ") != std::string::npos);
+  CHECK(changed.err.find("its base " + (dir / "base.h5") + " has changed (sha256 ") !=
+        std::string::npos);
   CHECK(std::count(changed.err.begin(), changed.err.end(), '\n') == 1);
   fs::remove(dir / "base.h5");
   const Run missing = run_script(dir, "exec $EMBER generate --checkpoint " + ckpt + " --prompt hi");

@@ -2,18 +2,18 @@
 // (SPEC.md section 9) against an independent per-conversation computation, the same loss and
 // gradient norm for (B 4, accum 1) and (B 2, accum 2) with rows padded differently, MoE losses
 // over the real tokens only, held-out validation, bit-exact resume, and the option table.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "apps/train/model_io.h"
 #include "apps/train/options.h"
 #include "apps/train/run_files.h"
 #include "apps/train/trainer.h"
-#include "apps/train/model_io.h"
 #include "autograd/grad_mode.h"
 #include "core/io/sha256.h"
 #include "data/chat.h"
@@ -64,6 +64,44 @@ std::map<std::string, Tensor> model_at(const std::string& out, int64_t step) {
   return nn::read_checkpoint((fs::path(out) / checkpoint_name(step)).string(), false).model;
 }
 
+// Two steps of the sequential chat data as (B 4, accum 1) into dir/b4 and as (B 2, accum 2)
+// into dir/b2a2: the same rows, padded differently per micro-batch. Their step records.
+std::pair<std::vector<json>, std::vector<json>> run_b4_and_b2a2(const TempDir& dir) {
+  TrainOptions b4 = chat_options(dir, "b4");
+  b4.sequential = true;
+  b4.steps = 2;
+  TrainOptions b2a2 = b4;
+  b2a2.out = dir / "b2a2";
+  b2a2.batch_size = 2;
+  b2a2.grad_accum = 2;
+  REQUIRE(run_finetune(b4) == 0);
+  REQUIRE(run_finetune(b2a2) == 0);
+  std::pair<std::vector<json>, std::vector<json>> records{step_records(b4.out),
+                                                          step_records(b2a2.out)};
+  REQUIRE(records.first.size() == 2);
+  REQUIRE(records.second.size() == 2);
+  return records;
+}
+
+// dir/run's step-3 checkpoint copied to dir/run_half and resumed there: its step 6 equals
+// run's, tensor by tensor, bit for bit.
+void check_resumes_bit_for_bit(const TempDir& dir, const std::string& run) {
+  const std::string half = dir / (run + "_half");
+  fs::create_directories(half);
+  fs::copy_file(dir / (run + "/step_00000003.h5"), fs::path(half) / "step_00000003.h5");
+  TrainOptions resume;
+  resume.finetune = true;
+  resume.resume = half;
+  resume.log_every = 100;
+  REQUIRE(run_finetune(resume) == 0);
+  const auto a = model_at(dir / run, 6), b = model_at(half, 6);
+  REQUIRE(a.size() == b.size());
+  for (const auto& [name, t] : a) {
+    INFO(name);
+    CHECK(t.to_vector<float>() == b.at(name).to_vector<float>());
+  }
+}
+
 // SPEC.md section 9 by hand: each conversation alone (no padding, no batch), float64
 // log-softmax; the sum of CE over the trained targets and their count.
 std::pair<double, int64_t> summed_ce(const nn::Transformer& model, const data::ChatLine& line,
@@ -96,18 +134,7 @@ TEST_CASE(
     "a fine-tuning step's loss is the CE over its trained tokens / their count, however batched",
     "[finetune]") {
   TempDir dir("finetune");
-  TrainOptions b4 = chat_options(dir, "b4");
-  b4.sequential = true;
-  b4.steps = 2;
-  TrainOptions b2a2 = b4;
-  b2a2.out = dir / "b2a2";
-  b2a2.batch_size = 2;
-  b2a2.grad_accum = 2;
-  REQUIRE(run_finetune(b4) == 0);
-  REQUIRE(run_finetune(b2a2) == 0);
-  const std::vector<json> r4 = step_records(b4.out), r22 = step_records(b2a2.out);
-  REQUIRE(r4.size() == 2);
-  REQUIRE(r22.size() == 2);
+  const auto [r4, r22] = run_b4_and_b2a2(dir);
 
   // Step 0 reads conversations 0-3 (sequential): their trained tokens, each row alone.
   const nn::Checkpoint base = nn::read_checkpoint(dir / "base.h5", false);
@@ -134,7 +161,7 @@ TEST_CASE(
     CHECK(r22[s].at("grad_norm").get<double>() ==
           Approx(r4[s].at("grad_norm").get<double>()).epsilon(1e-5));
   }
-  const auto w4 = model_at(b4.out, 2), w22 = model_at(b2a2.out, 2);
+  const auto w4 = model_at(dir / "b4", 2), w22 = model_at(dir / "b2a2", 2);
   for (const auto& [name, t] : w4) {
     INFO(name);
     const std::vector<float> a = t.to_vector<float>(), b = w22.at(name).to_vector<float>();
@@ -177,18 +204,7 @@ TEST_CASE("MoE losses of padded rows are those of the real tokens alone", "[fine
 TEST_CASE("a MoE base fine-tunes the same with accumulation", "[finetune]") {
   TempDir dir("finetune");
   testing::write_chat_base(dir / "base.h5", true);
-  TrainOptions b4 = chat_options(dir, "b4");
-  b4.sequential = true;
-  b4.steps = 2;
-  TrainOptions b2a2 = b4;
-  b2a2.out = dir / "b2a2";
-  b2a2.batch_size = 2;
-  b2a2.grad_accum = 2;
-  REQUIRE(run_finetune(b4) == 0);
-  REQUIRE(run_finetune(b2a2) == 0);
-  const std::vector<json> r4 = step_records(b4.out), r22 = step_records(b2a2.out);
-  REQUIRE(r4.size() == 2);
-  REQUIRE(r22.size() == 2);
+  const auto [r4, r22] = run_b4_and_b2a2(dir);
   CHECK(r4[0].at("aux").get<double>() > 0.5);
   CHECK(r22[0].at("loss").get<double>() == Approx(r4[0].at("loss").get<double>()).epsilon(1e-6));
   // The MoE terms are means over micro-batches: not equal, but near.
@@ -217,22 +233,10 @@ TEST_CASE("held-out conversations are validated, and a fine-tuning run resumes b
   CHECK(evals[3].at("step") == 6);
   CHECK(evals[3].at("val_loss").get<double>() < evals[0].at("val_loss").get<double>());
 
-  fs::create_directories(dir / "half");
-  fs::copy_file(dir / "full/step_00000003.h5", dir / "half/step_00000003.h5");
-  TrainOptions resume;
-  resume.finetune = true;
-  resume.resume = dir / "half";
-  resume.log_every = 100;
-  REQUIRE(run_finetune(resume) == 0);
-  const auto a = model_at(dir / "full", 6), b = model_at(dir / "half", 6);
-  REQUIRE(a.size() == b.size());
-  for (const auto& [n, t] : a) {
-    INFO(n);
-    CHECK(t.to_vector<float>() == b.at(n).to_vector<float>());
-  }
+  check_resumes_bit_for_bit(dir, "full");
   // A train run does not resume a fine-tuning run, nor the other way round.
   TrainOptions as_train;
-  as_train.resume = dir / "half";
+  as_train.resume = dir / "full_half";
   CHECK_THROWS_WITH(run_train(as_train), Catch::Contains("ember finetune --resume"));
 }
 
@@ -303,22 +307,11 @@ TEST_CASE("a LoRA run trains the adapters alone, names its base, and resumes bit
     ++frozen;
   }
   CHECK(frozen == static_cast<int64_t>(base.model.size()));
-  const std::vector<float> b = c.model.at("model.layers.1.mlp.down_proj.lora_B.weight").to_vector<float>();
+  const std::vector<float> b =
+      c.model.at("model.layers.1.mlp.down_proj.lora_B.weight").to_vector<float>();
   CHECK(std::any_of(b.begin(), b.end(), [](float v) { return v != 0; }));
 
-  fs::create_directories(dir / "half");
-  fs::copy_file(dir / "lora/step_00000003.h5", dir / "half/step_00000003.h5");
-  TrainOptions resume;
-  resume.finetune = true;
-  resume.resume = dir / "half";
-  resume.log_every = 100;
-  REQUIRE(run_finetune(resume) == 0);
-  const auto a = model_at(lora.out, 6), r = model_at(dir / "half", 6);
-  REQUIRE(a.size() == r.size());
-  for (const auto& [n, t] : a) {
-    INFO(n);
-    CHECK(t.to_vector<float>() == r.at(n).to_vector<float>());
-  }
+  check_resumes_bit_for_bit(dir, "lora");
 }
 
 TEST_CASE("QLoRA on every target with --add-chat-tokens: new rows trained, base kept in NF4",
@@ -342,7 +335,8 @@ TEST_CASE("QLoRA on every target with --add-chat-tokens: new rows trained, base 
   // Without --add-chat-tokens the same base is one line saying how to add them.
   TrainOptions plain = chat_options(dir, "plain");
   plain.full = false;
-  CHECK_THROWS_WITH(run_finetune(plain), Catch::Contains("base.h5: the tokenizer has no <|im_start|>") &&
-                                             Catch::Contains("--add-chat-tokens"));
+  CHECK_THROWS_WITH(run_finetune(plain),
+                    Catch::Contains("base.h5: the tokenizer has no <|im_start|>") &&
+                        Catch::Contains("--add-chat-tokens"));
   CHECK_FALSE(fs::exists(dir / "plain"));
 }

@@ -3,9 +3,6 @@
 // options are the fine-tuning field table of apps/train/options.h.
 #include "apps/cli/commands.h"
 #include "apps/cli/train_options.h"
-#include "apps/plot/training_plot.h"
-#include "apps/train/trainer.h"
-#include "dist/communicator.h"
 
 namespace ember::apps {
 
@@ -13,16 +10,11 @@ CommandRunner add_finetune_command(CLI::App& app, dist::Communicator& comm) {
   auto o = std::make_shared<TrainOptions>();
   o->finetune = true;
   o->out = "runs/finetune";
-  CLI::App* sub = app.add_subcommand("finetune",
-                                     "Fine-tune a checkpoint on chat data (JSONL messages): LoRA "
-                                     "adapters, QLoRA (--quantize nf4) or every weight (--full)");
-  add_train_options(*sub, *o);
-  return [o, sub, &comm]() {
-    mark_given_options(*sub, *o);
-    const int code = run_finetune(*o, comm);  // 0, or 128 + the signal that stopped it
-    if (comm.is_root()) write_run_plot_or_warn(run_folder(*o));
-    return code;
-  };
+  CLI::App* sub = app.add_subcommand(
+      "finetune",
+      "Fine-tune a checkpoint on chat data (JSONL messages): LoRA adapters, QLoRA "
+      "(--quantize nf4) or every weight (--full)");
+  return add_run_command(*sub, o, comm);
 }
 
 }  // namespace ember::apps

@@ -49,7 +49,8 @@ std::string save_checkpoint(TrainRun& run, int64_t at_step) {
   c.model = run.model->state_dict();
   if (run.cfg.lora) {  // a LoRA fine-tune: the trained tensors, naming the base (SPEC.md section 9)
     c.model.clear();
-    for (const auto& [tensor, v] : nn::trainable_parameters(*run.model)) c.model.emplace(tensor, v.data());
+    for (const auto& [tensor, v] : nn::trainable_parameters(*run.model))
+      c.model.emplace(tensor, v.data());
     c.base = run.finetune_base;
     c.base_sha256 = run.finetune_base_sha256;
   }

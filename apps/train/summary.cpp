@@ -67,7 +67,8 @@ void print_finetune_line(const TrainRun& run) {
     std::printf(" (all of them)");
   }
   if (run.added_rows > 0) {
-    std::printf("; --add-chat-tokens: %lld new vocabulary rows", static_cast<long long>(run.added_rows));
+    std::printf("; --add-chat-tokens: %lld new vocabulary rows",
+                static_cast<long long>(run.added_rows));
   }
   std::printf("\n");
 }

@@ -9,14 +9,6 @@ include(${CMAKE_CURRENT_LIST_DIR}/failed_job.cmake)
 file(REMOVE_RECURSE ${WORK})
 set(mpirun ${MPIRUN} --oversubscribe --bind-to none)
 
-function(run what)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${what} failed (${rc})\n--- stdout\n${out}--- stderr\n${err}")
-  endif()
-  message("${what}: ok\n${out}")
-endfunction()
-
 run("data" ${TOOL} chat ${WORK})
 set(common finetune --full --base ${WORK}/base.h5 --data ${WORK}/chat.jsonl --sequential --seq-len 32
     --steps 4 --warmup 1 --lr 1e-2 --val-fraction 0.25 --log-every 2)
