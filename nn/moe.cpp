@@ -4,6 +4,8 @@
 // back with one index_add.
 #include "nn/moe.h"
 
+#include <algorithm>
+
 #include "autograd/ops.h"
 #include "core/profiler.h"
 #include "nn/lora.h"
@@ -97,7 +99,36 @@ Variable MoE::experts_project(const UnaryModule& (*pick)(const FFN&), const Vari
 // aux = E * sum_e f_e P_e with f_e = picks_e / (N K) (no gradient), P_e = mean_n p_ne.
 const prof::Family kMoeDispatchFamily = prof::register_family("moe_dispatch", 200);
 
-Variable MoE::forward(const Variable& x, MoEAux& aux) const {
+namespace {
+
+// aux and router_z over the real tokens only: with m_n = 1 for the N_r real tokens, 0 for padding,
+//   f_e = (picks of real tokens by e) / (N_r K),  P_e = sum_n m_n p_ne / N_r,
+//   aux = E sum_e f_e P_e,  router_z = sum_n m_n lse_n^2 / N_r   (both 0 when N_r = 0).
+void real_token_aux(const Tensor& real, const Variable& probs, const Variable& lse,
+                    const Tensor& top_idx, MoEAux& aux) {
+  const int64_t N = probs.size(0), E = probs.size(1), K = top_idx.size(1);
+  EMBER_CHECK(real.numel() == N, "MoE: the real-token mask has ", real.numel(), " values for ", N,
+              " tokens");
+  const std::vector<float> m = real.contiguous().to(DType::Float32).to_vector<float>();
+  double n_real = 0;
+  for (const float v : m) n_real += v != 0;
+  std::vector<double> f(static_cast<size_t>(E), 0);
+  const int64_t* idx = top_idx.data<int64_t>();
+  for (int64_t p = 0; p < N * K; ++p) {
+    if (m[static_cast<size_t>(p / K)] != 0) f[static_cast<size_t>(idx[p])] += 1;
+  }
+  for (double& v : f) v /= std::max(n_real * static_cast<double>(K), 1.0);
+  const double denom = std::max(n_real, 1.0);
+  const Variable f_const(Tensor::from_vector(f).to(probs.dtype()));
+  const Variable m_flat(real.contiguous().reshape({N}).to(probs.dtype()));
+  const Variable p_sum = sum(probs * reshape(m_flat, {N, 1}), {0});  // [E]
+  aux.aux = sum(p_sum * f_const) * (static_cast<double>(E) / denom);
+  aux.router_z = sum(lse * lse * m_flat) / denom;
+}
+
+}  // namespace
+
+Variable MoE::forward(const Variable& x, MoEAux& aux, const Tensor& real) const {
   const Shape in_shape = x.shape();
   const int64_t C = x.size(-1), N = x.numel() / C, E = cfg_.n_experts, K = cfg_.top_k;
   const Variable xf = reshape(x, {N, C});
@@ -109,12 +140,13 @@ Variable MoE::forward(const Variable& x, MoEAux& aux) const {
   // and projection (grouped_linear), and one weighted gather-sum back per
   // token (slots[n, s]: the row of token n's s-th pick in the grouped order).
   Variable probs, weights, xs;
-  Tensor row_idx, slots;
+  Tensor row_idx, slots, top_idx;
   counts_.assign(E, 0);
   {
     EMBER_PROFILE_CLAIM(kMoeDispatchFamily);
     probs = softmax(logits);
-    auto [top_p, top_idx] = topk(probs, K);  // [N, K], int64 [N, K]
+    auto [top_p, picked] = topk(probs, K);  // [N, K], int64 [N, K]
+    top_idx = picked;
     weights = cfg_.norm_topk_prob ? top_p / sum(top_p, {-1}, true) : top_p;
     std::vector<std::vector<int64_t>> picks(E);
     const int64_t* idx = top_idx.data<int64_t>();
@@ -148,6 +180,10 @@ Variable MoE::forward(const Variable& x, MoEAux& aux) const {
   for (const auto& s : shared_) y = y + s->forward(xf);
 
   EMBER_PROFILE_CLAIM(kMoeDispatchFamily);
+  if (real.defined()) {
+    real_token_aux(real, probs, logsumexp(logits, {-1}), top_idx, aux);
+    return reshape(y, in_shape);
+  }
   std::vector<double> f(E);
   for (int64_t e = 0; e < E; ++e) f[e] = static_cast<double>(counts_[e]) / static_cast<double>(N * K);
   const Variable f_const(Tensor::from_vector(f).to(x.dtype()));

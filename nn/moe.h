@@ -27,8 +27,10 @@ class MoE : public Module {
  public:
   MoE(int64_t d_model, const MoEConfig& moe, const std::string& act, bool bias, Generator& init_gen,
       double down_std, DType dtype = DType::Float32);
-  // x [..., C] -> [..., C]; fills aux with this pass's losses.
-  Variable forward(const Variable& x, MoEAux& aux) const;
+  // x [..., C] -> [..., C]; fills aux with this pass's losses. real: optional float32 mask of
+  // x's tokens (x.numel() / C values, 1 for a real token, 0 for padding): aux and router_z are
+  // then taken over the real tokens only (SPEC.md section 9); padding is routed all the same.
+  Variable forward(const Variable& x, MoEAux& aux, const Tensor& real = Tensor()) const;
   // (token, slot) picks of each expert in the last forward pass.
   const std::vector<int64_t>& expert_counts() const { return counts_; }
 
