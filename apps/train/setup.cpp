@@ -67,7 +67,8 @@ void resolve_model_source(TrainRun& run) {
       read_resumed_run(run);
     } else if (!o.init_from.empty() || !o.base.empty()) {
       run.start_path = o.finetune ? o.base : o.init_from;
-      run.start = nn::read_checkpoint(run.start_path, /*with_optim=*/false);
+      run.start = o.finetune ? read_base_without_weights(run.start_path)
+                             : nn::read_checkpoint(run.start_path, /*with_optim=*/false);
       if (o.finetune) run.finetune_base = fs::absolute(o.base).lexically_normal().string();
     }
     validate_options(o);  // before any work: one line naming the option and what it allows
