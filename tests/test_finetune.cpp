@@ -332,6 +332,17 @@ TEST_CASE("QLoRA on every target with --add-chat-tokens: new rows trained, base 
   CHECK(c.model.at("model.embed_tokens.added_rows").shape() == Shape{2, 16});
   const LoadedModel loaded = load_model(ckpt);
   CHECK(loaded.tokenizer.find_special("<|im_end|>") == std::optional<uint32_t>(258));
+  // --full grows the plain model: every row trained, a plain checkpoint.
+  TrainOptions full = chat_options(dir, "full");
+  full.add_chat_tokens = true;
+  full.steps = 2;
+  REQUIRE(run_finetune(full) == 0);
+  const nn::Checkpoint f = nn::read_checkpoint(dir / "full/step_00000002.h5", false);
+  CHECK_FALSE(f.config.lora);
+  CHECK(f.config.vocab_size == 259);
+  CHECK(f.model.at("model.embed_tokens.weight").shape() == Shape{259, 16});
+  CHECK(load_model(dir / "full/step_00000002.h5").tokenizer.find_special("<|im_start|>") ==
+        std::optional<uint32_t>(257));
   // Without --add-chat-tokens the same base is one line saying how to add them.
   TrainOptions plain = chat_options(dir, "plain");
   plain.full = false;

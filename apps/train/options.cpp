@@ -157,12 +157,17 @@ const std::vector<Field>& finetune_fields() {
          "tokens per row: a conversation is cut to its first seq-len + 1 ids (default: at most "
          "the base's max_seq_len)",
          OnResume::Refused, kPositive},
+        {"--seed", &O::seed, "seed of the adapters, the held-out split, the data order and dropout",
+         OnResume::Refused, kAny},
+        {"--sequential", &O::sequential,
+         "read the conversations in file order instead of a seeded shuffle", OnResume::Refused,
+         kAny},
     };
     // clang-format off
     for (const char* flag : {"--resume", "--allow-data-change", "--out", "--steps", "--batch-size",
                              "--grad-accum", "--lr", "--min-lr", "--warmup", "--schedule",
-                             "--weight-decay", "--beta1", "--beta2", "--clip", "--seed",
-                             "--sequential", "--save-every", "--keep", "--keep-every", "--log-every",
+                             "--weight-decay", "--beta1", "--beta2", "--clip", "--save-every",
+                             "--keep", "--keep-every", "--log-every",
                              "--eval-every", "--dtype", "--profile", "--zero", "--bucket-mb",
                              "--check-every"}) {
       // clang-format on

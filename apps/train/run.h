@@ -133,6 +133,9 @@ void build_model_and_optimizer(TrainRun& run);
 // adapters over an NF4 base or all of it trained with --full; on --resume the checkpoint's);
 // run.cfg becomes its config. Returns the trained parameters by name.
 std::vector<std::pair<std::string, Variable>> build_finetune_model(TrainRun& run);
+// The config and tokenizer of a fine-tuning run's base (its weights are read by
+// build_finetune_model, tensor by tensor).
+nn::Checkpoint read_base_without_weights(const std::string& path);
 void restore_training_state(TrainRun& run);
 // setup_chat.cpp (ember finetune): the base's tokenizer; the chat file read, split into
 // training and held-out conversations and rendered, then the loader.

@@ -67,7 +67,8 @@ void resolve_model_source(TrainRun& run) {
       read_resumed_run(run);
     } else if (!o.init_from.empty() || !o.base.empty()) {
       run.start_path = o.finetune ? o.base : o.init_from;
-      run.start = nn::read_checkpoint(run.start_path, /*with_optim=*/false);
+      run.start = o.finetune ? read_base_without_weights(run.start_path)
+                             : nn::read_checkpoint(run.start_path, /*with_optim=*/false);
       if (o.finetune) run.finetune_base = fs::absolute(o.base).lexically_normal().string();
     }
     validate_options(o);  // before any work: one line naming the option and what it allows
@@ -125,7 +126,12 @@ void claim_out_folder(TrainRun& run) {
   agreed(run.comm, [&] {
     nn::ModelConfig planned = run.cfg;  // --vocab-size sets the vocabulary below
     if (o.vocab_size > 0 && run.start_path.empty()) planned.vocab_size = o.vocab_size;
-    nn::require_fits_in_memory(nn::training_memory(planned, o.batch_size, o.seq_len));
+    nn::MemoryNeed need = nn::training_memory(planned, o.batch_size, o.seq_len);
+    if (o.finetune && !o.full) {  // LoRA: the frozen weights have no gradients or moments
+      need.gradients = need.adamw = 0;
+      need.purpose += " with LoRA";
+    }
+    nn::require_fits_in_memory(need);
     if (run.root) {
       ensure_writable_dir(o.out, "--out");
       run.run_lock.emplace(o.out);
