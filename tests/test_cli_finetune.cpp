@@ -183,3 +183,60 @@ TEST_CASE(
   CHECK(read_text(dir / "run/latest") == "step_00000004.h5\n");
   CHECK_FALSE(fs::exists(dir / "run/step_00000006.h5"));
 }
+
+TEST_CASE(
+    "a LoRA fine-tune exports as a PEFT adapter and merged (hf, ember); the merged checkpoint "
+    "chats as the fine-tune does",
+    "[cli][finetune][export]") {
+  TempDir dir("cli_finetune");
+  std::string args = chat_args(dir, "run");
+  args.erase(args.find(" --full"), 7);
+  const Run r = finetune(dir, args + " --lora-targets q,v,up,head --lora-alpha 32");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const std::string ckpt = dir / "run/step_00000004.h5";
+  const Run peft = run_script(dir, "exec $EMBER export --checkpoint " + ckpt + " --out " + (dir / "adapter"));
+  INFO(peft.out << peft.err);
+  REQUIRE(peft.code == 0);
+  CHECK(peft.out.find("PEFT adapter") != std::string::npos);
+  CHECK(fs::exists(dir / "adapter/adapter_model.safetensors"));
+  CHECK(read_text(dir / "adapter/adapter_config.json").find("\"lm_head\"") != std::string::npos);
+  const Run hf = run_script(dir, "exec $EMBER export --checkpoint " + ckpt + " --merge --out " + (dir / "merged_hf"));
+  INFO(hf.err);
+  CHECK(hf.code == 0);
+  CHECK(fs::exists(dir / "merged_hf/model.safetensors"));
+  const Run em = run_script(dir, "exec $EMBER export --checkpoint " + ckpt +
+                                     " --merge --format ember --out " + (dir / "merged.h5"));
+  INFO(em.err);
+  REQUIRE(em.code == 0);
+  // The merged weights compute the fine-tune's function: the same eval loss (to the printed
+  // digits) and the same greedy continuation.
+  std::vector<uint32_t> ids(400);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint32_t>((i * 7) % 256);
+  ember::data::write_shard(dir / "eval.bin", ids, 264);
+  std::vector<std::string> outs;
+  for (const std::string& c : {ckpt, dir / "merged.h5"}) {
+    const Run e = run_script(dir, "exec $EMBER eval --checkpoint " + c + " --data " + (dir / "eval.bin") +
+                                      " --batch-size 2 --seq-len 16 --batches 2");
+    const Run g = run_script(dir, "exec $EMBER generate --checkpoint " + c +
+                                      " --prompt hello --max-tokens 12 --top-k 1 --seed 1");
+    INFO(e.err << g.err);
+    REQUIRE(e.code == 0);
+    REQUIRE(g.code == 0);
+    outs.push_back(e.out.substr(e.out.find("loss")) + "|" + g.out);
+  }
+  INFO(outs[0] << "\n" << outs[1]);
+  CHECK(outs[0].size() > 20);
+  CHECK(outs[0] == outs[1]);
+  // Refusals: --merge of a plain checkpoint, --format ember without --merge; nothing written.
+  const Run plain = run_script(dir, "exec $EMBER export --checkpoint " + (dir / "base.h5") +
+                                        " --merge --out " + (dir / "x"));
+  CHECK(plain.code == 1);
+  CHECK(plain.err.find("not a fine-tune checkpoint") != std::string::npos);
+  const Run nomerge = run_script(dir, "exec $EMBER export --checkpoint " + ckpt +
+                                          " --format ember --out " + (dir / "x.h5"));
+  CHECK(nomerge.code == 1);
+  CHECK(nomerge.err.find("--format ember needs --merge") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "x"));
+  CHECK_FALSE(fs::exists(dir / "x.h5"));
+}
