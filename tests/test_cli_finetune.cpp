@@ -50,6 +50,13 @@ std::string chat_args(const TempDir& dir, const std::string& out) {
          (dir / out) + " --full --batch-size 2 --seq-len 32 --steps 4 --warmup 1 --lr 1e-2";
 }
 
+// A LoRA run (the small run without --full) into dir/run, with extra options.
+Run lora_finetune(const TempDir& dir, const std::string& extra) {
+  std::string args = chat_args(dir, "run");
+  args.erase(args.find(" --full"), 7);
+  return finetune(dir, args + extra);
+}
+
 }  // namespace
 
 TEST_CASE("ember finetune --full writes a run as ember train does; its checkpoint generates",
@@ -148,9 +155,7 @@ TEST_CASE(
     "one line naming it",
     "[cli][finetune][lora]") {
   TempDir dir("cli_finetune");
-  std::string args = chat_args(dir, "run");
-  args.erase(args.find(" --full"), 7);
-  const Run r = finetune(dir, args + " --lora-targets q,k,v,o --save-every 2");
+  const Run r = lora_finetune(dir, " --lora-targets q,k,v,o --save-every 2");
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   CHECK(r.out.find("(LoRA r 8 alpha 16 on q,k,v,o, base float32)") != std::string::npos);
@@ -189,9 +194,7 @@ TEST_CASE(
     "chats as the fine-tune does",
     "[cli][finetune][export]") {
   TempDir dir("cli_finetune");
-  std::string args = chat_args(dir, "run");
-  args.erase(args.find(" --full"), 7);
-  const Run r = finetune(dir, args + " --lora-targets q,v,up,head --lora-alpha 32");
+  const Run r = lora_finetune(dir, " --lora-targets q,v,up,head --lora-alpha 32");
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   const std::string ckpt = dir / "run/step_00000004.h5";
