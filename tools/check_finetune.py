@@ -132,9 +132,10 @@ def check_files(c, base_path, out, rows_out):
     model, attrs = steps[0]
     got = {k: v.shape for k, v in model.items()}
     ok = got == want
+    wrong = [(k, got[k], want[k]) for k in got if k in want and got[k] != want[k]]
     rows_out.append(("adapter names and shapes", 0.0 if ok else math.inf, 0.5,
                      f"{len(got)} tensors" if ok else f"missing {sorted(set(want) - set(got))}, "
-                     f"extra {sorted(set(got) - set(want))}, shapes {[(k, got[k], want[k]) for k in got if k in want and got[k] != want[k]]}"))
+                     f"extra {sorted(set(got) - set(want))}, shapes (name, ember, expected) {wrong}"))
     sha = hashlib.sha256(open(base_path, "rb").read()).hexdigest()
     good = attrs.get("base") == os.path.abspath(base_path) and attrs.get("base_sha256") == sha
     rows_out.append(("root attrs base, base_sha256", 0.0 if good else math.inf, 0.5,
@@ -147,11 +148,10 @@ def check_files(c, base_path, out, rows_out):
         raise RuntimeError("adapter names or shapes differ")
     decay = 1.0 - ref.lr_at(0, a["lr"], a["min_lr"], a["warmup"], a["steps"]) * a["weight_decay"]
     A0 = {k: v / decay if k.endswith("lora_A.weight") else np.zeros_like(v) for k, v in model.items()}
-    worst_fill = 1.0
+    good = len(A0) > 0
     for module, fan_in, _ in ft.lora_modules(c, TARGETS):
         A = A0[module + ".lora_A.weight"] * math.sqrt(fan_in)  # uniform in (-1, 1) when right
-        worst_fill = min(worst_fill, 1.0 - np.abs(A).max() if np.abs(A).max() < 1 else -1.0, A.max(), -A.min())
-    good = worst_fill > 0.5 if len(A0) else False
+        good &= bool(np.abs(A).max() <= 1 + 1e-6 and A.max() > 0.5 and A.min() < -0.5)
     rows_out.append(("initial A uniform in (-1/sqrt(in), 1/sqrt(in))", 0.0 if good else math.inf, 0.5,
                      "max |A| sqrt(in) < 1 and both signs reach past 0.5" if good else "out of range or narrow"))
     return A0, [s[0] for s in steps]

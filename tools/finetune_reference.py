@@ -298,7 +298,8 @@ def finetune(c, base, adapters, rows, steps, B, A, lr, min_lr, warmup, wd, clip,
             P[k].grad = None
         mbs = [sequential_micro_batch(rows, s, u, B, A, W, r) for u in range(A) for r in range(W)]
         total, ce, n = step_loss(c, P, mbs)
-        total.backward()
+        if total.requires_grad:  # else no trained token and no MoE term: a zero gradient
+            total.backward()
         losses.append(ce)
         counts.append(n)
         g = {k: P[k].grad if P[k].grad is not None else torch.zeros_like(P[k]) for k in names}
