@@ -114,8 +114,8 @@ std::vector<ChatLine> read_chat_file(const std::string& path) {
 ChatSpecials chat_specials(const Tokenizer& tokenizer) {
   const auto start = tokenizer.find_special(kImStart), end = tokenizer.find_special(kImEnd);
   EMBER_CHECK(start && end, "the tokenizer has no ", !start ? kImStart : kImEnd,
-              " special token, which ChatML needs: use a model whose tokenizer has <|im_start|> and "
-              "<|im_end|>");
+              " special token, which ChatML needs: add <|im_start|> and <|im_end|> with `ember finetune "
+              "--add-chat-tokens` (new embedding rows, trained with the adapters)");
   return ChatSpecials{*start, *end};
 }
 

@@ -14,9 +14,6 @@
 
 namespace ember::data {
 
-inline constexpr std::string_view kImStart = "<|im_start|>";
-inline constexpr std::string_view kImEnd = "<|im_end|>";
-
 struct ChatMessage {
   std::string role;  // "system", "user" or "assistant"
   std::string content;

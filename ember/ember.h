@@ -19,6 +19,7 @@
 #include "autograd/ops.h"
 #include "autograd/variable.h"
 
+#include "nn/adapters.h"
 #include "nn/checkpoint.h"
 #include "nn/config.h"
 #include "nn/generate.h"

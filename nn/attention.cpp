@@ -15,10 +15,14 @@ Attention::Attention(const AttentionOptions& opt, std::shared_ptr<const RotaryEm
               "Attention: n_kv_heads (", opt.n_kv_heads, ") must divide n_heads (", opt.n_heads, ")");
   const int64_t q_out = opt.n_heads * opt.head_dim, kv_out = opt.n_kv_heads * opt.head_dim;
   const double out_std = 0.02 / std::sqrt(2.0 * opt.n_layers);
-  q_proj_ = register_module("q_proj", std::make_shared<Linear>(opt.d_model, q_out, opt.bias, init_gen, 0.02, dtype));
-  k_proj_ = register_module("k_proj", std::make_shared<Linear>(opt.d_model, kv_out, opt.bias, init_gen, 0.02, dtype));
-  v_proj_ = register_module("v_proj", std::make_shared<Linear>(opt.d_model, kv_out, opt.bias, init_gen, 0.02, dtype));
-  o_proj_ = register_module("o_proj", std::make_shared<Linear>(q_out, opt.d_model, opt.bias, init_gen, out_std, dtype));
+  q_proj_ = std::make_shared<Linear>(opt.d_model, q_out, opt.bias, init_gen, 0.02, dtype);
+  register_replaceable("q_proj", q_proj_);
+  k_proj_ = std::make_shared<Linear>(opt.d_model, kv_out, opt.bias, init_gen, 0.02, dtype);
+  register_replaceable("k_proj", k_proj_);
+  v_proj_ = std::make_shared<Linear>(opt.d_model, kv_out, opt.bias, init_gen, 0.02, dtype);
+  register_replaceable("v_proj", v_proj_);
+  o_proj_ = std::make_shared<Linear>(q_out, opt.d_model, opt.bias, init_gen, out_std, dtype);
+  register_replaceable("o_proj", o_proj_);
   if (opt.qk_norm) {
     q_norm_ = register_module("q_norm", std::make_shared<RMSNorm>(opt.head_dim, opt.norm_eps, dtype));
     k_norm_ = register_module("k_norm", std::make_shared<RMSNorm>(opt.head_dim, opt.norm_eps, dtype));

@@ -40,7 +40,8 @@ class Attention : public Module {
  private:
   AttentionOptions opt_;
   std::shared_ptr<const RotaryEmbedding> rotary_;
-  std::shared_ptr<Linear> q_proj_, k_proj_, v_proj_, o_proj_;
+  // Linear, or a LoRALinear / Nf4Linear once fine-tuning replaced them (Module::replace_module).
+  std::shared_ptr<UnaryModule> q_proj_, k_proj_, v_proj_, o_proj_;
   std::shared_ptr<RMSNorm> q_norm_, k_norm_;
   std::shared_ptr<Dropout> dropout_;
   // q [B, T, Hq, D], k, v [B, T, Hkv, D] after projections, QK-norm and RoPE at pos0.

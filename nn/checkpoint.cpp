@@ -6,8 +6,11 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "core/io/hdf5_file.h"
 #include "core/io/atomic_file.h"
+#include "core/io/hdf5_file.h"
+#include "core/io/sha256.h"
+#include "autograd/grad_mode.h"
+#include "nn/adapters.h"
 
 namespace ember::nn {
 namespace fs = std::filesystem;
@@ -36,6 +39,10 @@ void write_checkpoint(const std::string& path, const Checkpoint& ckpt) {
     f.write_attr("/", "format", std::string("ember-checkpoint"));
     f.write_attr("/", "version", int64_t{1});
     f.write_attr("/", "config", ckpt.config.to_json());
+    if (!ckpt.base.empty()) {
+      f.write_attr("/", "base", ckpt.base);
+      f.write_attr("/", "base_sha256", ckpt.base_sha256);
+    }
     for (const auto& [name, t] : ckpt.model) f.write_tensor("/model/" + name, t.to(DType::Float32));
     if (ckpt.optim_step) {
       for (const auto& [name, t] : ckpt.optim) f.write_tensor("/optim/" + name, t.to(DType::Float32));
@@ -69,6 +76,8 @@ Checkpoint read_checkpoint(const std::string& path, bool with_optim) {
   check_header(f);
   Checkpoint c;
   c.config = nn::ModelConfig::from_json(f.read_attr_string("/", "config"), path + ": config");
+  if (f.has_attr("/", "base")) c.base = f.read_attr_string("/", "base");
+  if (f.has_attr("/", "base_sha256")) c.base_sha256 = f.read_attr_string("/", "base_sha256");
   EMBER_CHECK(f.exists("/model"), path, ": checkpoint has no /model group");
   for (const std::string& name : f.list("/model")) c.model[name] = f.read_tensor("/model/" + name);
   if (with_optim && f.exists("/optim") && f.has_attr("/optim", "step")) {
@@ -94,16 +103,19 @@ Checkpoint read_checkpoint(const std::string& path, bool with_optim) {
 
 namespace {
 
-// c.model against the parameters of `model`, a model of c.config.
-void check_tensors_against(const Checkpoint& c, const std::string& path, const Module& model) {
+// c.model against `expected` (name -> parameter): exactly those names, shapes, float, finite.
+void check_tensors_against(const Checkpoint& c, const std::string& path,
+                           const std::vector<std::pair<std::string, Variable>>& params) {
   std::map<std::string, Shape> expected;
-  for (const auto& [name, v] : model.named_parameters()) expected.emplace(name, v.shape());
+  for (const auto& [name, v] : params) expected.emplace(name, v.shape());
+  const char* what = c.config.lora ? " (not a trainable tensor of the fine-tune its config describes)"
+                                   : " (not a parameter of the model its config describes)";
   for (const auto& [name, t] : c.model) {
     if (!expected.count(name)) {
       const bool tied_head = name == "lm_head.weight" && c.config.tie_embeddings;
       throw Error(path + ": unexpected tensor /model/" + name + " of shape " + shape_str(t.shape()) +
                   (tied_head ? " (the config ties the output layer to the embedding: tie_embeddings is true)"
-                             : " (not a parameter of the model its config describes)"));
+                             : what));
     }
   }
   for (const auto& [name, shape] : expected) {
@@ -119,7 +131,47 @@ void check_tensors_against(const Checkpoint& c, const std::string& path, const M
   }
 }
 
+// The rows --add-chat-tokens added, read from the checkpoint's tensors (0 when none).
+int64_t added_rows_of(const Checkpoint& c) {
+  const auto it = c.model.find("model.embed_tokens.added_rows");
+  return it == c.model.end() || it->second.dim() != 2 ? 0 : it->second.size(0);
+}
+
+// base (a plain model of the fine-tune's base config) grown and given adapters as the fine-tune was.
+void make_finetune(Transformer& model, const ModelConfig& ft, int64_t added_rows) {
+  if (added_rows > 0) add_vocab_rows(model, added_rows, 0);
+  add_adapters(model, *ft.lora, ft.quantize, 0);
+}
+
+// The base checkpoint of fine-tune c, checked (present, unchanged, a plain checkpoint whose
+// config is the fine-tune's without lora), as a model.
+std::unique_ptr<Transformer> load_base(const Checkpoint& c, const std::string& path) {
+  EMBER_CHECK(!c.base.empty(), path, ": a fine-tune checkpoint (its config has \"lora\") must name its base "
+              "(root attribute base)");
+  std::error_code ec;
+  EMBER_CHECK(fs::is_regular_file(c.base, ec), path, ": its base ", c.base, " is missing");
+  const std::string sha = sha256_file(c.base);
+  EMBER_CHECK(sha == c.base_sha256, path, ": its base ", c.base, " has changed (sha256 ", sha, ", expected ",
+              c.base_sha256, ")");
+  const Checkpoint b = read_checkpoint(c.base, false);
+  EMBER_CHECK(!b.config.lora, path, ": its base ", c.base, " is itself a fine-tune checkpoint");
+  EMBER_CHECK(c.config.vocab_size >= b.config.vocab_size, path, ": vocab_size ", c.config.vocab_size,
+              " is smaller than its base's (", b.config.vocab_size, ")");
+  const ModelConfig expect = finetune_base_config(c.config, b.config.vocab_size);
+  EMBER_CHECK(b.config.to_json() == expect.to_json(), path, ": its base ", c.base,
+              " has a different model config than the fine-tune was made from");
+  return model_from_checkpoint(b, c.base);
+}
+
 }  // namespace
+
+ModelConfig finetune_base_config(const ModelConfig& finetune_config, int64_t base_vocab_size) {
+  ModelConfig c = finetune_config;
+  c.lora.reset();
+  c.quantize = "none";
+  c.vocab_size = base_vocab_size;
+  return c;
+}
 
 void check_finite(const Tensor& t, const std::string& what) {
   const Tensor f = t.to(DType::Float32).contiguous();
@@ -130,12 +182,33 @@ void check_finite(const Tensor& t, const std::string& what) {
 }
 
 void check_model_tensors(const Checkpoint& c, const std::string& path) {
-  check_tensors_against(c, path, Transformer(c.config, 0));
+  if (!c.config.lora) {
+    check_tensors_against(c, path, Transformer(c.config, 0).named_parameters());
+    return;
+  }
+  const int64_t added = added_rows_of(c);
+  EMBER_CHECK(added < c.config.vocab_size, path, ": /model/model.embed_tokens.added_rows has ", added,
+              " rows, not fewer than vocab_size ", c.config.vocab_size);
+  Transformer model(finetune_base_config(c.config, c.config.vocab_size - added), 0);
+  ModelConfig ft = c.config;
+  ft.quantize = "none";  // the same trainable tensors, without quantizing
+  make_finetune(model, ft, added);
+  check_tensors_against(c, path, trainable_parameters(model));
 }
 
 std::unique_ptr<Transformer> model_from_checkpoint(const Checkpoint& c, const std::string& path) {
+  if (c.config.lora) {
+    std::unique_ptr<Transformer> model = load_base(c, path);
+    make_finetune(*model, c.config, c.config.vocab_size - model->config().vocab_size);
+    const auto trainable = trainable_parameters(*model);
+    check_tensors_against(c, path, trainable);
+    NoGradGuard no_grad;
+    for (const auto& [name, v] : trainable) v.data().copy_(c.model.at(name));
+    model->eval();
+    return model;
+  }
   auto model = std::make_unique<Transformer>(c.config, 0);
-  check_tensors_against(c, path, *model);
+  check_tensors_against(c, path, model->named_parameters());
   model->load_state_dict(c.model);
   model->eval();
   return model;

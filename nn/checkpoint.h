@@ -5,6 +5,9 @@
 //   /optim/<name>                      attr step: the updates that parameter took
 //   /train       attrs: step, and state = JSON of everything exact resume needs
 //   /tokenizer/json                    the tokenizer (Hugging Face tokenizer.json text)
+// A fine-tune checkpoint (SPEC.md section 9; config with "lora") holds only the trainable
+// tensors in /model (nn/adapters.h) and root attrs base (the base checkpoint's absolute path)
+// and base_sha256 (sha256 of the base file, lowercase hex).
 // Writes are atomic: a temporary file in the same folder, fsync, rename.
 // A whole-file CRC-32C in the HDF5 user block is verified before each read
 // (core/io/file_digest.h).
@@ -31,6 +34,7 @@ struct Checkpoint {
   std::optional<std::string> train_state;  // JSON (apps/train/save.cpp owns its keys)
   int64_t train_step = 0;
   std::string tokenizer_json;           // empty: none stored
+  std::string base, base_sha256;        // a fine-tune's base checkpoint; empty for plain ones
 };
 
 // Writes atomically to `path`; never leaves a partial file under that name.
@@ -42,12 +46,20 @@ nn::ModelConfig read_checkpoint_config(const std::string& path);
 
 // The tensors of c.model against the model c.config describes: exactly its
 // parameter names, each of its shape, float and finite. An Error names the file
-// (path), the tensor, and the expected and found shape.
+// (path), the tensor, and the expected and found shape. For a fine-tune checkpoint
+// (c.config.lora set): exactly the trainable tensors (adapters, added rows) of the base
+// model with adapters; the base file is not read.
 void check_model_tensors(const Checkpoint& c, const std::string& path);
 // Every value of t (as float32) finite, else an Error "<what> holds a
 // non-finite value (v at flat index i)"; what names the tensor and its file.
 void check_finite(const Tensor& t, const std::string& what);
-// The model of a checkpoint (after check_model_tensors), float32, eval mode.
+// The model of a checkpoint (after check_model_tensors), float32, eval mode. A fine-tune
+// checkpoint: its base (c.base, whose sha256 must be c.base_sha256; an Error "<path>: its base
+// <base> is missing" / "... has changed (sha256 X, expected Y)") is loaded, grown by the added
+// rows (add_vocab_rows), given adapters (add_adapters, seed 0) and c.model's tensors loaded.
 std::unique_ptr<Transformer> model_from_checkpoint(const Checkpoint& c, const std::string& path);
+// The base model of a fine-tune config before its vocabulary growth: the config with lora,
+// quantize and vocab_size (base_vocab_size) of the base.
+ModelConfig finetune_base_config(const ModelConfig& finetune_config, int64_t base_vocab_size);
 
 }  // namespace ember::nn

@@ -120,7 +120,8 @@ ModelConfig read_model_keys(const Reader& r) {
   r.only_keys({"vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim",
                "ffn_hidden", "ffn_act", "norm", "norm_eps", "pos", "rope_theta", "max_seq_len",
                "qk_norm", "bias", "tie_embeddings", "parallel_block", "sliding_window",
-               "global_every", "attn_softcap", "final_softcap", "z_loss_coef", "dropout", "moe"});
+               "global_every", "attn_softcap", "final_softcap", "z_loss_coef", "dropout", "moe",
+               "lora", "quantize"});
   ModelConfig c;
   r.integer("vocab_size", c.vocab_size);
   r.integer("d_model", c.d_model);
@@ -145,6 +146,7 @@ ModelConfig read_model_keys(const Reader& r) {
   r.number("final_softcap", c.final_softcap);
   r.number("z_loss_coef", c.z_loss_coef);
   r.number("dropout", c.dropout);
+  r.choice("quantize", c.quantize, {"none", "nf4", "nf4-dq"});
   return c;
 }
 
@@ -212,11 +214,44 @@ MoEConfig parse_moe(const json& m, const std::string& s, int64_t ffn_hidden) {
   return moe;
 }
 
+// The "lora" object (SPEC.md section 9), read and checked.
+LoRAConfig parse_lora(const json& l, const std::string& s) {
+  EMBER_CHECK(l.is_object(), s, ": key \"lora\" must be an object, got ", l.dump());
+  const std::string ls = s + ": lora";
+  Reader lr{l, ls};
+  lr.only_keys({"r", "alpha", "dropout", "targets"});
+  LoRAConfig lora;
+  lr.integer("r", lora.r);
+  lr.number("alpha", lora.alpha);
+  lr.number("dropout", lora.dropout);
+  require(lora.r >= 1, ls, "r", "must be >= 1, got " + std::to_string(lora.r));
+  require(lora.alpha > 0, ls, "alpha", "must be > 0");
+  require(lora.dropout >= 0 && lora.dropout < 1, ls, "dropout", "must be in [0, 1)");
+  if (l.contains("targets")) {
+    const json& t = l.at("targets");
+    require(t.is_array() && !t.empty(), ls, "targets", "must be a non-empty array of target names");
+    lora.targets.clear();
+    const std::set<std::string> known{"q", "k", "v", "o", "gate", "up", "down", "head"};
+    for (const json& v : t) {
+      require(v.is_string() && known.count(v.get<std::string>()), ls, "targets",
+              "holds " + v.dump() + ", not one of q, k, v, o, gate, up, down, head");
+      const std::string name = v.get<std::string>();
+      for (const auto& seen : lora.targets) {
+        require(seen != name, ls, "targets", "names \"" + name + "\" twice");
+      }
+      lora.targets.push_back(name);
+    }
+  }
+  return lora;
+}
+
 ModelConfig parse_config(const json& obj, const std::string& source) {
   ModelConfig c = read_model_keys(Reader{obj, source});
   complete_and_check(c, obj, source);
   if (obj.contains("moe") && !obj.at("moe").is_null())
     c.moe = parse_moe(obj.at("moe"), source, c.ffn_hidden);
+  if (obj.contains("lora")) c.lora = parse_lora(obj.at("lora"), source);
+  require(c.lora || !obj.contains("quantize"), source, "quantize", "is only valid with \"lora\" (a fine-tune config)");
   require_parameter_limit(c, source);
   return c;
 }
@@ -253,6 +288,10 @@ std::string ModelConfig::to_json() const {
                 {"router_z_loss_coef", moe->router_z_loss_coef}};
   } else {
     j["moe"] = nullptr;
+  }
+  if (lora) {
+    j["lora"] = {{"r", lora->r}, {"alpha", lora->alpha}, {"dropout", lora->dropout}, {"targets", lora->targets}};
+    j["quantize"] = quantize;
   }
   return j.dump(2);
 }

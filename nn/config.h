@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace ember::nn {
 
@@ -31,6 +32,15 @@ struct MoEConfig {
   int64_t every = 1;  // layer i is MoE when i % every == every - 1
   double aux_loss_coef = 0.01;
   double router_z_loss_coef = 0;
+};
+
+// LoRA of a fine-tune (SPEC.md section 9): JSON key "lora". targets are short names of
+// kLoRATargets (nn/adapters.h): q, k, v, o, gate, up, down, head.
+struct LoRAConfig {
+  int64_t r = 8;
+  double alpha = 16;
+  double dropout = 0;
+  std::vector<std::string> targets{"q", "v"};
 };
 
 struct ModelConfig {
@@ -58,6 +68,10 @@ struct ModelConfig {
   double z_loss_coef = 0;
   double dropout = 0;
   std::optional<MoEConfig> moe;
+  // A fine-tune's adapters and base quantization ("none", "nf4", "nf4-dq"). to_json writes
+  // "lora" and "quantize" only when lora is set, so a base model's JSON is unchanged.
+  std::optional<LoRAConfig> lora;
+  std::string quantize = "none";
 
   // Parses a SPEC.md section 1 JSON object; `source` names it in errors.
   static ModelConfig from_json(const std::string& json_text, const std::string& source = "config");

@@ -12,10 +12,13 @@ FFN::FFN(int64_t d_model, int64_t hidden, const std::string& act, bool bias, Gen
   EMBER_CHECK(gated || act == "gelu" || act == "gelu_tanh" || act == "relu",
               "FFN: unknown activation \"", act, "\" (swiglu, geglu, gelu, gelu_tanh, relu)");
   if (gated) {
-    gate_proj_ = register_module("gate_proj", std::make_shared<Linear>(d_model, hidden, bias, init_gen, 0.02, dtype));
+    gate_proj_ = std::make_shared<Linear>(d_model, hidden, bias, init_gen, 0.02, dtype);
+    register_replaceable("gate_proj", gate_proj_);
   }
-  up_proj_ = register_module("up_proj", std::make_shared<Linear>(d_model, hidden, bias, init_gen, 0.02, dtype));
-  down_proj_ = register_module("down_proj", std::make_shared<Linear>(hidden, d_model, bias, init_gen, down_std, dtype));
+  up_proj_ = std::make_shared<Linear>(d_model, hidden, bias, init_gen, 0.02, dtype);
+  register_replaceable("up_proj", up_proj_);
+  down_proj_ = std::make_shared<Linear>(hidden, d_model, bias, init_gen, down_std, dtype);
+  register_replaceable("down_proj", down_proj_);
 }
 
 Variable FFN::activate(const Variable& gate, const Variable& up) const {

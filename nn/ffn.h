@@ -18,13 +18,14 @@ class FFN : public UnaryModule {
   // gelu, gelu_tanh and relu): what forward applies between up and down.
   Variable activate(const Variable& gate, const Variable& up) const;
   bool gated() const { return gate_proj_ != nullptr; }
-  const Linear* gate_proj() const { return gate_proj_.get(); }
-  const Linear& up_proj() const { return *up_proj_; }
-  const Linear& down_proj() const { return *down_proj_; }
+  // Each a Linear, or a LoRALinear / Nf4Linear once fine-tuning replaced it.
+  const UnaryModule* gate_proj() const { return gate_proj_.get(); }
+  const UnaryModule& up_proj() const { return *up_proj_; }
+  const UnaryModule& down_proj() const { return *down_proj_; }
 
  private:
   std::string act_;
-  std::shared_ptr<Linear> gate_proj_, up_proj_, down_proj_;
+  std::shared_ptr<UnaryModule> gate_proj_, up_proj_, down_proj_;
 };
 
 }  // namespace ember::nn

@@ -2,6 +2,7 @@
 #include "nn/layers.h"
 
 #include "autograd/ops.h"
+#include "core/kernels/shape_ops.h"
 
 namespace ember::nn {
 
@@ -20,14 +21,71 @@ Linear::Linear(const Tensor& weight, const Tensor& bias, bool requires_grad) {
 
 Variable Linear::forward(const Variable& x) const {
   Variable y = matmul(x, weight_, false, true);
+  if (added_rows_.defined()) y = cat({y, matmul(x, added_rows_, false, true)}, -1);
   return bias_.defined() ? add(y, bias_) : y;
+}
+
+// Rows [n >= 1, width] to append below weight [V, width].
+static void check_rows(const Variable& weight, const Variable& existing, const Tensor& rows) {
+  EMBER_CHECK(!existing.defined(), "add_rows: rows were already added");
+  EMBER_CHECK(rows.dim() == 2 && rows.size(0) >= 1 && rows.size(1) == weight.size(1),
+              "add_rows: rows must be [n >= 1, ", weight.size(1), "], got ", shape_str(rows.shape()));
+}
+
+void Linear::add_rows(const Tensor& rows) {
+  EMBER_CHECK(!bias_.defined(), "Linear::add_rows: only a Linear without bias can grow");
+  check_rows(weight_, added_rows_, rows);
+  added_rows_ = register_parameter("added_rows", rows.to(weight_.dtype()));
+}
+
+int64_t Linear::out_features() const {
+  return weight_.size(0) + (added_rows_.defined() ? added_rows_.size(0) : 0);
+}
+
+Tensor Linear::full_weight() const {
+  return added_rows_.defined() ? kernels::cat({weight_.data(), added_rows_.data()}, 0) : weight_.data();
 }
 
 Embedding::Embedding(int64_t num, int64_t dim, Generator& gen, double init_std, DType dtype) {
   weight_ = register_parameter("weight", Tensor::randn({num, dim}, gen, dtype, 0, init_std));
 }
 
-Variable Embedding::forward(const Tensor& ids) const { return embedding(weight_, ids); }
+// With added rows: ids < V read W, the others R (id - V); both lookups, then a select.
+Variable Embedding::forward(const Tensor& ids) const {
+  if (!added_rows_.defined()) return embedding(weight_, ids);
+  const int64_t V = weight_.size(0);
+  const auto all = ids.to(DType::Int64).to_vector<int64_t>();
+  std::vector<int64_t> old_ids(all.size()), new_ids(all.size()), is_new(all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    is_new[i] = all[i] >= V;
+    old_ids[i] = is_new[i] ? 0 : all[i];
+    new_ids[i] = is_new[i] ? all[i] - V : 0;
+  }
+  Shape cond_shape = ids.shape();
+  cond_shape.push_back(1);
+  return where(Tensor::from_vector(is_new, cond_shape),
+               embedding(added_rows_, Tensor::from_vector(new_ids, ids.shape())),
+               embedding(weight_, Tensor::from_vector(old_ids, ids.shape())));
+}
+
+void Embedding::add_rows(const Tensor& rows) {
+  check_rows(weight_, added_rows_, rows);
+  added_rows_ = register_parameter("added_rows", rows.to(weight_.dtype()));
+}
+
+int64_t Embedding::num_embeddings() const {
+  return weight_.size(0) + (added_rows_.defined() ? added_rows_.size(0) : 0);
+}
+
+Variable Embedding::project(const Variable& h) const {
+  Variable y = matmul(h, weight_, false, true);
+  if (added_rows_.defined()) y = cat({y, matmul(h, added_rows_, false, true)}, -1);
+  return y;
+}
+
+Tensor Embedding::full_weight() const {
+  return added_rows_.defined() ? kernels::cat({weight_.data(), added_rows_.data()}, 0) : weight_.data();
+}
 
 RMSNorm::RMSNorm(int64_t dim, double eps, DType dtype) : eps_(eps) {
   weight_ = register_parameter("weight", Tensor::ones({dim}, dtype));

@@ -27,8 +27,17 @@ class Linear : public UnaryModule {
   const Variable& weight() const { return weight_; }
   const Variable& bias() const { return bias_; }
 
+  // Vocabulary growth (nn/adapters.h add_vocab_rows): n more output rows R [n, in], a
+  // parameter of their own named "added_rows"; forward gives cat(x W^T, x R^T) on the last
+  // dim. Only for a Linear without bias (an lm_head).
+  void add_rows(const Tensor& rows);
+  const Variable& added_rows() const { return added_rows_; }
+  int64_t out_features() const;
+  // W with the added rows appended below it (no graph).
+  Tensor full_weight() const;
+
  private:
-  Variable weight_, bias_;
+  Variable weight_, bias_, added_rows_;
 };
 
 // ids [...] (int) -> rows of weight [V, C]: [..., C].
@@ -39,8 +48,18 @@ class Embedding : public Module {
   Variable forward(const Tensor& ids) const;
   const Variable& weight() const { return weight_; }
 
+  // Vocabulary growth: rows R [n, dim] for ids V .. V+n-1, a parameter named "added_rows"
+  // (the V old rows can stay frozen while R trains).
+  void add_rows(const Tensor& rows);
+  const Variable& added_rows() const { return added_rows_; }
+  int64_t num_embeddings() const;
+  // The tied output layer: h [..., dim] -> h W^T [..., num_embeddings()] (added rows last).
+  Variable project(const Variable& h) const;
+  // W with the added rows appended below it (no graph).
+  Tensor full_weight() const;
+
  private:
-  Variable weight_;
+  Variable weight_, added_rows_;
 };
 
 // y = x / sqrt(mean(x^2) + eps) * w over the last dim.

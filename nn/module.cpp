@@ -46,6 +46,20 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
   children_.emplace_back(name, std::move(module));
 }
 
+void Module::replace_module(const std::string& name, std::shared_ptr<Module> module) {
+  EMBER_CHECK(module != nullptr, "replace_module: module \"", name, "\" is null");
+  for (auto& [n, set_slot] : replacers_) {
+    if (n != name) continue;
+    set_slot(module);
+    for (auto& [cn, child] : children_) {
+      if (cn == name) child = module;
+    }
+    module->train(training_);
+    return;
+  }
+  throw Error("replace_module: \"" + name + "\" is not a replaceable child of this module");
+}
+
 void Module::collect_parameters(const std::string& prefix,
                                 std::vector<std::pair<std::string, Variable>>& out) const {
   for (const auto& [name, v] : parameters_) out.emplace_back(prefix + name, v);

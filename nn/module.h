@@ -2,6 +2,7 @@
 // PyTorch's C++ frontend. Names come from the tree ("model.layers.0.mlp.
 // up_proj.weight"), so SPEC.md section 3 names are never kept by hand.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "autograd/variable.h"
+#include "core/error.h"
 #include "core/tensor.h"
 
 namespace ember::nn {
@@ -25,6 +27,12 @@ class Module {
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const {
     return children_;
   }
+
+  // Swaps the direct child `name` for `module`, keeping its name and position (so the
+  // parameter names below it stay those of SPEC.md section 3). Only a child registered with
+  // register_replaceable can be swapped, by a module of that slot's type (fine-tuning wraps
+  // or quantizes projections this way: nn/adapters.h). Takes the new module's train mode.
+  void replace_module(const std::string& name, std::shared_ptr<Module> module);
 
   // Training mode (dropout on) for this module and all below it.
   void train(bool on = true);
@@ -50,6 +58,17 @@ class Module {
     add_child(name, module);
     return module;
   }
+  // A child that replace_module may swap: `slot`, a member of this module that forward
+  // reads, follows the swap. The module must live at a fixed address (held by shared_ptr).
+  template <class M>
+  void register_replaceable(const std::string& name, std::shared_ptr<M>& slot) {
+    add_child(name, slot);
+    replacers_.emplace_back(name, [&slot, name](const std::shared_ptr<Module>& m) {
+      auto typed = std::dynamic_pointer_cast<M>(m);
+      EMBER_CHECK(typed != nullptr, "replace_module: \"", name, "\" takes a module of its slot's type");
+      slot = std::move(typed);
+    });
+  }
 
  private:
   void add_child(const std::string& name, std::shared_ptr<Module> module);
@@ -61,6 +80,7 @@ class Module {
   std::vector<std::pair<std::string, Variable>> parameters_;
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  std::vector<std::pair<std::string, std::function<void(const std::shared_ptr<Module>&)>>> replacers_;
   bool training_ = true;
 };
 

@@ -4,8 +4,11 @@
 // back with one index_add.
 #include "nn/moe.h"
 
+#include <algorithm>
+
 #include "autograd/ops.h"
 #include "core/profiler.h"
+#include "nn/lora.h"
 
 namespace ember::nn {
 
@@ -28,12 +31,104 @@ MoE::MoE(int64_t d_model, const MoEConfig& moe, const std::string& act, bool bia
   }
 }
 
+namespace {
+
+// The Linear computing proj, when it is one or a LoRALinear over one; else null (NF4).
+const Linear* linear_base(const UnaryModule& proj) {
+  if (const auto* l = dynamic_cast<const Linear*>(&proj)) return l;
+  if (const auto* lora = dynamic_cast<const LoRALinear*>(&proj)) return lora->base().get();
+  return nullptr;
+}
+
+// grouped_linear over the given Linears (weights and biases) for the row groups of sizes.
+Variable grouped(const std::vector<const Linear*>& linears, const Variable& in,
+                 const std::vector<int64_t>& sizes) {
+  std::vector<Variable> w, b;
+  for (const Linear* l : linears) {
+    w.push_back(l->weight());
+    if (l->bias().defined()) b.push_back(l->bias());
+  }
+  return grouped_linear(in, w, b, sizes);
+}
+
+// Each module over its own rows of in (a group of 0 rows skipped), joined in order.
+Variable per_expert(const std::vector<const UnaryModule*>& mods, const Variable& in,
+                    const std::vector<int64_t>& sizes) {
+  std::vector<Variable> pieces;
+  int64_t r0 = 0;
+  for (size_t e = 0; e < mods.size(); ++e) {
+    if (sizes[e] > 0) pieces.push_back(mods[e]->forward(narrow(in, 0, r0, sizes[e])));
+    r0 += sizes[e];
+  }
+  return pieces.size() == 1 ? pieces[0] : cat(pieces, 0);
+}
+
+}  // namespace
+
+// One projection of every expert over its rows of in. Plain Linears: one grouped_linear
+// (the pretraining path). LoRALinears: the frozen bases (grouped when they are Linears, else
+// NF4 pieces per expert) plus (alpha / r) grouped(grouped(dropout(in), A_e), B_e). Anything
+// else (NF4 without adapters, a mixture): each expert's module over its rows.
+Variable MoE::experts_project(const UnaryModule& (*pick)(const FFN&), const Variable& in) const {
+  std::vector<const UnaryModule*> mods;
+  std::vector<const LoRALinear*> loras;
+  std::vector<const Linear*> linears, bases;
+  for (const auto& ex : experts_) {
+    const UnaryModule& m = pick(*ex);
+    mods.push_back(&m);
+    if (const auto* l = dynamic_cast<const Linear*>(&m)) linears.push_back(l);
+    if (const auto* lora = dynamic_cast<const LoRALinear*>(&m)) loras.push_back(lora);
+    if (const Linear* b = linear_base(m)) bases.push_back(b);
+  }
+  if (linears.size() == mods.size()) return grouped(linears, in, counts_);
+  if (loras.size() != mods.size()) return per_expert(mods, in, counts_);
+  std::vector<const UnaryModule*> base_mods;
+  std::vector<Variable> a, b;
+  for (const LoRALinear* l : loras) {
+    base_mods.push_back(&l->base_module());
+    a.push_back(l->lora_A());
+    b.push_back(l->lora_B());
+  }
+  const Variable base = bases.size() == mods.size() ? grouped(bases, in, counts_) : per_expert(base_mods, in, counts_);
+  const Variable low = grouped_linear(loras[0]->dropout_input(in), a, {}, counts_);  // [R, r]
+  return base + grouped_linear(low, b, {}, counts_) * loras[0]->scale();
+}
+
 // r = x Wr^T, p = softmax(r); the top-K p of each token (ties: lower index)
 // weight its experts, renormalised to sum 1 when norm_topk_prob.
 // aux = E * sum_e f_e P_e with f_e = picks_e / (N K) (no gradient), P_e = mean_n p_ne.
 const prof::Family kMoeDispatchFamily = prof::register_family("moe_dispatch", 200);
 
-Variable MoE::forward(const Variable& x, MoEAux& aux) const {
+namespace {
+
+// aux and router_z over the real tokens only: with m_n = 1 for the N_r real tokens, 0 for padding,
+//   f_e = (picks of real tokens by e) / (N_r K),  P_e = sum_n m_n p_ne / N_r,
+//   aux = E sum_e f_e P_e,  router_z = sum_n m_n lse_n^2 / N_r   (both 0 when N_r = 0).
+void real_token_aux(const Tensor& real, const Variable& probs, const Variable& lse,
+                    const Tensor& top_idx, MoEAux& aux) {
+  const int64_t N = probs.size(0), E = probs.size(1), K = top_idx.size(1);
+  EMBER_CHECK(real.numel() == N, "MoE: the real-token mask has ", real.numel(), " values for ", N,
+              " tokens");
+  const std::vector<float> m = real.contiguous().to(DType::Float32).to_vector<float>();
+  double n_real = 0;
+  for (const float v : m) n_real += v != 0;
+  std::vector<double> f(static_cast<size_t>(E), 0);
+  const int64_t* idx = top_idx.data<int64_t>();
+  for (int64_t p = 0; p < N * K; ++p) {
+    if (m[static_cast<size_t>(p / K)] != 0) f[static_cast<size_t>(idx[p])] += 1;
+  }
+  for (double& v : f) v /= std::max(n_real * static_cast<double>(K), 1.0);
+  const double denom = std::max(n_real, 1.0);
+  const Variable f_const(Tensor::from_vector(f).to(probs.dtype()));
+  const Variable m_flat(real.contiguous().reshape({N}).to(probs.dtype()));
+  const Variable p_sum = sum(probs * reshape(m_flat, {N, 1}), {0});  // [E]
+  aux.aux = sum(p_sum * f_const) * (static_cast<double>(E) / denom);
+  aux.router_z = sum(lse * lse * m_flat) / denom;
+}
+
+}  // namespace
+
+Variable MoE::forward(const Variable& x, MoEAux& aux, const Tensor& real) const {
   const Shape in_shape = x.shape();
   const int64_t C = x.size(-1), N = x.numel() / C, E = cfg_.n_experts, K = cfg_.top_k;
   const Variable xf = reshape(x, {N, C});
@@ -45,12 +140,13 @@ Variable MoE::forward(const Variable& x, MoEAux& aux) const {
   // and projection (grouped_linear), and one weighted gather-sum back per
   // token (slots[n, s]: the row of token n's s-th pick in the grouped order).
   Variable probs, weights, xs;
-  Tensor row_idx, slots;
+  Tensor row_idx, slots, top_idx;
   counts_.assign(E, 0);
   {
     EMBER_PROFILE_CLAIM(kMoeDispatchFamily);
     probs = softmax(logits);
-    auto [top_p, top_idx] = topk(probs, K);  // [N, K], int64 [N, K]
+    auto [top_p, picked] = topk(probs, K);  // [N, K], int64 [N, K]
+    top_idx = picked;
     weights = cfg_.norm_topk_prob ? top_p / sum(top_p, {-1}, true) : top_p;
     std::vector<std::vector<int64_t>> picks(E);
     const int64_t* idx = top_idx.data<int64_t>();
@@ -69,20 +165,13 @@ Variable MoE::forward(const Variable& x, MoEAux& aux) const {
     xs = index_select(xf, 0, row_idx);  // [N K, C], grouped by expert
   }
   const FFN& first = *experts_[0];
-  auto grouped = [&](auto proj, const Variable& in) {
-    std::vector<Variable> w, b;
-    for (const auto& ex : experts_) {
-      const Linear& l = proj(*ex);
-      w.push_back(l.weight());
-      if (l.bias().defined()) b.push_back(l.bias());
-    }
-    return grouped_linear(in, w, b, counts_);
-  };
-  const Variable gate = first.gated() ? grouped([](const FFN& f) -> const Linear& { return *f.gate_proj(); }, xs)
-                                      : Variable();
-  const Variable up = grouped([](const FFN& f) -> const Linear& { return f.up_proj(); }, xs);
-  const Variable out = grouped([](const FFN& f) -> const Linear& { return f.down_proj(); },
-                               first.activate(gate, up));  // [N K, C]
+  using Pick = const UnaryModule& (*)(const FFN&);
+  const Pick gate_of = [](const FFN& f) -> const UnaryModule& { return *f.gate_proj(); };
+  const Pick up_of = [](const FFN& f) -> const UnaryModule& { return f.up_proj(); };
+  const Pick down_of = [](const FFN& f) -> const UnaryModule& { return f.down_proj(); };
+  const Variable gate = first.gated() ? experts_project(gate_of, xs) : Variable();
+  const Variable up = experts_project(up_of, xs);
+  const Variable out = experts_project(down_of, first.activate(gate, up));  // [N K, C]
   Variable y;
   {
     EMBER_PROFILE_CLAIM(kMoeDispatchFamily);
@@ -91,6 +180,10 @@ Variable MoE::forward(const Variable& x, MoEAux& aux) const {
   for (const auto& s : shared_) y = y + s->forward(xf);
 
   EMBER_PROFILE_CLAIM(kMoeDispatchFamily);
+  if (real.defined()) {
+    real_token_aux(real, probs, logsumexp(logits, {-1}), top_idx, aux);
+    return reshape(y, in_shape);
+  }
   std::vector<double> f(E);
   for (int64_t e = 0; e < E; ++e) f[e] = static_cast<double>(counts_[e]) / static_cast<double>(N * K);
   const Variable f_const(Tensor::from_vector(f).to(x.dtype()));

@@ -27,12 +27,15 @@ class MoE : public Module {
  public:
   MoE(int64_t d_model, const MoEConfig& moe, const std::string& act, bool bias, Generator& init_gen,
       double down_std, DType dtype = DType::Float32);
-  // x [..., C] -> [..., C]; fills aux with this pass's losses.
-  Variable forward(const Variable& x, MoEAux& aux) const;
+  // x [..., C] -> [..., C]; fills aux with this pass's losses. real: optional float32 mask of
+  // x's tokens (x.numel() / C values, 1 for a real token, 0 for padding): aux and router_z are
+  // then taken over the real tokens only (SPEC.md section 9); padding is routed all the same.
+  Variable forward(const Variable& x, MoEAux& aux, const Tensor& real = Tensor()) const;
   // (token, slot) picks of each expert in the last forward pass.
   const std::vector<int64_t>& expert_counts() const { return counts_; }
 
  private:
+  Variable experts_project(const UnaryModule& (*pick)(const FFN&), const Variable& in) const;
   MoEConfig cfg_;
   std::shared_ptr<Linear> router_;
   std::vector<std::shared_ptr<FFN>> experts_, shared_;

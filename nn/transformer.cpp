@@ -53,23 +53,25 @@ TransformerBlock::TransformerBlock(const ModelConfig& cfg, int64_t layer,
   ffn_dropout_ = register_module("mlp_dropout", std::make_shared<Dropout>(cfg.dropout, std::move(dropout_gen)));
 }
 
-Variable TransformerBlock::mlp_forward(const Variable& h, std::vector<MoEAux>& moe_aux) const {
+Variable TransformerBlock::mlp_forward(const Variable& h, std::vector<MoEAux>& moe_aux,
+                                       const Tensor& real) const {
   if (moe_) {
     MoEAux aux;
-    Variable y = moe_->forward(h, aux);
+    Variable y = moe_->forward(h, aux, real);
     moe_aux.push_back(aux);
     return ffn_dropout_->forward(y);
   }
   return ffn_dropout_->forward(ffn_->forward(h));
 }
 
-Variable TransformerBlock::forward(const Variable& x, std::vector<MoEAux>& moe_aux) const {
+Variable TransformerBlock::forward(const Variable& x, std::vector<MoEAux>& moe_aux,
+                                   const Tensor& real) const {
   if (parallel_) {
     const Variable h = input_norm_->forward(x);
-    return x + attn_->forward(h) + mlp_forward(h, moe_aux);
+    return x + attn_->forward(h) + mlp_forward(h, moe_aux, real);
   }
   const Variable x1 = x + attn_->forward(input_norm_->forward(x));
-  return x1 + mlp_forward(post_norm_->forward(x1), moe_aux);
+  return x1 + mlp_forward(post_norm_->forward(x1), moe_aux, real);
 }
 
 Variable TransformerBlock::forward_cached(const Variable& x, LayerKVCache& cache,
@@ -108,8 +110,21 @@ Transformer::Transformer(const ModelConfig& cfg, uint64_t seed, DType dtype)
   }
   final_norm_ = model->add("norm", make_norm(cfg.norm, cfg.d_model, cfg.norm_eps, dtype));
   if (!cfg.tie_embeddings) {
-    lm_head_ = register_module("lm_head", std::make_shared<Linear>(cfg.d_model, cfg.vocab_size, false, init_gen, 0.02, dtype));
+    lm_head_ = std::make_shared<Linear>(cfg.d_model, cfg.vocab_size, false, init_gen, 0.02, dtype);
+    register_replaceable("lm_head", lm_head_);
   }
+}
+
+void Transformer::set_tied_head_adapter(std::shared_ptr<UnaryModule> adapter) {
+  EMBER_CHECK(cfg_.tie_embeddings && !tied_head_adapter_ && adapter,
+              "Transformer: a tied head adapter needs tied embeddings and is added once");
+  tied_head_adapter_ = register_module("lm_head", std::move(adapter));
+}
+
+void Transformer::set_vocab_size(int64_t vocab_size) {
+  EMBER_CHECK(vocab_size == embed_tokens_->num_embeddings(), "Transformer: vocab_size ", vocab_size,
+              " does not match the embedding's ", embed_tokens_->num_embeddings(), " rows");
+  cfg_.vocab_size = vocab_size;
 }
 
 Variable Transformer::add_positions(const Variable& x, int64_t pos0, int64_t T) const {
@@ -124,22 +139,25 @@ Variable Transformer::add_positions(const Variable& x, int64_t pos0, int64_t T) 
 
 Variable Transformer::head(const Variable& x) const {
   const Variable h = final_norm_->forward(x);
-  Variable logits =
-      lm_head_ ? lm_head_->forward(h) : matmul(h, embed_tokens_->weight(), false, true);
+  Variable logits = lm_head_ ? lm_head_->forward(h) : embed_tokens_->project(h);
+  if (tied_head_adapter_) logits = logits + tied_head_adapter_->forward(h);
   if (cfg_.final_softcap > 0) {
     logits = tanh(logits / cfg_.final_softcap) * cfg_.final_softcap;
   }
   return logits;
 }
 
-ModelOutput Transformer::forward(const Tensor& ids) const {
+ModelOutput Transformer::forward(const Tensor& ids, const Tensor& real) const {
   EMBER_CHECK(ids.dim() == 2, "Transformer: token ids must be [B, T], got ", shape_str(ids.shape()));
   const int64_t T = ids.size(1);
   EMBER_CHECK(T <= cfg_.max_seq_len, "Transformer: sequence length ", T, " exceeds max_seq_len ",
               cfg_.max_seq_len);
   ModelOutput out;
   Variable x = add_positions(embed_tokens_->forward(ids), 0, T);  // [B, T, C]
-  for (const auto& block : blocks_) x = block->forward(x, out.moe_aux);
+  EMBER_CHECK(!real.defined() || real.shape() == ids.shape(),
+              "Transformer: the real-token mask of shape ", shape_str(real.shape()),
+              " does not match the ids' ", shape_str(ids.shape()));
+  for (const auto& block : blocks_) x = block->forward(x, out.moe_aux, real);
   out.logits = head(x);
   return out;
 }
@@ -166,17 +184,33 @@ Variable Transformer::forward_cached(const Tensor& ids, KVCache& cache, bool las
   return head(x);
 }
 
-LossTerms Transformer::loss(const ModelOutput& out, const Tensor& targets) const {
+Variable Transformer::flat_logits(const ModelOutput& out, const Tensor& targets) const {
   const Variable& logits = out.logits;
   EMBER_CHECK(targets.shape() == Shape({logits.size(0), logits.size(1)}), "loss: targets of shape ",
               shape_str(targets.shape()), " do not match logits of shape ", shape_str(logits.shape()));
-  const int64_t N = logits.size(0) * logits.size(1);
-  CrossEntropyResult ce = cross_entropy(reshape(logits, {N, cfg_.vocab_size}),
-                                        targets.reshape({N}), cfg_.z_loss_coef);
-  LossTerms terms;
-  terms.ce = ce.ce;
-  terms.z = ce.z;
-  terms.total = ce.loss;
+  return reshape(logits, {logits.size(0) * logits.size(1), cfg_.vocab_size});
+}
+
+LossTerms Transformer::loss(const ModelOutput& out, const Tensor& targets) const {
+  const CrossEntropyResult ce = cross_entropy(flat_logits(out, targets),
+                                              targets.reshape({targets.numel()}), cfg_.z_loss_coef);
+  return with_moe_losses(out, {ce.loss, ce.ce, ce.z}, 1.0);
+}
+
+LossTerms Transformer::loss(const ModelOutput& out, const Tensor& targets, const Tensor& weight,
+                            double norm, double moe_scale) const {
+  EMBER_CHECK(weight.shape() == targets.shape(), "loss: weight of shape ",
+              shape_str(weight.shape()), " does not match targets of shape ",
+              shape_str(targets.shape()));
+  const int64_t N = targets.numel();
+  const CrossEntropyResult ce =
+      cross_entropy(flat_logits(out, targets), targets.reshape({N}),
+                    weight.contiguous().reshape({N}), norm, cfg_.z_loss_coef);
+  return with_moe_losses(out, {ce.loss, ce.ce, ce.z}, moe_scale);
+}
+
+LossTerms Transformer::with_moe_losses(const ModelOutput& out, LossTerms terms,
+                                       double moe_scale) const {
   if (!out.moe_aux.empty()) {
     Variable aux_sum, rz_sum;
     for (const MoEAux& a : out.moe_aux) {
@@ -187,9 +221,11 @@ LossTerms Transformer::loss(const ModelOutput& out, const Tensor& targets) const
     const Variable aux_mean = aux_sum / L, rz_mean = rz_sum / L;
     terms.aux = aux_mean.item();
     terms.router_z = rz_mean.item();
-    if (cfg_.moe->aux_loss_coef > 0) terms.total = terms.total + aux_mean * cfg_.moe->aux_loss_coef;
-    if (cfg_.moe->router_z_loss_coef > 0) {
-      terms.total = terms.total + rz_mean * cfg_.moe->router_z_loss_coef;
+    const MoEConfig& moe = *cfg_.moe;
+    if (moe.aux_loss_coef > 0)
+      terms.total = terms.total + aux_mean * (moe.aux_loss_coef * moe_scale);
+    if (moe.router_z_loss_coef > 0) {
+      terms.total = terms.total + rz_mean * (moe.router_z_loss_coef * moe_scale);
     }
   }
   return terms;

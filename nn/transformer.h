@@ -21,14 +21,16 @@ class TransformerBlock : public Module {
  public:
   TransformerBlock(const ModelConfig& cfg, int64_t layer, std::shared_ptr<const RotaryEmbedding> rotary,
                    std::shared_ptr<Generator> dropout_gen, Generator& init_gen, DType dtype);
-  // Appends this block's MoE losses to moe_aux when it is an MoE block.
-  Variable forward(const Variable& x, std::vector<MoEAux>& moe_aux) const;
+  // Appends this block's MoE losses to moe_aux when it is an MoE block (over the real tokens
+  // only when the mask `real` is given: MoE::forward).
+  Variable forward(const Variable& x, std::vector<MoEAux>& moe_aux,
+                   const Tensor& real = Tensor()) const;
   // Inference: x [B, T, C] at positions pos0.., attending over and appending to cache; no dropout.
   Variable forward_cached(const Variable& x, LayerKVCache& cache, int64_t pos0) const;
   const std::shared_ptr<MoE>& moe() const { return moe_; }
 
  private:
-  Variable mlp_forward(const Variable& h, std::vector<MoEAux>& moe_aux) const;
+  Variable mlp_forward(const Variable& h, std::vector<MoEAux>& moe_aux, const Tensor& real) const;
   bool parallel_;
   std::shared_ptr<UnaryModule> input_norm_, post_norm_;
   std::shared_ptr<Attention> attn_;
@@ -53,7 +55,9 @@ class Transformer : public Module {
   // Weights drawn from a Generator seeded with `seed`: normal(0, 0.02), o_proj and
   // down_proj with std 0.02 / sqrt(2 n_layers), norms 1, biases 0.
   explicit Transformer(const ModelConfig& cfg, uint64_t seed = 0, DType dtype = DType::Float32);
-  ModelOutput forward(const Tensor& ids) const;
+  // real: optional float32 [B, T] mask of the real (non-padding) ids; the MoE losses are then
+  // taken over those only (SPEC.md section 9).
+  ModelOutput forward(const Tensor& ids, const Tensor& real = Tensor()) const;
   // Inference with a KV cache, under no-grad (no graph is recorded): ids [B, T] are the
   // tokens at absolute positions cache.length() .. + T - 1; their K/V are appended to the
   // cache and the cache advances by T. Returns logits [B, T, V], or [B, 1, V] for the last
@@ -66,10 +70,29 @@ class Transformer : public Module {
   // ce + z_loss_coef z + aux_loss_coef mean(aux) + router_z_loss_coef mean(router_z)
   // for targets [B, T].
   LossTerms loss(const ModelOutput& out, const Tensor& targets) const;
+  // The chat loss of SPEC.md section 9: the weighted cross_entropy (autograd/ops.h) of targets
+  // [B, T] with weight [B, T] (the trained mask) over norm, plus moe_scale x the MoE terms above.
+  LossTerms loss(const ModelOutput& out, const Tensor& targets, const Tensor& weight, double norm,
+                 double moe_scale) const;
   const ModelConfig& config() const { return cfg_; }
   const std::vector<std::shared_ptr<TransformerBlock>>& blocks() const { return blocks_; }
   // The dropout stream (its offset is training state).
   Generator& dropout_generator() { return *dropout_gen_; }
+  const std::shared_ptr<Generator>& shared_dropout_generator() const { return dropout_gen_; }
+
+  // Fine-tuning (nn/adapters.h). The token embedding (rows can be added to it).
+  Embedding& embed_tokens() const { return *embed_tokens_; }
+  // With tied embeddings: adds `adapter` (registered as "lm_head") to the tied output layer,
+  // logits = h E^T + adapter(h); the embedding's forward is unchanged.
+  void set_tied_head_adapter(std::shared_ptr<UnaryModule> adapter);
+  const std::shared_ptr<UnaryModule>& tied_head_adapter() const { return tied_head_adapter_; }
+  // Records the fine-tune's adapters and quantization in config() (add_adapters does).
+  void set_finetune_config(const LoRAConfig& lora, const std::string& quantize) {
+    cfg_.lora = lora;
+    cfg_.quantize = quantize;
+  }
+  // Bumps cfg.vocab_size after rows were added to the embedding (and untied head).
+  void set_vocab_size(int64_t vocab_size);
 
  private:
   ModelConfig cfg_;
@@ -79,11 +102,17 @@ class Transformer : public Module {
   Tensor sinusoidal_;
   std::vector<std::shared_ptr<TransformerBlock>> blocks_;
   std::shared_ptr<UnaryModule> final_norm_;
-  std::shared_ptr<Linear> lm_head_;
+  std::shared_ptr<UnaryModule> lm_head_;            // a Linear, or its LoRALinear (replaceable)
+  std::shared_ptr<UnaryModule> tied_head_adapter_;  // tied embeddings with a head adapter
   // Position embeddings (learned or sinusoidal) of positions pos0 .. pos0 + T - 1 added to x.
   Variable add_positions(const Variable& x, int64_t pos0, int64_t T) const;
   // Final norm, lm_head (tied or not) and final soft-cap: x [B, T, C] -> [B, T, V].
   Variable head(const Variable& x) const;
+  // logits [B, T, V] as [B T, V], after checking targets [B, T].
+  Variable flat_logits(const ModelOutput& out, const Tensor& targets) const;
+  // terms (the cross-entropy's) plus moe_scale x (aux_loss_coef mean(aux) + router_z_loss_coef
+  // mean(router_z)).
+  LossTerms with_moe_losses(const ModelOutput& out, LossTerms terms, double moe_scale) const;
 };
 
 }  // namespace ember::nn

@@ -1,7 +1,8 @@
 // Chat data: ChatML rendering and label flags of multi-turn conversations
 // against id sequences written by hand (byte tokenizer: id = byte, specials
 // 256-258), text lines, truncation and padding, the slot formula, the
-// shuffle's independence of the world size, and every bad input's message.
+// shuffle's independence of the world size, every bad input's message, and
+// Tokenizer::with_chat_tokens (ids of a conversation before and after).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 
 #include "data/chat.h"
 #include "data/chat_loader.h"
+#include "data/tokenizer/bpe_trainer.h"
 #include "temp_dir.h"
 
 using namespace ember;
@@ -254,4 +256,81 @@ TEST_CASE("bad chat lines are errors naming the file and line") {
   REQUIRE(lines.size() == 2);
   CHECK(lines[0].messages[0].content == "hi");
   CHECK(lines[1].text == "t");
+}
+
+namespace {
+
+// A tokenizer as ember trained them before the ChatML pair was reserved: the
+// bytes, 256 = "hi" (one merge), 257 = <|endoftext|>.
+Tokenizer endoftext_only() {
+  std::vector<std::string> tokens;
+  for (int b = 0; b < 256; ++b) tokens.emplace_back(1, static_cast<char>(b));
+  tokens.push_back("hi");
+  tokens.push_back("<|endoftext|>");
+  return Tokenizer(BpeModel(tokens, {BpeMerge{'h', 'i', 256}}), {{"<|endoftext|>", 257}});
+}
+
+}  // namespace
+
+TEST_CASE("with_chat_tokens appends the missing ChatML specials; other ids stay") {
+  const Tokenizer before = endoftext_only();
+  CHECK(before.missing_chat_tokens() == 2);
+  CHECK(Tokenizer::from_json(before.to_json()).missing_chat_tokens() == 2);  // such files still load
+  const std::string rendered = "<|im_start|>user\nhi<|im_end|>\n";
+  // Before: the ChatML names are plain text (bytes), "hi" is its merge.
+  Expect b;
+  b.text("<|im_start|>user\n", 0).id(256, 0).text("<|im_end|>\n", 0);
+  CHECK(before.encode(rendered) == b.ids);
+  CHECK_THROWS_WITH(chat_generation_prompt(before, std::vector<ChatMessage>{{"user", "hi"}}),
+                    Catch::Contains("ember finetune --add-chat-tokens"));
+
+  const Tokenizer after = before.with_chat_tokens();
+  CHECK(after.missing_chat_tokens() == 0);
+  CHECK(after.vocab_size() == 260);
+  CHECK(after.special_id("<|endoftext|>") == 257);
+  CHECK(after.special_id("<|im_start|>") == 258);
+  CHECK(after.special_id("<|im_end|>") == 259);
+  CHECK(after.model().merges().size() == 1);
+  Expect a;
+  a.id(258, 0).text("user\n", 0).id(256, 0).id(259, 0).text("\n", 0);
+  CHECK(after.encode(rendered) == a.ids);
+  // Rendering agrees with encode of the rendered text; the generation prompt adds the assistant header.
+  const std::vector<ChatMessage> messages{{"user", "hi"}};
+  CHECK(render_chat(after, conversation(messages)).ids == a.ids);
+  // Text without the new names encodes as before; the file round trip keeps the ids.
+  CHECK(after.encode("oh hi<|endoftext|>") == before.encode("oh hi<|endoftext|>"));
+  CHECK(Tokenizer::from_json(after.to_json()).encode(rendered) == a.ids);
+  a.id(258, 0).text("assistant\n", 0);
+  CHECK(chat_generation_prompt(after, messages) == a.ids);
+  CHECK(after.decode(std::vector<uint32_t>{258, 259}) == "<|im_start|><|im_end|>");
+  // Complete already: unchanged.
+  CHECK(after.with_chat_tokens().to_json() == after.to_json());
+}
+
+TEST_CASE("with_chat_tokens on a tokenizer without specials appends all three in order") {
+  const Tokenizer plain;
+  CHECK(plain.missing_chat_tokens() == 3);
+  const Tokenizer t = plain.with_chat_tokens();
+  CHECK(t.vocab_size() == 259);
+  CHECK(t.special_id("<|endoftext|>") == 256);
+  CHECK(t.special_id("<|im_start|>") == 257);
+  CHECK(t.special_id("<|im_end|>") == 258);
+  CHECK(t.encode("<|im_start|>a<|im_end|><|endoftext|>") == std::vector<uint32_t>{257, 'a', 258, 256});
+  // Only <|endoftext|> missing: it alone is appended.
+  const Tokenizer pair = Tokenizer::bytes({"<|im_start|>", "<|im_end|>"});
+  CHECK(pair.missing_chat_tokens() == 1);
+  CHECK(pair.with_chat_tokens().special_id("<|endoftext|>") == 258);
+}
+
+TEST_CASE("trained tokenizers reserve <|endoftext|>, <|im_start|>, <|im_end|>") {
+  BpeTrainOptions o;
+  o.vocab_size = 256 + 1 + 3;  // one merge: "hi" (the only pair seen twice)
+  const Tokenizer t = train_bpe_on_text("hi hi", o);
+  REQUIRE(t.model().merges().size() == 1);
+  CHECK(t.missing_chat_tokens() == 0);
+  CHECK(t.special_id("<|endoftext|>") == 257);
+  CHECK(t.special_id("<|im_start|>") == 258);
+  CHECK(t.special_id("<|im_end|>") == 259);
+  CHECK(t.encode("<|im_start|>user\nhi<|im_end|>\n") ==
+        Expect().id(258, 0).text("user\n", 0).id(256, 0).id(259, 0).text("\n", 0).ids);
 }

@@ -91,6 +91,54 @@ TEST_CASE("to_json round-trips", "[config]") {
   CHECK(d.moe->top_k == 1);
 }
 
+TEST_CASE("lora and quantize keys: parsed, written only with lora, errors name the key", "[config][lora]") {
+  const ModelConfig base = ModelConfig::from_json(R"({"n_layers": 2})");
+  CHECK_FALSE(base.lora);
+  CHECK(base.quantize == "none");
+  CHECK(base.to_json().find("lora") == std::string::npos);
+  CHECK(base.to_json().find("quantize") == std::string::npos);
+
+  const ModelConfig ft = ModelConfig::from_json(
+      R"({"n_layers": 2, "lora": {"r": 4, "alpha": 8, "dropout": 0.1, "targets": ["q", "head"]},
+          "quantize": "nf4-dq"})");
+  REQUIRE(ft.lora);
+  CHECK(ft.lora->r == 4);
+  CHECK(ft.lora->alpha == 8);
+  CHECK(ft.lora->dropout == 0.1);
+  CHECK(ft.lora->targets == std::vector<std::string>{"q", "head"});
+  CHECK(ft.quantize == "nf4-dq");
+  const ModelConfig back = ModelConfig::from_json(ft.to_json());
+  CHECK(back.to_json() == ft.to_json());
+  CHECK(back.lora->targets == ft.lora->targets);
+  // Defaults of SPEC.md section 9.
+  const ModelConfig d = ModelConfig::from_json(R"({"lora": {}})");
+  CHECK(d.lora->r == 8);
+  CHECK(d.lora->alpha == 16);
+  CHECK(d.lora->dropout == 0);
+  CHECK(d.lora->targets == std::vector<std::string>{"q", "v"});
+  CHECK(d.quantize == "none");
+  CHECK(d.to_json().find("\"quantize\": \"none\"") != std::string::npos);
+
+  auto err = [](const std::string& j) {
+    try {
+      ModelConfig::from_json(j, "ft.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(err(R"({"lora": {"r": 0}})"), Catch::Contains("ft.json: lora: key \"r\" must be >= 1, got 0"));
+  CHECK_THAT(err(R"({"lora": {"alpha": 0}})"), Catch::Contains("key \"alpha\""));
+  CHECK_THAT(err(R"({"lora": {"dropout": 1}})"), Catch::Contains("key \"dropout\""));
+  CHECK_THAT(err(R"({"lora": {"targets": []}})"), Catch::Contains("key \"targets\""));
+  CHECK_THAT(err(R"({"lora": {"targets": ["q", "x"]}})"), Catch::Contains("key \"targets\" holds \"x\""));
+  CHECK_THAT(err(R"({"lora": {"targets": ["q", "q"]}})"), Catch::Contains("names \"q\" twice"));
+  CHECK_THAT(err(R"({"lora": {"rank": 2}})"), Catch::Contains("unknown key \"rank\""));
+  CHECK_THAT(err(R"({"lora": 3})"), Catch::Contains("key \"lora\" must be an object"));
+  CHECK_THAT(err(R"({"lora": {}, "quantize": "int4"})"), Catch::Contains("key \"quantize\""));
+  CHECK_THAT(err(R"({"quantize": "nf4"})"), Catch::Contains("key \"quantize\" is only valid with \"lora\""));
+}
+
 // --- sizes, overflow and memory (issue 14) -----------------------------------------------
 
 namespace {

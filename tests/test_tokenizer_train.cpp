@@ -46,7 +46,7 @@ TEST_CASE("training merges a small corpus as worked out by hand", "[tokenizer][t
       "low low low low low lower lower newest newest newest newest newest newest widest widest "
       "widest";
   data::BpeTrainOptions o;
-  o.vocab_size = 256 + 7 + 1;
+  o.vocab_size = 256 + 7 + 3;  // the bytes, 7 merges, <|endoftext|> <|im_start|> <|im_end|>
   const data::Tokenizer t = data::train_bpe_on_text(text, o);
   REQUIRE(t.model().merges().size() == 7);
   // 1. (e,s) and (s,t) both occur 9 times: the lower pair of ids wins.
@@ -58,9 +58,11 @@ TEST_CASE("training merges a small corpus as worked out by hand", "[tokenizer][t
   CHECK(merge_text(t, 4) == " |n");
   CHECK(merge_text(t, 5) == " |low");
   CHECK(merge_text(t, 6) == "e|w");
-  CHECK(t.vocab_size() == 264);
+  CHECK(t.vocab_size() == 266);
   CHECK(t.model().merges()[0].result == 256);
   CHECK(t.special_id("<|endoftext|>") == 263);
+  CHECK(t.special_id("<|im_start|>") == 264);
+  CHECK(t.special_id("<|im_end|>") == 265);
   CHECK(t.encode(" newest") == std::vector<uint32_t>{260, 262, 257});
 }
 

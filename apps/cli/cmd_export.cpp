@@ -1,35 +1,62 @@
 // `ember export --checkpoint C --format hf --out DIR`: the checkpoint as a
 // Hugging Face model folder (model.safetensors, config.json, tokenizer.json,
-// generation_config.json) loadable by transformers' matching class. The work is
-// export_hf (apps/interop/hf_export.cpp); this file is the command line.
+// generation_config.json) loadable by transformers' matching class. A fine-tune
+// checkpoint exports as a PEFT adapter folder, or with --merge as the merged model
+// (--format hf: a model folder; --format ember: a plain checkpoint file). The work is
+// in apps/interop (hf_export.cpp, peft_export.cpp); this file is the command line.
 #include <cstdio>
 
 #include "apps/cli/commands.h"
 #include "apps/interop/hf_files.h"
+#include "nn/checkpoint.h"
 
 namespace ember::apps {
 
+namespace {
+
+struct ExportOptions {
+  std::string checkpoint, format = "hf", out;
+  bool merge = false;
+};
+
+int run_export(const ExportOptions& o) {
+  const bool finetuned = nn::read_checkpoint_config(o.checkpoint).lora.has_value();
+  EMBER_CHECK(!o.merge || finetuned, "--merge: ", o.checkpoint,
+              " is not a fine-tune checkpoint (it has no adapters to merge)");
+  EMBER_CHECK(o.format == "hf" || o.merge, "--format ember needs --merge (the merged model of a "
+              "fine-tune checkpoint; a plain checkpoint is already in ember's format)");
+  if (o.format == "ember") {
+    export_merged_checkpoint(o.checkpoint, o.out);
+    std::printf("wrote %s: the merged model (base + adapters)\n", o.out.c_str());
+  } else if (finetuned && !o.merge) {
+    export_peft(o.checkpoint, o.out);
+    std::printf("wrote %s: PEFT adapter (adapter_config.json, adapter_model.safetensors)\n", o.out.c_str());
+  } else {
+    const HfExport done = export_hf(o.checkpoint, o.out);
+    std::printf("wrote %s (%s%s): model.safetensors, config.json%s\n", o.out.c_str(),
+                hf_arch_name(done.arch), o.merge ? ", merged" : "",
+                done.tokenizer ? ", tokenizer.json" : " (no tokenizer: the checkpoint has none)");
+  }
+  return 0;
+}
+
+}  // namespace
+
 CommandRunner add_export_command(CLI::App& app) {
-  struct Options {
-    std::string checkpoint, format = "hf", out;
-  };
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<ExportOptions>();
   CLI::App* sub = app.add_subcommand(
-      "export", "Write a checkpoint in another format (hf: a Hugging Face model folder)");
+      "export", "Write a checkpoint in another format (hf: a Hugging Face model folder, or the PEFT "
+                "adapter of a fine-tune checkpoint)");
   sub->add_option("--checkpoint", o->checkpoint, "checkpoint (.h5)")
       ->required()
       ->check(CLI::ExistingFile);
-  sub->add_option("--format", o->format, "output format")
-      ->check(CLI::IsMember({"hf"}))
+  sub->add_option("--format", o->format, "output format (ember: with --merge only)")
+      ->check(CLI::IsMember({"hf", "ember"}))
       ->capture_default_str();
-  sub->add_option("--out", o->out, "output folder")->required();
-  return [o]() {
-    const HfExport done = export_hf(o->checkpoint, o->out);
-    std::printf("wrote %s (%s): model.safetensors, config.json%s\n", o->out.c_str(),
-                hf_arch_name(done.arch),
-                done.tokenizer ? ", tokenizer.json" : " (no tokenizer: the checkpoint has none)");
-    return 0;
-  };
+  sub->add_flag("--merge", o->merge,
+                "fine-tune checkpoint: write the merged full model instead of the adapter");
+  sub->add_option("--out", o->out, "output folder (--format ember: output file)")->required();
+  return [o]() { return run_export(*o); };
 }
 
 }  // namespace ember::apps

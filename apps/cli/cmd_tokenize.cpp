@@ -42,8 +42,9 @@ data::ProgressFn progress_printer() {
 // Options checked before any work, each error naming its option.
 void check_tokenize_options(const TokenizeOptions& o) {
   EMBER_CHECK(o.train || o.encode, "tokenize: give --train, --encode or both");
-  EMBER_CHECK(!o.train || (o.vocab_size >= 257 && o.vocab_size <= INT32_MAX),
-              "--vocab-size must be between 257 (the 256 bytes and <|endoftext|>) and 2^31 - 1, got ", o.vocab_size);
+  EMBER_CHECK(!o.train || (o.vocab_size >= 259 && o.vocab_size <= INT32_MAX),
+              "--vocab-size must be between 259 (the 256 bytes, <|endoftext|>, <|im_start|> and <|im_end|>) and "
+              "2^31 - 1, got ", o.vocab_size);
   EMBER_CHECK(o.val_fraction >= 0 && o.val_fraction < 1, "--val-fraction must be in [0, 1), got ", o.val_fraction);
   EMBER_CHECK(o.shard_tokens >= 1 && o.shard_tokens <= INT32_MAX,
               "--shard-tokens must be between 1 and 2^31 - 1, got ", o.shard_tokens);
@@ -107,7 +108,7 @@ CommandRunner add_tokenize_command(CLI::App& app) {
   sub->add_flag("--train", o->train, "train a tokenizer on CORPUS and write it to --out (or --tokenizer with --encode)");
   sub->add_flag("--encode", o->encode, "encode CORPUS into llm.c shards in the folder --out");
   sub->add_option("corpus", o->corpus, "text files, folders or globs")->required();
-  sub->add_option("--vocab-size", o->vocab_size, "tokens in all: 256 bytes + merges + special tokens")->capture_default_str();
+  sub->add_option("--vocab-size", o->vocab_size, "tokens in all: 256 bytes + merges + the special tokens <|endoftext|>, <|im_start|>, <|im_end|>")->capture_default_str();
   sub->add_option("--min-frequency", o->min_frequency, "a pair seen fewer times is never merged")->capture_default_str();
   sub->add_option("--tokenizer", o->tokenizer, "tokenizer.json to encode with (written first with --train)");
   sub->add_option("--out", o->out, "tokenizer.json (--train) or the shard folder (--encode)")->required();

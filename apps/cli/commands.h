@@ -15,8 +15,10 @@ CommandRunner add_info_command(CLI::App& app);
 CommandRunner add_eval_command(CLI::App& app);
 // `train` runs data-parallel on the process's communicator (main owns it).
 CommandRunner add_train_command(CLI::App& app, dist::Communicator& comm);
+CommandRunner add_finetune_command(CLI::App& app, dist::Communicator& comm);  // likewise
 CommandRunner add_tokenize_command(CLI::App& app);
 CommandRunner add_generate_command(CLI::App& app);
+CommandRunner add_chat_command(CLI::App& app);
 CommandRunner add_export_command(CLI::App& app);
 CommandRunner add_import_command(CLI::App& app);
 CommandRunner add_plot_command(CLI::App& app);

@@ -1,11 +1,11 @@
-// ember: train · eval · generate · tokenize · info · bench. The only place that turns
-// an ember::Error into one line on stderr and a non-zero exit. Under mpirun /
+// ember: train · finetune · eval · generate · chat · tokenize · info · bench. The only place
+// that turns an ember::Error into one line on stderr and a non-zero exit. Under mpirun /
 // srun the Communicator (made before anything else, outside the try block so
 // an uncaught error aborts the whole job rather than hanging it) starts MPI;
 // a failing rank ends every rank with its message (dist::Communicator::fail).
 // Exit codes (docs/cli.md): 0 success, 1 error (bad input, runtime failure),
 // 2 command-line usage error, 128 + signal when SIGINT/SIGTERM stopped
-// `ember train` after it wrote a checkpoint (130 for Ctrl-C).
+// `ember train` or `ember finetune` after it wrote a checkpoint (130 for Ctrl-C).
 #include <csignal>
 #include <cstdio>
 #include <map>
@@ -34,9 +34,11 @@ Runners add_commands(CLI::App& app, ember::dist::Communicator& comm) {
     runners[app.get_subcommands({})[before]] = std::move(run);
   };
   add([&](CLI::App& a) { return ember::apps::add_train_command(a, comm); });
+  add([&](CLI::App& a) { return ember::apps::add_finetune_command(a, comm); });
   add(ember::apps::add_eval_command);
   add(ember::apps::add_tokenize_command);
   add(ember::apps::add_generate_command);
+  add(ember::apps::add_chat_command);
   add(ember::apps::add_info_command);
   add(ember::apps::add_export_command);
   add(ember::apps::add_import_command);

@@ -5,6 +5,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include "apps/plot/training_plot.h"
+#include "apps/train/trainer.h"
+#include "dist/communicator.h"
+
 namespace ember::apps {
 
 void add_train_options(CLI::App& sub, TrainOptions& o) {
@@ -27,6 +31,17 @@ void mark_given_options(const CLI::App& sub, TrainOptions& o) {
   for (const OptionFlag& f : option_flags(o)) {
     if (sub.count(f.flag) > 0) o.given.insert(f.key);
   }
+}
+
+std::function<int()> add_run_command(CLI::App& sub, std::shared_ptr<TrainOptions> o,
+                                     dist::Communicator& comm) {
+  add_train_options(sub, *o);
+  return [o, &sub, &comm]() {
+    mark_given_options(sub, *o);
+    const int code = o->finetune ? run_finetune(*o, comm) : run_train(*o, comm);
+    if (comm.is_root()) write_run_plot_or_warn(run_folder(*o));
+    return code;
+  };
 }
 
 }  // namespace ember::apps

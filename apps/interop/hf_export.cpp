@@ -1,6 +1,7 @@
 // export_hf: an ember checkpoint as a Hugging Face model folder (model.safetensors,
 // config.json, tokenizer.json, generation_config.json) loadable by transformers'
-// matching class. Everything is checked before the first file is written.
+// matching class; a fine-tune checkpoint as its merged model. Everything is checked
+// before the first file is written.
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -9,6 +10,7 @@
 #include "core/io/atomic_file.h"
 #include "core/io/safetensors.h"
 #include "data/tokenizer/stored_tokenizer.h"
+#include "nn/adapters.h"
 #include "nn/checkpoint.h"
 
 namespace ember::apps {
@@ -25,11 +27,19 @@ std::optional<int64_t> eos_id_of(const std::optional<data::Tokenizer>& tokenizer
 
 HfExport export_hf(const std::string& checkpoint, const std::string& out_dir) {
   nn::Checkpoint c = nn::read_checkpoint(checkpoint, /*with_optim=*/false);
+  // A fine-tune checkpoint exports as its merged model (the base with every adapter folded in).
+  const bool finetuned = c.config.lora.has_value();
+  const nn::ModelConfig config = finetuned ? nn::merged_config(c.config) : c.config;
   HfExport done;
-  done.arch = hf_arch_for(c.config);  // fails before anything is written
+  done.arch = hf_arch_for(config);  // fails before anything is written
   // Every tensor checked against the config (names, shapes, finite values) before anything is written.
-  const std::map<std::string, Tensor> weights = nn::model_from_checkpoint(c, checkpoint)->state_dict();
+  std::map<std::string, Tensor> weights;
+  {
+    const std::unique_ptr<nn::Transformer> model = nn::model_from_checkpoint(c, checkpoint);
+    weights = finetuned ? nn::merged_state_dict(*model) : model->state_dict();
+  }
   c.model.clear();
+  c.config = config;
   // The tokenizer of the checkpoint's ids (none for a model of token shards stored without one).
   const std::optional<data::Tokenizer> tokenizer = data::stored_tokenizer(c.tokenizer_json, c.config.vocab_size, checkpoint);
   EMBER_CHECK(!tokenizer || static_cast<int64_t>(tokenizer->vocab_size()) <= c.config.vocab_size,

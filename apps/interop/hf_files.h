@@ -1,4 +1,5 @@
-// Hugging Face model folders <-> ember checkpoints, one call each, no CLI:
+// Hugging Face model folders <-> ember checkpoints, one call each, no CLI (and a fine-tune
+// checkpoint as a PEFT adapter or a merged model):
 // export_hf writes a checkpoint as a folder transformers loads with the matching
 // class; import_hf reads such a folder into a checkpoint. The config and weight
 // translations they use are in apps/interop/hf_format.h.
@@ -14,8 +15,18 @@ struct HfExport {
   HfArch arch = HfArch::Llama;
   bool tokenizer = false;  // tokenizer.json written (a checkpoint over token shards may have none)
 };
-// Writes out_dir/{model.safetensors, config.json, tokenizer.json, generation_config.json}.
+// Writes out_dir/{model.safetensors, config.json, tokenizer.json, generation_config.json};
+// a fine-tune checkpoint (SPEC.md section 9) as its merged model.
 HfExport export_hf(const std::string& checkpoint, const std::string& out_dir);
+
+// --- fine-tune checkpoints (apps/interop/peft_export.cpp) -------------------------------
+// Writes out_dir/{adapter_config.json, adapter_model.safetensors}: the PEFT LoRA adapter of
+// SPEC.md section 9. An Error for a plain checkpoint, a GPT-2-class base (fused q/k/v) or
+// rows added by --add-chat-tokens (those need the merged export).
+void export_peft(const std::string& checkpoint, const std::string& out_dir);
+// Writes the merged model (base + adapters folded in) as a plain ember checkpoint with the
+// fine-tune's tokenizer; out_file must not exist.
+void export_merged_checkpoint(const std::string& checkpoint, const std::string& out_file);
 
 // --- import (apps/interop/hf_import.cpp) ------------------------------------------------
 struct HfImportOptions {

@@ -8,17 +8,21 @@
 
 namespace ember::apps {
 
-Optimization make_optimization(dist::Communicator& comm, nn::Transformer& model, const TrainOptions& o) {
+Optimization make_optimization(dist::Communicator& comm,
+                               const std::vector<std::pair<std::string, Variable>>& named,
+                               const TrainOptions& o) {
   Optimization r;
+  std::vector<Variable> params;
+  for (const auto& [name, v] : named) params.push_back(v);
   if (comm.world_size() > 1 || o.zero) {
     dist::ReducerOptions ro;
     ro.bucket_bytes = o.bucket_mb << 20;
     ro.first_bucket_bytes = std::min<int64_t>(ro.first_bucket_bytes, ro.bucket_bytes);
     ro.zero = o.zero != 0;
-    r.reducer = std::make_unique<dist::Reducer>(comm, model.parameters(), ro);
+    r.reducer = std::make_unique<dist::Reducer>(comm, params, ro);
   }
   const optim::AdamWOptions adamw{o.beta1, o.beta2, 1e-8};
-  auto groups = optim::decay_groups(model.named_parameters(), o.weight_decay);
+  auto groups = optim::decay_groups(named, o.weight_decay);
   if (o.zero) {
     r.optimizer = std::make_unique<dist::ZeroAdamW>(*r.reducer, std::move(groups), adamw);
   } else {

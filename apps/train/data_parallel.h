@@ -21,9 +21,11 @@ struct Optimization {
   std::unique_ptr<dist::Reducer> reducer;  // null in a plain single-process run
   std::unique_ptr<optim::Optimizer> optimizer;
 };
-// The reducer over model's parameters (buckets of --bucket-mb, the first 1 MiB)
-// when there are several ranks or --zero 1, and AdamW or dist::ZeroAdamW.
-Optimization make_optimization(dist::Communicator& comm, nn::Transformer& model, const TrainOptions& o);
+// The reducer over the trained parameters `named` (buckets of --bucket-mb, the first 1 MiB)
+// when there are several ranks or --zero 1, and AdamW or dist::ZeroAdamW over them.
+Optimization make_optimization(dist::Communicator& comm,
+                               const std::vector<std::pair<std::string, Variable>>& named,
+                               const TrainOptions& o);
 
 // Rank 0 prints what changed when the checkpoint's global batch (saved_world
 // x saved_batch rows) differs from this run's (world x batch).

@@ -24,17 +24,37 @@ std::vector<int64_t> token_byte_lengths(const data::Tokenizer& tokenizer, int64_
   return out;
 }
 
+namespace {
+
+// Eval mode (no dropout) for the scope, the model's mode restored after; no gradients when asked.
+class EvalMode {
+ public:
+  EvalMode(nn::Transformer& model, bool no_grad)
+      : model_(model), was_training_(model.is_training()) {
+    model.eval();
+    if (no_grad) no_grad_ = std::make_unique<NoGradGuard>();
+  }
+  ~EvalMode() { model_.train(was_training_); }
+  EvalMode(const EvalMode&) = delete;
+  EvalMode& operator=(const EvalMode&) = delete;
+
+ private:
+  nn::Transformer& model_;
+  bool was_training_;
+  std::unique_ptr<NoGradGuard> no_grad_;
+};
+
+double bits_per_byte(double loss, int64_t tokens, int64_t bytes) {
+  return loss * static_cast<double>(tokens) /
+         (std::log(2.0) * static_cast<double>(std::max<int64_t>(bytes, 1)));
+}
+
+}  // namespace
+
 EvalResult evaluate(nn::Transformer& model, const data::BatchLoader& loader, int64_t batches,
                     const std::vector<int64_t>& token_bytes, bool with_grads) {
   EMBER_CHECK(batches > 0, "evaluate: needs at least one batch, got ", batches);
-  const bool was_training = model.is_training();
-  model.eval();
-  struct RestoreMode {
-    nn::Transformer& m;
-    bool training;
-    ~RestoreMode() { m.train(training); }
-  } restore{model, was_training};
-  std::unique_ptr<NoGradGuard> no_grad = with_grads ? nullptr : std::make_unique<NoGradGuard>();
+  const EvalMode mode(model, !with_grads);
   const int64_t T = loader.options().seq_len;
   const double n = static_cast<double>(batches);
   EvalResult r;
@@ -63,7 +83,43 @@ EvalResult evaluate(nn::Transformer& model, const data::BatchLoader& loader, int
   r.aux = aux / n;
   r.router_z = router_z / n;
   // Every batch has B x T targets, so the mean of the batch means is the mean per token.
-  r.bits_per_byte = r.loss * static_cast<double>(r.tokens) / (std::log(2.0) * static_cast<double>(std::max<int64_t>(r.bytes, 1)));
+  r.bits_per_byte = bits_per_byte(r.loss, r.tokens, r.bytes);
+  return r;
+}
+
+EvalResult evaluate_chat(nn::Transformer& model, std::shared_ptr<const data::ChatRows> rows,
+                         int64_t rows_per_batch, const std::vector<int64_t>& token_bytes) {
+  const EvalMode mode(model, true);
+  const int64_t n = static_cast<int64_t>(rows->rows.size()), T = rows->seq_len;
+  const data::ChatLoader loader(rows,
+                                data::BatchLoaderOptions{rows_per_batch, T, 1, 1, 0, true, 0});
+  EvalResult r;
+  r.per_byte = !token_bytes.empty();
+  double ce = 0, z = 0;
+  for (int64_t first = 0; first < n; first += rows_per_batch, ++r.batches) {
+    data::ChatBatch b = loader.batch(r.batches, 0);
+    // The last batch wraps around to the first conversations: those rows count nothing.
+    const int64_t wrapped = std::max<int64_t>(0, first + rows_per_batch - n);
+    if (wrapped > 0) b.trained.narrow(0, rows_per_batch - wrapped, wrapped).fill_(0.0);
+    const Tensor y = b.tokens.narrow(1, 1, T).contiguous();
+    const nn::LossTerms l =
+        model.loss(model.forward(b.tokens.narrow(1, 0, T).contiguous()), y, b.trained, 1.0, 0.0);
+    ce += l.ce;
+    z += l.z;
+    const std::vector<int64_t> targets = y.to_vector<int64_t>();
+    const std::vector<float> trained = b.trained.to_vector<float>();
+    for (size_t i = 0; i < targets.size(); ++i) {
+      if (trained[i] == 0) continue;
+      ++r.tokens;
+      if (r.per_byte) r.bytes += token_bytes.at(static_cast<size_t>(targets[i]));
+    }
+  }
+  EMBER_CHECK(r.tokens > 0, "validation: the held-out conversations have no trained token");
+  if (!r.per_byte) r.bytes = r.tokens;
+  r.loss = ce / static_cast<double>(r.tokens);
+  r.z = z / static_cast<double>(r.tokens);
+  r.total = r.loss;
+  r.bits_per_byte = bits_per_byte(r.loss, r.tokens, r.bytes);
   return r;
 }
 

@@ -3,11 +3,13 @@
 // bits per byte (docs/cli.md, "Evaluation"):
 //   bits per byte = sum over target tokens of CE in nats / (ln 2 x UTF-8 bytes of their text)
 // where a special token (<|endoftext|>) stands for no text (0 bytes; its CE counts).
+// And `ember finetune`'s on held-out conversations: the same over their trained tokens only.
 #pragma once
 #include <cstdint>
 #include <vector>
 
 #include "data/batch_loader.h"
+#include "data/chat_loader.h"
 #include "data/tokenizer/tokenizer.h"
 #include "nn/transformer.h"
 
@@ -33,5 +35,12 @@ std::vector<int64_t> token_byte_lengths(const data::Tokenizer& tokenizer, int64_
 // total loss / batches is back-propagated into the parameters' gradients.
 EvalResult evaluate(nn::Transformer& model, const data::BatchLoader& loader, int64_t batches,
                     const std::vector<int64_t>& token_bytes, bool with_grads = false);
+
+// Every conversation of `rows` once, in order, in batches of `rows_per_batch`, in eval mode
+// without gradients: loss = sum of CE over the trained tokens / their number (SPEC.md section 9;
+// tokens counts those), bits per byte over the same tokens. An Error when no row has a
+// trained token.
+EvalResult evaluate_chat(nn::Transformer& model, std::shared_ptr<const data::ChatRows> rows,
+                         int64_t rows_per_batch, const std::vector<int64_t>& token_bytes);
 
 }  // namespace ember::apps

@@ -45,12 +45,6 @@ struct ProfilerSwitch {  // --profile: on for the loop, off again however the ru
   }
 };
 
-struct StepResult {
-  double lr = 0;
-  double ce = 0, z = 0, aux = 0;    // the loss terms, mean over micro-batches (and ranks)
-  double norm = 0, grad_scale = 1;  // gradient norm before clipping; the clip's factor
-};
-
 // batch -> forward -> backward for each micro-batch, in --dtype's matmul precision;
 // the reducer all-reduces the last micro-batch's gradients during its backward.
 void forward_backward(TrainRun& run, StepResult& s) {
@@ -122,7 +116,11 @@ StepResult train_step(TrainRun& run) {
   StepResult s;
   s.lr = optim::lr_at(run.schedule, run.step);
   opt.zero_grad();
-  forward_backward(run, s);
+  if (run.chat_loader) {
+    chat_forward_backward(run, s);
+  } else {
+    forward_backward(run, s);
+  }
   clip_gradients(run, s);
   average_and_check_loss(run, s);
   {
@@ -137,8 +135,7 @@ StepResult train_step(TrainRun& run) {
 void evaluate_step(TrainRun& run, RunTally& tally, json& record) {
   agreed(run.comm, [&] {
     if (!run.root) return;
-    AutocastGuard eval_mixed(run.autocast);
-    tally.last_eval = evaluate(*run.model, *run.val_loader, run.eval_batches, run.token_bytes);
+    tally.last_eval = evaluate_run(run);
     tally.have_eval = true;
     record["val_loss"] = tally.last_eval.loss;
     record["val_bpb"] = tally.last_eval.bits_per_byte;
@@ -146,6 +143,27 @@ void evaluate_step(TrainRun& run, RunTally& tally, json& record) {
                 ": non-finite validation loss (", tally.last_eval.loss,
                 "); the run diverged, no checkpoint written");
   });
+}
+
+bool has_validation(const TrainRun& run) {
+  return (run.val_loader && run.eval_batches > 0) || run.chat_val_rows;
+}
+
+// A fine-tuning run's start: the held-out loss of the base, printed and logged as step 0.
+void log_base_validation(TrainRun& run, MetricsLog& metrics) {
+  json record = {{"step", 0}, {"tokens", 0}};
+  EvalResult before;
+  agreed(run.comm, [&] {
+    if (!run.root) return;
+    before = evaluate_run(run);
+    record["val_loss"] = before.loss;
+    record["val_bpb"] = before.bits_per_byte;
+  });
+  metrics.append(record.dump());
+  if (!run.root) return;
+  std::printf("step 0: val loss %.4f (%.3f bits/byte) before fine-tuning\n", before.loss,
+              before.bits_per_byte);
+  std::fflush(stdout);
 }
 
 bool every(int64_t n, int64_t step) {
@@ -177,8 +195,9 @@ void log_step(TrainRun& run, RunTally& tally, MetricsLog& metrics, TrainProgress
             {"ms_per_step", dt * 1e3},
             {"mfu", mfu},
             {"eta_s", eta}};
-  const bool eval_now = run.val_loader && run.eval_batches > 0 &&
-                        (every(o.eval_every, run.step) || run.step == o.steps);
+  if (s.trained_tokens >= 0) m["trained_tokens"] = s.trained_tokens;
+  const bool eval_now =
+      has_validation(run) && (every(o.eval_every, run.step) || run.step == o.steps);
   if (eval_now) evaluate_step(run, tally, m);
   if (run.world > 1 && o.check_every > 0 &&
       (run.step % o.check_every == 0 || run.step == o.steps)) {
@@ -238,6 +257,15 @@ int stop_on_signal(TrainRun& run, const RunTally& tally, TrainProgress& progress
 
 }  // namespace
 
+EvalResult evaluate_run(TrainRun& run) {
+  AutocastGuard eval_mixed(run.autocast);
+  if (run.chat_val_rows) {
+    return evaluate_chat(*run.model, run.chat_val_rows, run.world * run.o.batch_size,
+                         run.token_bytes);
+  }
+  return evaluate(*run.model, *run.val_loader, run.eval_batches, run.token_bytes);
+}
+
 int train_loop(TrainRun& run) {
   const TrainOptions& o = run.o;
   g_stop_signal = 0;
@@ -256,6 +284,7 @@ int train_loop(TrainRun& run) {
   // --profile: the first step (two of a longer run) is warm-up, left out of the averages.
   const int64_t to_run = o.steps - tally.first_step;
   tally.profile_warmup = std::max<int64_t>(0, std::min<int64_t>(to_run > 10 ? 2 : 1, to_run - 1));
+  if (o.finetune && run.step == 0 && has_validation(run)) log_base_validation(run, metrics);
   ProfilerSwitch profiler_switch(o.profile);
   while (run.step < o.steps) {
     const Stopwatch step_clock;

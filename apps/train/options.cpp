@@ -1,15 +1,18 @@
-// The field table of `ember train`'s options (see train_options.h) and the
-// functions that walk it: the flags the CLI registers (apps/cli/train_options.cpp),
-// validation, checkpoint JSON, restore on --resume with its notes and
-// refusals, and the values the ranks compare.
+// The field tables of `ember train`'s and `ember finetune`'s options (see options.h;
+// finetune's holds its own fields and train's that apply) and the functions that walk them: the
+// flags the CLI registers (apps/cli/train_options.cpp), validation, checkpoint JSON, restore on
+// --resume with its notes and refusals, and the values the ranks compare.
 #include "apps/train/options.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <string_view>
 #include <variant>
 
 #include "core/error.h"
+#include "nn/adapters.h"
 
 namespace ember::apps {
 namespace {
@@ -23,6 +26,8 @@ enum class OnResume {
   Refused,     // restored; another value changes which windows the rest of the epoch reads
                // (it would repeat or skip data), so it is refused
   DataChange,  // restored; another value needs --allow-data-change
+  Fixed,       // restored; it defines the model being trained (the fine-tune's mode), so another
+               // value is refused
 };
 
 using Member = std::variant<int64_t TrainOptions::*, uint64_t TrainOptions::*, double TrainOptions::*,
@@ -101,7 +106,8 @@ const std::vector<Field>& fields() {
       {"--val-fraction", &O::val_fraction, "held-out tail of a text corpus used for validation",
        OnResume::DataChange, kUnitOpen},
       {"--vocab-size", &O::vocab_size,
-       "train a BPE tokenizer of this many tokens on the text --data (model vocab follows; 0: none)",
+       "train a BPE tokenizer of this many tokens on the text --data, <|endoftext|>, <|im_start|> and "
+       "<|im_end|> included (model vocab follows; 0: none)",
        OnResume::Refused, kNonNegative},
       {"--sample-tokens", &O::sample_tokens, "print a sample of N tokens at the end", OnResume::Free, kNonNegative},
       {"--sample-prompt", &O::sample_prompt, "prompt of the end-of-run sample", OnResume::Free, kAny},
@@ -116,6 +122,63 @@ const std::vector<Field>& fields() {
        kNonNegative},
   };
   return table;
+}
+
+// `ember finetune`'s own fields, then the train fields that apply (by flag, in train's order).
+const std::vector<Field>& finetune_fields() {
+  static const std::vector<Field> table = [] {
+    std::vector<Field> t = {
+        {"--base", &O::base,
+         "checkpoint to fine-tune (its config and tokenizer; a LoRA run's checkpoints name it)",
+         OnResume::NotSaved, kAny, true},
+        {"--data", &O::data,
+         "chat JSONL: one {\"messages\": [{\"role\", \"content\"}, ...]} or {\"text\"} per line",
+         OnResume::DataChange, kAny, true},
+        {"--full", &O::full, "train every parameter (no adapters); checkpoints are plain ones",
+         OnResume::Fixed, kAny},
+        {"--lora-r", &O::lora_r, "LoRA rank", OnResume::Fixed, kPositive},
+        {"--lora-alpha", &O::lora_alpha, "LoRA alpha (the adapters' scale is alpha / r)",
+         OnResume::Fixed, kPositive},
+        {"--lora-dropout", &O::lora_dropout, "dropout on the adapters' input", OnResume::Fixed,
+         kUnitOpen},
+        {"--lora-targets", &O::lora_targets,
+         "projections that get adapters: q, k, v, o, gate, up, down, head", OnResume::Fixed, kAny},
+        {"--quantize", &O::quantize,
+         "frozen base weights of the blocks: none, or NF4 (QLoRA): nf4, nf4-dq", OnResume::Fixed,
+         one_of({"none", "nf4", "nf4-dq"})},
+        {"--add-chat-tokens", &O::add_chat_tokens,
+         "the base tokenizer lacks <|im_start|> / <|im_end|>: append them (new embedding "
+         "rows, trained)",
+         OnResume::Fixed, kAny},
+        {"--val-fraction", &O::val_fraction,
+         "share of the conversations held out for validation (seeded; 0: none)",
+         OnResume::DataChange, kUnitOpen},
+        {"--seq-len", &O::seq_len,
+         "tokens per row: a conversation is cut to its first seq-len + 1 ids (default: at most "
+         "the base's max_seq_len)",
+         OnResume::Refused, kPositive},
+    };
+    // clang-format off
+    for (const char* flag : {"--resume", "--allow-data-change", "--out", "--steps", "--batch-size",
+                             "--grad-accum", "--lr", "--min-lr", "--warmup", "--schedule",
+                             "--weight-decay", "--beta1", "--beta2", "--clip", "--seed",
+                             "--sequential", "--save-every", "--keep", "--keep-every", "--log-every",
+                             "--eval-every", "--dtype", "--profile", "--zero", "--bucket-mb",
+                             "--check-every"}) {
+      // clang-format on
+      const auto& train = fields();
+      const auto it = std::find_if(train.begin(), train.end(), [&](const Field& f) {
+        return std::string_view(f.flag) == flag;
+      });
+      t.push_back(*it);
+    }
+    return t;
+  }();
+  return table;
+}
+
+const std::vector<Field>& fields_of(const TrainOptions& o) {
+  return o.finetune ? finetune_fields() : fields();
 }
 
 // "--batch-size" -> "batch_size": the key in the checkpoint and in TrainOptions::given.
@@ -186,23 +249,47 @@ void check_field(const Field& f, const TrainOptions& o) {
       f.member);
 }
 
+// ember finetune's rules across fields: where the run starts, and LoRA options only for LoRA.
+void validate_finetune_options(const TrainOptions& o) {
+  EMBER_CHECK(
+      !o.base.empty() || !o.resume.empty(),
+      "--base is required: the checkpoint to fine-tune (or --resume DIR to continue a run)");
+  EMBER_CHECK(o.base.empty() || o.resume.empty(),
+              "--base and --resume exclude each other: a resumed run keeps its own base");
+  EMBER_CHECK(!o.resume.empty() || !o.data.empty(),
+              "--data is required: the chat JSONL to fine-tune on");
+  if (!o.full) {
+    nn::parse_lora_targets(o.lora_targets);  // an Error naming --lora-targets and the known names
+    return;
+  }
+  EMBER_CHECK(o.quantize == "none", "--quantize ", o.quantize,
+              " quantizes the frozen base of LoRA; with --full every weight is trained");
+  for (const char* lora : {"lora_r", "lora_alpha", "lora_dropout", "lora_targets"}) {
+    std::string flag = std::string("--") + lora;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    EMBER_CHECK(!o.given.count(lora), flag,
+                " sets LoRA adapters; --full trains every parameter without them");
+  }
+}
+
 }  // namespace
 
 std::vector<OptionFlag> option_flags(TrainOptions& o) {
   std::vector<OptionFlag> flags;
-  for (const Field& f : fields()) {
+  for (const Field& f : fields_of(o)) {
     std::visit([&](auto m) { flags.push_back({f.flag, f.help, &(o.*m), f.existing_file, key_of(f)}); }, f.member);
   }
   return flags;
 }
 
 void validate_options(const TrainOptions& o) {
-  for (const Field& f : fields()) check_field(f, o);
+  for (const Field& f : fields_of(o)) check_field(f, o);
+  if (o.finetune) validate_finetune_options(o);
   EMBER_CHECK(o.min_lr <= o.lr, "--min-lr must be at most --lr (", number_text(o.lr), "); got ",
               number_text(o.min_lr));
-  EMBER_CHECK(o.vocab_size == 0 || o.vocab_size > 256,
-              "--vocab-size must be 0 (no tokenizer training) or more than 256 (the byte tokens); got ",
-              o.vocab_size);
+  EMBER_CHECK(o.vocab_size == 0 || o.vocab_size >= 259,
+              "--vocab-size must be 0 (no tokenizer training) or at least 259 (the 256 byte tokens, <|endoftext|>, "
+              "<|im_start|> and <|im_end|>); got ", o.vocab_size);
   EMBER_CHECK(o.tokenizer.empty() || o.vocab_size == 0,
               "--tokenizer and --vocab-size exclude each other: give the tokenizer the shards were made with, or "
               "train one on text");
@@ -210,7 +297,7 @@ void validate_options(const TrainOptions& o) {
 
 json options_to_json(const TrainOptions& o) {
   json j = json::object();
-  for (const Field& f : fields()) {
+  for (const Field& f : fields_of(o)) {
     if (f.resume == OnResume::NotSaved) continue;
     std::visit([&](auto m) { j[key_of(f)] = o.*m; }, f.member);
   }
@@ -219,7 +306,7 @@ json options_to_json(const TrainOptions& o) {
 
 std::vector<std::string> restore_options(const json& saved, TrainOptions& o) {
   std::vector<std::string> notes;
-  for (const Field& f : fields()) {
+  for (const Field& f : fields_of(o)) {
     const std::string key = key_of(f);
     if (f.resume == OnResume::NotSaved || !saved.contains(key)) continue;
     const json& was = saved.at(key);
@@ -238,6 +325,12 @@ std::vector<std::string> restore_options(const json& saved, TrainOptions& o) {
                                        json_text(was), "; it changes which data the rest of the run reads "
                                        "(resume without it, or start a new run with --init-from)"));
           }
+          if (f.resume == OnResume::Fixed) {
+            throw Error(detail::concat("--resume: ", f.flag, " ", value_text(f, o),
+                                       " differs from the run's ", json_text(was),
+                                       "; it defines the model being trained (start a new run "
+                                       "with --base)"));
+          }
           if (f.resume == OnResume::DataChange && !o.allow_data_change) {
             throw Error(detail::concat("--resume: ", f.flag, " ", value_text(f, o), " differs from the run's ",
                                        json_text(was), "; give --allow-data-change to train on it"));
@@ -251,7 +344,7 @@ std::vector<std::string> restore_options(const json& saved, TrainOptions& o) {
 
 std::vector<std::pair<std::string, std::string>> option_values(const TrainOptions& o) {
   std::vector<std::pair<std::string, std::string>> values;
-  for (const Field& f : fields()) values.emplace_back(f.flag, value_text(f, o));
+  for (const Field& f : fields_of(o)) values.emplace_back(f.flag, value_text(f, o));
   return values;
 }
 

@@ -1,5 +1,5 @@
-// The options of `ember train` as ONE table of fields (flag, member, help,
-// allowed values, what --resume does with it): the command line, the
+// The options of `ember train` (and of `ember finetune`, which shares most of them) as ONE table of
+// fields (flag, member, help, allowed values, what --resume does with it): the command line, the
 // checkpoint's saved options, the restore on --resume, the validation at start
 // and the ranks' agreement under mpirun all read this table, so an option can
 // no longer be missing from one of them.
@@ -15,6 +15,9 @@
 namespace ember::apps {
 
 struct TrainOptions {
+  // The command whose fields the table walks: `ember train`'s, or `ember finetune`'s (SPEC.md
+  // section 9: chat data, a base checkpoint; the train fields that apply and its own).
+  bool finetune = false;
   // Model source: exactly one of config / preset / init_from / resume (none: the default preset).
   std::string config, preset, init_from, resume;
   std::string data, val_data, out = "runs/ember";
@@ -47,6 +50,14 @@ struct TrainOptions {
   std::string dtype = "float32";
   // --resume: accept training data that differ from the run's (another --data, or changed files).
   bool allow_data_change = false;
+  // ember finetune: the checkpoint fine-tuned and how (--full: every parameter, else LoRA adapters
+  // on lora_targets over a base stored as quantize says); add_chat_tokens appends the ChatML
+  // tokens.
+  std::string base;
+  bool full = false, add_chat_tokens = false;
+  int64_t lora_r = 8;
+  double lora_alpha = 16, lora_dropout = 0;
+  std::string lora_targets = "q,v", quantize = "none";
   // Options given explicitly on the command line, by field name (batch_size); they override a resumed run's.
   std::set<std::string> given;
 };
@@ -61,7 +72,7 @@ struct OptionFlag {
   bool existing_file;  // the value names a file that must exist
   std::string key;
 };
-// Every field of the table, in its order, bound to o's members.
+// Every field of o's command (o.finetune), in the table's order, bound to o's members.
 std::vector<OptionFlag> option_flags(TrainOptions& o);
 
 // One line naming the first option outside its allowed range or names

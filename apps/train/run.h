@@ -1,8 +1,9 @@
-// The state of one `ember train` run (apps/train/trainer.h) and the steps that build,
-// run and end it. setup.cpp, setup_data.cpp and setup_model.cpp fill a TrainRun
-// in order (every rank runs the same collectives in the same order: agreed()
-// blocks of apps/train/data_parallel.h); loop.cpp trains; save.cpp writes a
-// checkpoint; summary.cpp prints the run's first and last lines.
+// The state of one `ember train` or `ember finetune` run (apps/train/trainer.h,
+// finetune.h) and the steps that build, run and end it. setup.cpp, setup_data.cpp
+// (setup_chat.cpp for chat data) and setup_model.cpp fill a TrainRun in order (every
+// rank runs the same collectives in the same order: agreed() blocks of
+// apps/train/data_parallel.h); loop.cpp trains (chat_step.cpp: a chat step's loss);
+// save.cpp writes a checkpoint; summary.cpp prints the run's first and last lines.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -23,6 +24,7 @@
 #include "core/error.h"
 #include "core/io/json_message.h"
 #include "data/batch_loader.h"
+#include "data/chat_loader.h"
 #include "dist/communicator.h"
 #include "nn/model_stats.h"
 #include "nn/transformer.h"
@@ -50,6 +52,9 @@ struct TrainRun {
   // The training data's files (size and hash): kept in the checkpoint, compared on --resume.
   nlohmann::json data_files;
   std::optional<RunLock> run_lock;  // --out, held while the run lasts
+  std::string finetune_base;        // ember finetune: the base checkpoint's absolute path,
+  std::string finetune_base_sha256;  // and its sha256 (LoRA checkpoints name both)
+  int64_t added_rows = 0;            // --add-chat-tokens: new vocabulary rows of a new run
 
   // Tokenizer and data (setup_data.cpp).
   std::optional<data::Tokenizer> trained_tokenizer;  // --vocab-size: trained here on the text corpus
@@ -60,15 +65,29 @@ struct TrainRun {
   int64_t eval_batches = 0;
   // Bytes per token for bits per byte (none without a tokenizer: then it is bits per token).
   std::vector<int64_t> token_bytes;
+  // ember finetune's chat data (setup_chat.cpp) instead of train_set and the loaders: the
+  // training conversations' rows, their loader, and the held-out rows (none: no validation)
+  // out of held_out conversations.
+  std::shared_ptr<const data::ChatRows> chat_rows, chat_val_rows;
+  int64_t held_out = 0;
+  std::unique_ptr<data::ChatLoader> chat_loader;
 
   // Model, optimizer and where training stands (setup_model.cpp).
   std::unique_ptr<nn::Transformer> model;
-  std::vector<Variable> params;
+  std::vector<Variable> params;  // the trained ones (a LoRA run's adapters and added rows)
   Optimization optimization;  // after the model: its reducer hooks the model's parameters
   int64_t step = 0, tokens_seen = 0;
   optim::Schedule schedule;
   int64_t tokens_per_step = 0;
   nn::ModelStats stats;
+};
+
+// One optimizer step's numbers (loop.cpp, chat_step.cpp).
+struct StepResult {
+  double lr = 0;
+  double ce = 0, z = 0, aux = 0;    // the loss terms, mean over micro-batches (and ranks)
+  double norm = 0, grad_scale = 1;  // gradient norm before clipping; the clip's factor
+  int64_t trained_tokens = -1;  // chat: the step's trained tokens over all micro-batches and ranks
 };
 
 // What the loop gathers for the summary.
@@ -110,9 +129,22 @@ void open_data(TrainRun& run);
 void print_resume_notes(TrainRun& run);
 // setup_model.cpp: model, optimizer and, on --resume, their state and the step.
 void build_model_and_optimizer(TrainRun& run);
+// setup_finetune.cpp: a fine-tuning run's model (the base, grown by --add-chat-tokens, with LoRA
+// adapters over an NF4 base or all of it trained with --full; on --resume the checkpoint's);
+// run.cfg becomes its config. Returns the trained parameters by name.
+std::vector<std::pair<std::string, Variable>> build_finetune_model(TrainRun& run);
 void restore_training_state(TrainRun& run);
+// setup_chat.cpp (ember finetune): the base's tokenizer; the chat file read, split into
+// training and held-out conversations and rendered, then the loader.
+void choose_chat_tokenizer(TrainRun& run);
+void open_chat_data(TrainRun& run);
 // loop.cpp: trains to --steps; returns the exit code (128 + signal when stopped).
 int train_loop(TrainRun& run);
+// chat_step.cpp: batch -> forward -> backward of every micro-batch of a chat step, the loss of
+// SPEC.md section 9 (normalised by the step's trained tokens over all micro-batches and ranks).
+void chat_forward_backward(TrainRun& run, StepResult& s);
+// The validation loss on the held-out data (rank 0: the runs' token windows or conversations).
+EvalResult evaluate_run(TrainRun& run);
 // save.cpp: the checkpoint of at_step, OUT/latest and pruning; returns its name. Collective.
 std::string save_checkpoint(TrainRun& run, int64_t at_step);
 // summary.cpp: the lines before the first step, the --profile report, the end of a run.

@@ -9,6 +9,7 @@
 #include "apps/train/run.h"
 #include "apps/train/step_phases.h"
 #include "core/profiler.h"
+#include "nn/adapters.h"
 
 namespace ember::apps {
 
@@ -16,13 +17,14 @@ namespace {
 
 // The run state of an exact resume (the checkpoint's /train; docs/formats.md).
 std::string train_state(const TrainRun& run, int64_t at_step) {
-  return nlohmann::json{{"step", at_step},
-                        {"tokens_seen", run.tokens_seen},
-                        {"dropout_offset", run.model->dropout_generator().offset},
-                        {"world_size", run.world},
-                        {"options", options_to_json(run.o)},
-                        {"data_fingerprint", run.data_files}}
-      .dump();
+  nlohmann::json st{{"step", at_step},
+                    {"tokens_seen", run.tokens_seen},
+                    {"dropout_offset", run.model->dropout_generator().offset},
+                    {"world_size", run.world},
+                    {"options", options_to_json(run.o)},
+                    {"data_fingerprint", run.data_files}};
+  if (run.o.finetune) st["finetune"] = {{"base", run.finetune_base}};  // marks a fine-tuning run
+  return st.dump();
 }
 
 }  // namespace
@@ -45,6 +47,13 @@ std::string save_checkpoint(TrainRun& run, int64_t at_step) {
   }
   c.config = run.cfg;
   c.model = run.model->state_dict();
+  if (run.cfg.lora) {  // a LoRA fine-tune: the trained tensors, naming the base (SPEC.md section 9)
+    c.model.clear();
+    for (const auto& [tensor, v] : nn::trainable_parameters(*run.model))
+      c.model.emplace(tensor, v.data());
+    c.base = run.finetune_base;
+    c.base_sha256 = run.finetune_base_sha256;
+  }
   if (!o.zero) c.optim = opt.state_dict();
   c.optim_step = opt.steps();
   c.optim_param_steps = opt.param_steps();

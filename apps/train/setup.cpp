@@ -2,6 +2,7 @@
 // --init-from, --resume with its saved options) and the options' check; the
 // data's fingerprint (compared on --resume); the ranks' agreement on all of it
 // under mpirun; then the claim on --out before any long work or any write.
+#include <algorithm>
 #include <filesystem>
 
 #include "apps/train/closed_stdout.h"
@@ -28,10 +29,16 @@ void read_resumed_run(TrainRun& run) {
   EMBER_CHECK(run.start.train_state, run.start_path,
               ": has no training state (/train); use --init-from");
   with_train_state(run.start_path, *run.start.train_state, [&](const json& st) {
+    EMBER_CHECK(
+        st.contains("finetune") == o.finetune, run.start_path,
+        o.finetune
+            ? ": is not a fine-tuning run's checkpoint (continue it with ember train --resume)"
+            : ": is a fine-tuning run's checkpoint (continue it with ember finetune --resume)");
     run.resume_notes = restore_options(st.at("options"), o);
     run.saved_data_fingerprint = st.value("data_fingerprint", json());
     run.saved_batch = st.at("options").value("batch_size", int64_t{0});
     run.saved_world = st.value("world_size", int64_t{1});
+    if (o.finetune) run.finetune_base = st.at("finetune").at("base").get<std::string>();
   });
   o.out = run_folder(o);
 }
@@ -58,12 +65,16 @@ void resolve_model_source(TrainRun& run) {
   agreed(run.comm, [&] {
     if (!o.resume.empty()) {
       read_resumed_run(run);
-    } else if (!o.init_from.empty()) {
-      run.start_path = o.init_from;
+    } else if (!o.init_from.empty() || !o.base.empty()) {
+      run.start_path = o.finetune ? o.base : o.init_from;
       run.start = nn::read_checkpoint(run.start_path, /*with_optim=*/false);
+      if (o.finetune) run.finetune_base = fs::absolute(o.base).lexically_normal().string();
     }
     validate_options(o);  // before any work: one line naming the option and what it allows
     run.cfg = model_config(run);
+    // A fine-tuning run's default --seq-len fits its base.
+    if (o.finetune && o.resume.empty() && !o.given.count("seq_len"))
+      o.seq_len = std::min(o.seq_len, run.cfg.max_seq_len);
     EMBER_CHECK(o.seq_len <= run.cfg.max_seq_len, "--seq-len ", o.seq_len,
                 " must be between 1 and the model's max_seq_len (", run.cfg.max_seq_len, ")");
     if (o.data.empty()) o.data = default_corpus();

@@ -9,16 +9,22 @@ namespace ember::apps {
 
 void build_model_and_optimizer(TrainRun& run) {
   const TrainOptions& o = run.o;
+  std::vector<std::pair<std::string, Variable>> trained;
+  if (o.finetune) {
+    trained = build_finetune_model(run);
+  } else {
+    run.model = std::make_unique<nn::Transformer>(run.cfg, o.seed);
+    if (!run.start_path.empty()) run.model->load_state_dict(run.start.model);
+    trained = run.model->named_parameters();
+  }
   // Bytes per token for bits per byte (none without a tokenizer: then it is bits per token).
   run.token_bytes = run.tokenizer ? token_byte_lengths(*run.tokenizer, run.cfg.vocab_size)
                                   : std::vector<int64_t>();
-  run.model = std::make_unique<nn::Transformer>(run.cfg, o.seed);
-  if (!run.start_path.empty()) run.model->load_state_dict(run.start.model);
-  run.params = run.model->parameters();
+  for (const auto& [name, v] : trained) run.params.push_back(v);
   // Every rank starts from rank 0's weights (also after --init-from / --resume).
   dist::broadcast_parameters(run.comm, run.params);
   // Gradients are averaged across ranks by the reducer (none in a plain single-process run).
-  run.optimization = make_optimization(run.comm, *run.model, o);
+  run.optimization = make_optimization(run.comm, trained, o);
 }
 
 void restore_training_state(TrainRun& run) {

@@ -1,8 +1,9 @@
 // What a run prints around its loop: the lines before the first step (ranks,
 // parameters, tokens per step, precision, data), the --profile report, and the
 // end of a run: the `done:` line, the mean MFU, and the sample
-// of --sample-tokens drawn by nn::generate.
+// of --sample-tokens drawn by nn::generate; a fine-tuning run also its peak RSS.
 #include <omp.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -20,31 +21,85 @@ namespace ember::apps {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// The data line: token count and validation windows, or conversations, the held-out ones and
+// those cut to T+1 ids (reported once, here).
+void print_data_line(const TrainRun& run) {
+  if (!run.chat_rows) {
+    std::printf(
+        "data: %llu train tokens%s\n", static_cast<unsigned long long>(run.train_set->size()),
+        run.val_loader
+            ? (", validation " + std::to_string(run.val_loader->num_windows()) + " windows").c_str()
+            : ", no validation");
+    return;
+  }
+  const int64_t truncated =
+      run.chat_rows->truncated + (run.chat_val_rows ? run.chat_val_rows->truncated : 0);
+  std::printf("data: %lld conversations, ",
+              static_cast<long long>(run.chat_rows->rows.size() + run.held_out));
+  if (run.held_out == 0) std::printf("no validation");
+  if (run.held_out > 0) {
+    std::printf("%lld held out for validation", static_cast<long long>(run.held_out));
+  }
+  if (run.held_out > 0 && !run.chat_val_rows)
+    std::printf(" (no trained token in their first %lld: no validation)",
+                static_cast<long long>(run.o.seq_len + 1));
+  if (truncated > 0) {
+    std::printf("; %lld cut to --seq-len + 1 = %lld tokens", static_cast<long long>(truncated),
+                static_cast<long long>(run.o.seq_len + 1));
+  }
+  std::printf("\n");
+}
+
+// What a fine-tuning run trains: every parameter, or the adapters (and added rows) over a base
+// kept as --quantize says.
+void print_finetune_line(const TrainRun& run) {
+  int64_t trained = 0;
+  for (const Variable& p : run.params) trained += p.numel();
+  std::printf("fine-tuning %s: %lld trained parameters", run.finetune_base.c_str(),
+              static_cast<long long>(trained));
+  if (run.cfg.lora) {
+    std::printf(" (LoRA r %lld alpha %g on %s, base %s)", static_cast<long long>(run.cfg.lora->r),
+                run.cfg.lora->alpha, run.o.lora_targets.c_str(),
+                run.cfg.quantize == "none" ? "float32" : run.cfg.quantize.c_str());
+  } else {
+    std::printf(" (all of them)");
+  }
+  if (run.added_rows > 0) {
+    std::printf("; --add-chat-tokens: %lld new vocabulary rows",
+                static_cast<long long>(run.added_rows));
+  }
+  std::printf("\n");
+}
+
+}  // namespace
+
 void print_run_start(const TrainRun& run) {
   const TrainOptions& o = run.o;
   if (!run.root) return;
+  const char* command = o.finetune ? "finetune" : "train";
   if (run.world > 1) {
-    std::printf("ember train: %lld ranks x %d threads, %s\n", static_cast<long long>(run.world),
-                omp_get_max_threads(), o.zero ? "ZeRO-1" : "all-reduce");
+    std::printf("ember %s: %lld ranks x %d threads, %s\n", command,
+                static_cast<long long>(run.world), omp_get_max_threads(),
+                o.zero ? "ZeRO-1" : "all-reduce");
   }
   std::printf(
-      "ember train: %s parameters, %lld tokens/step (%sB %lld x T %lld x accum %lld), %lld steps, "
+      "ember %s: %s parameters, %lld tokens/step (%sB %lld x T %lld x accum %lld), %lld steps, "
       "out %s\n",
-      std::to_string(run.stats.total_params).c_str(), static_cast<long long>(run.tokens_per_step),
+      command, std::to_string(run.stats.total_params).c_str(),
+      static_cast<long long>(run.tokens_per_step),
       run.world > 1 ? ("W " + std::to_string(run.world) + " x ").c_str() : "",
       static_cast<long long>(o.batch_size), static_cast<long long>(o.seq_len),
       static_cast<long long>(o.grad_accum), static_cast<long long>(o.steps), o.out.c_str());
+  if (o.finetune) print_finetune_line(run);
   if (run.autocast == DType::BFloat16) {
     std::printf("mixed precision: bf16 matmuls, float32 weights, gradients and AdamW%s\n",
                 kernels::bf16_matmul_native()
                     ? ""
                     : " (warning: this CPU has no bf16 instructions; slower than float32)");
   }
-  std::printf(
-      "data: %llu train tokens%s\n", static_cast<unsigned long long>(run.train_set->size()),
-      run.val_loader
-          ? (", validation " + std::to_string(run.val_loader->num_windows()) + " windows").c_str()
-          : ", no validation");
+  print_data_line(run);
   continue_if_stdout_closed();
 }
 
@@ -124,6 +179,13 @@ void print_summary(TrainRun& run, const RunTally& tally) {
   }
   std::printf("; checkpoint %s\n", (fs::path(o.out) / checkpoint_name(run.step)).string().c_str());
   if (trained) print_mean_mfu(run, tally, seconds);
+  if (o.finetune) {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    std::printf("peak RSS %.1f MiB%s\n",
+                static_cast<double>(usage.ru_maxrss) / 1024.0,  // Linux: KiB
+                run.world > 1 ? " (rank 0)" : "");
+  }
   report_profile(run, tally);
   if (o.sample_tokens > 0 && run.tokenizer) print_sample(run);
 }

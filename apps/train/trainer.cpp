@@ -1,11 +1,24 @@
-// `ember train`'s entry point (see trainer.h): the setup steps in order, then
-// the loop (apps/train/: run.h holds the run's state and lists the steps).
+// `ember train`'s and `ember finetune`'s entry points (see trainer.h): the setup steps in
+// order, then the loop (apps/train/: run.h holds the run's state and lists the steps).
 #include "apps/train/trainer.h"
 
 #include "apps/train/run.h"
 #include "core/threads.h"
 
 namespace ember::apps {
+namespace {
+
+// The steps after the data: the model, its optimizer and state, then the loop.
+int build_and_train(TrainRun& run) {
+  print_resume_notes(run);         // what --resume changed
+  build_model_and_optimizer(run);  // weights from rank 0; reducer and AdamW
+  restore_training_state(run);     // --resume: moments, step, tokens, dropout offset
+  pin_threads();                   // with EMBER_PIN_THREADS=1 (core/threads.h)
+  print_run_start(run);
+  return train_loop(run);
+}
+
+}  // namespace
 
 int run_train(TrainOptions o) {
   dist::Communicator single(dist::Launch::Single);
@@ -21,12 +34,24 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
   train_tokenizer_if_asked(run);   // --vocab-size
   choose_tokenizer(run);           // --tokenizer, the checkpoint's, the shards', bytes
   open_data(run);                  // text tokenised into OUT/data; the loaders
-  print_resume_notes(run);         // what --resume changed
-  build_model_and_optimizer(run);  // weights from rank 0; reducer and AdamW
-  restore_training_state(run);     // --resume: moments, step, tokens, dropout offset
-  pin_threads();                   // with EMBER_PIN_THREADS=1 (core/threads.h)
-  print_run_start(run);
-  return train_loop(run);
+  return build_and_train(run);
+}
+
+int run_finetune(TrainOptions o) {
+  dist::Communicator single(dist::Launch::Single);
+  return run_finetune(std::move(o), single);
+}
+
+int run_finetune(TrainOptions o, dist::Communicator& comm) {
+  o.finetune = true;
+  TrainRun run(std::move(o), comm);
+  resolve_model_source(run);      // --base or --resume; options checked
+  fingerprint_data(run);          // compared with the resumed run's
+  check_ranks_agree_on_run(run);  // under mpirun: options, model config, data
+  choose_chat_tokenizer(run);     // the base's
+  open_chat_data(run);            // read, held out, rendered: a bad line writes nothing in --out
+  claim_out_folder(run);          // memory, lock, no other run's checkpoints
+  return build_and_train(run);
 }
 
 }  // namespace ember::apps

@@ -25,4 +25,11 @@ int run_train(TrainOptions options, dist::Communicator& comm);
 // A single process (world size 1, never MPI).
 int run_train(TrainOptions options);
 
+// `ember finetune` (SPEC.md section 9): the same run on chat data from the checkpoint
+// options.base (options.finetune is set): each step's loss is normalised by its trained
+// tokens over all micro-batches and ranks; conversations held out by --val-fraction are
+// the validation. Returns and throws as run_train.
+int run_finetune(TrainOptions options, dist::Communicator& comm);
+int run_finetune(TrainOptions options);
+
 }  // namespace ember::apps

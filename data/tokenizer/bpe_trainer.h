@@ -1,10 +1,12 @@
 // Byte-level BPE training: from word counts (or a corpus) to a Tokenizer of a
 // target vocabulary size. Ids 0-255 are the bytes, then one token per merge,
-// then the special tokens. The pair-count algorithm is incremental: counts of
-// adjacent pairs over the unique words, updated only in the words a merge
-// touches, the best pair taken from a priority queue (ties: lower ids first).
+// then the special tokens (by default <|endoftext|>, <|im_start|>, <|im_end|>).
+// The pair-count algorithm is incremental: counts of adjacent pairs over the
+// unique words, updated only in the words a merge touches, the best pair taken
+// from a priority queue (ties: lower ids first).
 #pragma once
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,7 +21,8 @@ namespace ember::data {
 struct BpeTrainOptions {
   size_t vocab_size = 8192;  // everything: 256 bytes + merges + special tokens
   uint64_t min_frequency = 2;  // a pair seen fewer times is never merged
-  std::vector<std::string> special_tokens{std::string(kEndOfText)};
+  // Appended after the merges, in order; by default the three ember reserves.
+  std::vector<std::string> special_tokens{std::begin(kReservedSpecials), std::end(kReservedSpecials)};
   int threads = 0;  // for counting the corpus; <= 0: OpenMP's default
 };
 

@@ -67,6 +67,24 @@ uint32_t Tokenizer::special_id(std::string_view content) const {
                              known.empty() ? std::string("none") : known, ")"));
 }
 
+int64_t Tokenizer::missing_chat_tokens() const {
+  int64_t missing = 0;
+  for (std::string_view s : kReservedSpecials) missing += find_special(s) ? 0 : 1;
+  return missing;
+}
+
+Tokenizer Tokenizer::with_chat_tokens() const {
+  std::vector<std::string> tokens = model_.tokens();
+  std::vector<SpecialToken> specials = specials_;
+  for (std::string_view s : kReservedSpecials) {
+    if (find_special(s)) continue;
+    specials.push_back(SpecialToken{std::string(s), static_cast<uint32_t>(tokens.size()), true});
+    tokens.emplace_back(s);
+  }
+  return Tokenizer(BpeModel(std::move(tokens), model_.merges(), model_.options()), std::move(specials),
+                   add_prefix_space_);
+}
+
 std::vector<uint32_t> Tokenizer::encode(std::string_view text) const {
   std::vector<uint32_t> out;
   EncodeCache cache;

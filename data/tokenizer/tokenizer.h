@@ -17,6 +17,11 @@
 namespace ember::data {
 
 inline constexpr std::string_view kEndOfText = "<|endoftext|>";
+// ChatML's message delimiters (SPEC.md section 9).
+inline constexpr std::string_view kImStart = "<|im_start|>";
+inline constexpr std::string_view kImEnd = "<|im_end|>";
+// The special tokens ember reserves in every tokenizer it trains, in id order.
+inline constexpr std::string_view kReservedSpecials[] = {kEndOfText, kImStart, kImEnd};
 
 // An added token of tokenizer.json: matched in raw text before pre-tokenizing.
 struct SpecialToken {
@@ -66,6 +71,12 @@ class Tokenizer {
   std::optional<uint32_t> find_special(std::string_view content) const;
   // Id of a special token; an Error listing the known ones when absent.
   uint32_t special_id(std::string_view content) const;
+  // How many of <|endoftext|>, <|im_start|>, <|im_end|> are not special tokens here.
+  int64_t missing_chat_tokens() const;
+  // This tokenizer with each missing one of those three appended (in that order)
+  // as a special token with the next free id; existing ids, merges and options
+  // stay as they are, so every text encodes as before unless it names them.
+  Tokenizer with_chat_tokens() const;
 
  private:
   void encode_segment(std::string_view text, std::vector<uint32_t>& out, EncodeCache& cache) const;

@@ -10,14 +10,6 @@ include(${CMAKE_CURRENT_LIST_DIR}/failed_job.cmake)
 file(REMOVE_RECURSE ${WORK})
 set(mpirun ${MPIRUN} --oversubscribe --bind-to none)
 
-function(run what)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${what} failed (${rc})\n--- stdout\n${out}--- stderr\n${err}")
-  endif()
-  message("${what}: ok\n${out}")
-endfunction()
-
 run("data" ${TOOL} data ${WORK})
 set(common train --config ${WORK}/tiny.json --data ${WORK}/train.bin --sequential --seq-len 16
     --steps 10 --warmup 2 --lr 1e-2 --log-every 5)

@@ -5,17 +5,63 @@
 //                                     as another tool would write it)
 //   train_parity_tool compare A B     every /model tensor of checkpoint A within a
 //                                     relative error of 1e-5 of B's (exit 1 otherwise)
+//   train_parity_tool chat DIR        writes DIR/base.h5 and DIR/chat.jsonl
+//   (tests/finetune_testing.h) train_parity_tool metrics A B     run folders A and B logged the
+//   same steps with the same
+//                                     trained tokens, loss (relative 1e-6) and gradient norm (1e-5)
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "nn/checkpoint.h"
+#include "../finetune_testing.h"
 #include "data/token_shard.h"
+#include "nn/checkpoint.h"
 
 using namespace ember;
+
+namespace {
+
+// The records of OUT/metrics.jsonl that hold a training loss.
+std::vector<nlohmann::json> step_records(const std::filesystem::path& out) {
+  std::ifstream f(out / "metrics.jsonl");
+  std::vector<nlohmann::json> records;
+  for (std::string line; std::getline(f, line);) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("loss")) records.push_back(std::move(j));
+  }
+  return records;
+}
+
+bool near(double a, double b, double rel) {
+  return std::abs(a - b) <= rel * std::max(std::abs(a), std::abs(b));
+}
+
+// Exit code of `metrics A B`: 0 when every step agrees.
+int compare_metrics(const char* a_dir, const char* b_dir) {
+  const auto a = step_records(a_dir), b = step_records(b_dir);
+  if (a.empty() || a.size() != b.size()) {
+    std::printf("step records: %zu vs %zu\n", a.size(), b.size());
+    return 1;
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double la = a[i].at("loss"), lb = b[i].at("loss"), na = a[i].at("grad_norm"),
+                 nb = b[i].at("grad_norm");
+    const bool same = a[i].at("step") == b[i].at("step") &&
+                      a[i].at("trained_tokens") == b[i].at("trained_tokens") &&
+                      near(la, lb, 1e-6) && near(na, nb, 1e-5);
+    std::printf("step %d: loss %.9g vs %.9g, grad norm %.9g vs %.9g, trained tokens %d vs %d\n",
+                a[i].at("step").get<int>(), la, lb, na, nb, a[i].at("trained_tokens").get<int>(),
+                b[i].at("trained_tokens").get<int>());
+    if (!same) return 1;
+  }
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
@@ -72,6 +118,16 @@ int main(int argc, char** argv) {
     std::printf("%zu tensors equal within %.3g\n", a.model.size(), worst);
     return 0;
   }
-  std::fprintf(stderr, "usage: train_parity_tool data DIR [SEED] | bad-state CKPT | compare A B\n");
+  if (mode == "chat" && argc == 3) {
+    std::filesystem::create_directories(argv[2]);
+    testing::write_chat_base((std::filesystem::path(argv[2]) / "base.h5").string());
+    testing::write_chat_data((std::filesystem::path(argv[2]) / "chat.jsonl").string());
+    return 0;
+  }
+  if (mode == "metrics" && argc == 4) return compare_metrics(argv[2], argv[3]);
+  std::fprintf(
+      stderr,
+      "usage: train_parity_tool data DIR [SEED] | bad-state CKPT | compare A B | chat DIR | "
+      "metrics A B\n");
   return 2;
 }

@@ -1,0 +1,120 @@
+// One generation streamed to stdout for `ember generate` and `ember chat`:
+// sampling options, the ChatML-token check, UTF-8-safe streaming and the
+// speed line on stderr.
+#include "apps/cli/streamed_generation.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/error.h"
+#include "data/tokenizer/tokenizer.h"
+
+namespace ember::apps {
+namespace {
+
+// Prints token bytes as they come, holding back an incomplete UTF-8 character.
+class Utf8Stream {
+ public:
+  void write(std::string_view bytes) {
+    pending_ += bytes;
+    size_t keep = 0;  // bytes at the end that start a character not yet complete
+    for (size_t back = 1; back <= std::min<size_t>(3, pending_.size()); ++back) {
+      const unsigned char c = static_cast<unsigned char>(pending_[pending_.size() - back]);
+      if ((c & 0xC0) == 0x80) continue;  // continuation byte: look further back
+      const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+      if (need > back) keep = back;
+      break;
+    }
+    std::fwrite(pending_.data(), 1, pending_.size() - keep, stdout);
+    std::fflush(stdout);
+    pending_.erase(0, pending_.size() - keep);
+  }
+  void flush() {
+    std::fwrite(pending_.data(), 1, pending_.size(), stdout);
+    std::fflush(stdout);
+    pending_.clear();
+  }
+
+ private:
+  std::string pending_;
+};
+
+nn::SamplingOptions sampling_options(const SamplingFlags& f, uint64_t seed) {
+  nn::SamplingOptions s;
+  s.max_tokens = f.max_tokens;
+  s.temperature = f.temperature;
+  s.top_k = f.top_k;
+  s.top_p = f.top_p;
+  s.repetition_penalty = f.repetition_penalty;
+  s.seed = seed;
+  return s;
+}
+
+void print_speed(const nn::GenerationResult& r, int64_t max_seq_len, bool chat) {
+  std::string why = nn::describe(r.stop_reason, max_seq_len);
+  if (chat && r.stop_reason == nn::StopReason::StopToken) why = "reached the <|im_end|> token";
+  if (chat && r.stop_reason == nn::StopReason::Callback) why = "reached the end-of-text token";
+  std::fprintf(stderr, "[%s; prompt %lld tokens, prefill %.0f tokens/s; %lld tokens, decode %.1f tokens/s]\n",
+               why.c_str(), static_cast<long long>(r.prompt_tokens), r.prefill_tokens_per_second(),
+               static_cast<long long>(r.tokens.size()), r.decode_tokens_per_second());
+}
+
+}  // namespace
+
+void add_sampling_options(CLI::App* sub, SamplingFlags& f, const std::string& seed_help) {
+  sub->add_option("--max-tokens", f.max_tokens, "tokens to generate at most")->capture_default_str();
+  sub->add_option("--temperature", f.temperature, "softmax temperature (0: greedy)")->capture_default_str();
+  sub->add_option("--top-k", f.top_k, "keep the k most likely tokens (0: all)")->capture_default_str();
+  sub->add_option("--top-p", f.top_p, "keep the smallest set of tokens with this much probability (1: all)")
+      ->capture_default_str();
+  sub->add_option("--repetition-penalty", f.repetition_penalty, "divide the logits of tokens already seen (1: off)")
+      ->capture_default_str();
+  sub->add_option("--seed", f.seed, seed_help)->capture_default_str();
+}
+
+void check_sampling_flags(const SamplingFlags& f) {
+  EMBER_CHECK(f.max_tokens >= 0, "--max-tokens must be >= 0, got ", f.max_tokens);
+}
+
+void require_chat_tokens(const data::Tokenizer& tokenizer, const std::string& checkpoint) {
+  const bool start = tokenizer.find_special(data::kImStart).has_value();
+  const bool end = tokenizer.find_special(data::kImEnd).has_value();
+  EMBER_CHECK(start && end, checkpoint, ": its tokenizer has no ",
+              !start && !end ? "<|im_start|> or <|im_end|>" : !start ? "<|im_start|>" : "<|im_end|>",
+              " special token, which ChatML needs: add them with `ember finetune --base ", checkpoint,
+              " --add-chat-tokens ...` (new embedding rows, trained with the adapters)");
+}
+
+StreamedText stream_generation(const LoadedModel& lm, const std::string& checkpoint,
+                               const std::vector<int64_t>& ids, const SamplingFlags& f, uint64_t seed, bool chat,
+                               std::string_view echo) {
+  const data::Tokenizer& tok = lm.tokenizer;
+  const std::optional<uint32_t> eot = tok.find_special(data::kEndOfText);
+  nn::SamplingOptions s = sampling_options(f, seed);
+  if (chat) {
+    s.stop_token = tok.special_id(data::kImEnd);
+  } else {
+    s.stop_token = eot ? static_cast<int64_t>(*eot) : -1;
+  }
+  Utf8Stream out;
+  out.write(echo);
+  StreamedText streamed;
+  streamed.result = nn::generate(*lm.model, ids, s, [&](int64_t t) {
+    if (chat && eot && t == static_cast<int64_t>(*eot)) return false;  // a reply ends at <|endoftext|> too
+    const uint32_t u = static_cast<uint32_t>(t);
+    EMBER_CHECK(u < tok.vocab_size(), checkpoint, ": the model produced token id ", t, ", outside its tokenizer (",
+                tok.vocab_size(), " tokens): the tokenizer is not the one its training data was encoded with; "
+                "give that one with --tokenizer FILE");
+    const std::string bytes = tok.decode(std::span<const uint32_t>(&u, 1));
+    streamed.text += bytes;
+    out.write(bytes);
+    return true;
+  });
+  out.flush();
+  std::printf("\n");
+  std::fflush(stdout);
+  print_speed(streamed.result, lm.model->config().max_seq_len, chat);
+  return streamed;
+}
+
+}  // namespace ember::apps

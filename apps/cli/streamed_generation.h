@@ -1,0 +1,44 @@
+// What `ember generate` and `ember chat` share: the sampling options, the
+// check that a checkpoint's tokenizer has the ChatML tokens, and one
+// generation streamed to stdout (UTF-8 characters whole) with its speed on
+// stderr. A chat reply stops at <|im_end|> or <|endoftext|>, neither printed.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "apps/cli/commands.h"
+#include "apps/train/model_io.h"
+#include "nn/generate.h"
+
+namespace ember::apps {
+
+struct SamplingFlags {
+  int64_t max_tokens = 256, top_k = 0;
+  double temperature = 1.0, top_p = 1.0, repetition_penalty = 1.0;
+  uint64_t seed = 0;
+};
+
+// --max-tokens, --temperature, --top-k, --top-p, --repetition-penalty, --seed (with seed_help).
+void add_sampling_options(CLI::App* sub, SamplingFlags& f, const std::string& seed_help);
+// An Error when --max-tokens is negative.
+void check_sampling_flags(const SamplingFlags& f);
+
+// One line when the tokenizer lacks <|im_start|> or <|im_end|>, saying how to add them.
+void require_chat_tokens(const data::Tokenizer& tokenizer, const std::string& checkpoint);
+
+struct StreamedText {
+  nn::GenerationResult result;
+  std::string text;  // the generated text printed (decoded tokens, no stop token)
+};
+
+// Generates after ids (the prompt, at least one token) with sampling seed
+// `seed`, printing `echo` first, then each token as it comes, then a newline;
+// the stop reason and speed go to stderr. chat: stops at <|im_end|> (the stop
+// token) or <|endoftext|>; otherwise at <|endoftext|> when the tokenizer has it.
+StreamedText stream_generation(const LoadedModel& lm, const std::string& checkpoint,
+                               const std::vector<int64_t>& ids, const SamplingFlags& f, uint64_t seed,
+                               bool chat, std::string_view echo = {});
+
+}  // namespace ember::apps

@@ -1,0 +1,79 @@
+// The forward and backward passes of one `ember finetune` step (SPEC.md section 9, "Loss of a
+// step"): with N the step's trained tokens over its A micro-batches and W ranks,
+//   loss = sum over those tokens of (ce + z_coef lse^2) / N
+//        + (1 / (A W)) sum over micro-batches and ranks of the MoE terms (over real tokens),
+// so accumulation and data parallelism give the gradient of one large batch whatever the padding.
+// The reducer averages gradients over ranks, so each rank differentiates W x its share:
+// its CE is divided by N / W, its MoE terms by A.
+#include <algorithm>
+
+#include "apps/train/run.h"
+#include "apps/train/step_phases.h"
+#include "autograd/autocast.h"
+#include "core/profiler.h"
+
+namespace ember::apps {
+namespace {
+
+// float32 [B, T]: 1 where input position t of row b holds a real id (t < its length).
+Tensor real_inputs(const data::ChatBatch& b, int64_t T) {
+  const int64_t B = static_cast<int64_t>(b.lengths.size());
+  Tensor real = Tensor::zeros({B, T}, DType::Float32);
+  float* r = real.data<float>();
+  for (int64_t row = 0; row < B; ++row) {
+    const int64_t n = std::min(b.lengths[static_cast<size_t>(row)], T);
+    std::fill(r + row * T, r + row * T + n, 1.0f);
+  }
+  return real;
+}
+
+// The step's micro-batches and their trained-token count over every rank (one all-reduce).
+std::vector<data::ChatBatch> step_batches(TrainRun& run, int64_t& trained_tokens) {
+  EMBER_PROFILE_PHASE(kDataPhase);
+  EMBER_PROFILE_SCOPE(kDataFamily);
+  std::vector<data::ChatBatch> batches;
+  double count = 0;
+  for (int64_t u = 0; u < run.o.grad_accum; ++u) {
+    batches.push_back(run.chat_loader->batch(run.step, u));
+    count += static_cast<double>(batches.back().trained_tokens);
+  }
+  if (run.world > 1) count = run.comm.all_reduce(count, dist::ReduceOp::Sum);
+  trained_tokens = static_cast<int64_t>(count);
+  return batches;
+}
+
+}  // namespace
+
+void chat_forward_backward(TrainRun& run, StepResult& s) {
+  const int64_t A = run.o.grad_accum, T = run.o.seq_len;
+  dist::Reducer* reducer = run.optimization.reducer.get();
+  const std::vector<data::ChatBatch> batches = step_batches(run, s.trained_tokens);
+  // A step without a trained token has loss 0 and no CE gradient (all weights 0).
+  const double norm = static_cast<double>(s.trained_tokens) / static_cast<double>(run.world);
+  AutocastGuard mixed(run.autocast);  // forward and backward only
+  for (int64_t u = 0; u < A; ++u) {
+    if (reducer) reducer->set_sync(u == A - 1);
+    const data::ChatBatch& b = batches[static_cast<size_t>(u)];
+    const Tensor x = b.tokens.narrow(1, 0, T).contiguous(),
+                 y = b.tokens.narrow(1, 1, T).contiguous();
+    nn::LossTerms l;
+    {
+      EMBER_PROFILE_PHASE(kForwardPhase);
+      l = run.model->loss(run.model->forward(x, real_inputs(b, T)), y, b.trained, norm,
+                          1.0 / static_cast<double>(A));
+    }
+    {
+      EMBER_PROFILE_PHASE(kBackwardPhase);
+      l.total.backward();
+    }
+    s.ce += l.ce;
+    s.z += l.z;
+    s.aux += l.aux / static_cast<double>(A);
+  }
+  if (reducer) {
+    EMBER_PROFILE_PHASE(kCommWaitPhase);
+    reducer->finish();
+  }
+}
+
+}  // namespace ember::apps

@@ -1,0 +1,53 @@
+// The model of an `ember finetune` run (SPEC.md section 9). A new run loads the base's weights,
+// grows the vocabulary by the rows --add-chat-tokens needs (nn::add_vocab_rows), then either
+// trains every parameter (--full: the grown model merged into a plain one) or adds LoRA
+// adapters drawn from --seed over a base kept as --quantize says (nn::add_adapters) and trains
+// only nn::trainable_parameters. A resumed LoRA run rebuilds its model from its checkpoint
+// (nn::model_from_checkpoint: the base, checked against its sha256, and the trained tensors).
+#include "apps/train/run.h"
+#include "core/io/sha256.h"
+#include "nn/adapters.h"
+
+namespace ember::apps {
+namespace {
+
+nn::LoRAConfig lora_config(const TrainOptions& o) {
+  nn::LoRAConfig l;
+  l.r = o.lora_r;
+  l.alpha = o.lora_alpha;
+  l.dropout = o.lora_dropout;
+  l.targets = nn::parse_lora_targets(o.lora_targets);
+  return l;
+}
+
+// --full with --add-chat-tokens: the base with its rows added, as a plain model.
+std::unique_ptr<nn::Transformer> grown_plain_model(const nn::Transformer& grown, uint64_t seed) {
+  auto model = std::make_unique<nn::Transformer>(nn::merged_config(grown.config()), seed);
+  model->load_state_dict(nn::merged_state_dict(grown));
+  return model;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, Variable>> build_finetune_model(TrainRun& run) {
+  const TrainOptions& o = run.o;
+  const bool resumed_lora = !o.resume.empty() && run.start.config.lora;
+  if (resumed_lora) {
+    agreed(run.comm, [&] { run.model = nn::model_from_checkpoint(run.start, run.start_path); });
+    run.model->train();
+    run.finetune_base_sha256 = run.start.base_sha256;
+  } else {
+    run.model = std::make_unique<nn::Transformer>(run.cfg, o.seed);
+    run.model->load_state_dict(run.start.model);
+    if (run.added_rows > 0) nn::add_vocab_rows(*run.model, run.added_rows, o.seed);
+    if (o.full && run.added_rows > 0) run.model = grown_plain_model(*run.model, o.seed);
+    if (!o.full) {
+      nn::add_adapters(*run.model, lora_config(o), o.quantize, o.seed);
+      agreed(run.comm, [&] { run.finetune_base_sha256 = sha256_file(run.finetune_base); });
+    }
+  }
+  run.cfg = run.model->config();
+  return o.full ? run.model->named_parameters() : nn::trainable_parameters(*run.model);
+}
+
+}  // namespace ember::apps

@@ -1,0 +1,34 @@
+// Nf4Linear: a frozen projection whose weight W [out, in] is stored in NF4
+// (QLoRA, SPEC.md section 9; core/kernels/nf4.h): y = x W^T (+ b), W
+// dequantized tile by tile inside the nf4_linear op. The NF4 weight is not a
+// parameter (nothing to train or save); the optional float bias is one, frozen.
+#pragma once
+#include <memory>
+
+#include "core/kernels/nf4.h"
+#include "nn/layers.h"
+
+namespace ember::nn {
+
+class Nf4Linear : public UnaryModule {
+ public:
+  explicit Nf4Linear(std::shared_ptr<const kernels::Nf4Tensor> weight,
+                     const Tensor& bias = Tensor());
+  // The NF4 form of a Linear's weight (nf4-dq when double_quant), sharing its bias; keeps no
+  // reference to the float weight. The Linear must have no added rows.
+  static std::shared_ptr<Nf4Linear> quantize(const Linear& linear, bool double_quant);
+  Variable forward(const Variable& x) const override;
+
+  const std::shared_ptr<const kernels::Nf4Tensor>& weight() const { return weight_; }
+  const Variable& bias() const { return bias_; }
+  int64_t in_features() const { return weight_->shape[1]; }
+  int64_t out_features() const { return weight_->shape[0]; }
+  // The dequantized W (code * absmax) in dtype.
+  Tensor dequantized_weight(DType dtype) const;
+
+ private:
+  std::shared_ptr<const kernels::Nf4Tensor> weight_;
+  Variable bias_;
+};
+
+}  // namespace ember::nn

@@ -1,0 +1,185 @@
+// The `ember finetune` program (docs/cli.md): a run writes what `ember train` writes (progress,
+// metrics.jsonl, loss.svg, checkpoints, latest, --keep) and its checkpoint generates;
+// SIGTERM stops it with a checkpoint that --resume continues; each bad input is one
+// "ember: error:" line with a non-zero exit and nothing written in --out.
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "data/token_shard.h"
+#include "finetune_testing.h"
+#include "temp_dir.h"
+
+namespace fs = std::filesystem;
+using ember::testing::read_text;
+using ember::testing::TempDir;
+
+namespace {
+
+struct Run {
+  int code = -1;  // the exit code
+  std::string out, err;
+};
+
+// Runs `bash -c SCRIPT` where SCRIPT may use $EMBER, and collects its exit code and output.
+Run run_script(const TempDir& dir, const std::string& script) {
+  const std::string cmd = "EMBER=" + std::string(EMBER_BINARY) + " bash -c '" + script + "' > " +
+                          (dir / "stdout") + " 2> " + (dir / "stderr") + " < /dev/null";
+  const int status = std::system(cmd.c_str());
+  Run r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = read_text(dir / "stdout");
+  r.err = read_text(dir / "stderr");
+  return r;
+}
+
+Run finetune(const TempDir& dir, const std::string& args) {
+  return run_script(dir, "exec $EMBER finetune " + args);
+}
+
+// A base and chat data in dir; the options of a small run into out.
+std::string chat_args(const TempDir& dir, const std::string& out) {
+  if (!fs::exists(dir / "base.h5")) ember::testing::write_chat_base(dir / "base.h5");
+  if (!fs::exists(dir / "chat.jsonl")) ember::testing::write_chat_data(dir / "chat.jsonl");
+  return "--base " + (dir / "base.h5") + " --data " + (dir / "chat.jsonl") + " --out " +
+         (dir / out) + " --full --batch-size 2 --seq-len 32 --steps 4 --warmup 1 --lr 1e-2";
+}
+
+}  // namespace
+
+TEST_CASE("ember finetune --full writes a run as ember train does; its checkpoint generates",
+          "[cli][finetune]") {
+  TempDir dir("cli_finetune");
+  const Run r = finetune(
+      dir, chat_args(dir, "run") + " --save-every 2 --keep 1 --eval-every 2 --val-fraction 0.25");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("ember finetune: ") != std::string::npos);
+  CHECK(r.out.find("data: 24 conversations, 6 held out for validation; 13 cut to --seq-len + 1 = "
+                   "33 tokens\n") != std::string::npos);
+  CHECK(r.out.find("step 0: val loss ") != std::string::npos);
+  CHECK(r.out.find("step      4/4 | loss ") != std::string::npos);
+  CHECK(r.out.find("peak RSS ") != std::string::npos);
+  CHECK(read_text(dir / "run/latest") == "step_00000004.h5\n");
+  CHECK(fs::exists(dir / "run/step_00000004.h5"));
+  CHECK_FALSE(fs::exists(dir / "run/step_00000002.h5"));  // --keep 1
+  CHECK(fs::exists(dir / "run/loss.svg"));
+  const std::string metrics = read_text(dir / "run/metrics.jsonl");
+  CHECK(std::count(metrics.begin(), metrics.end(), '\n') == 5);  // step 0's validation, steps 1-4
+  const Run g =
+      run_script(dir, "exec $EMBER generate --checkpoint " + (dir / "run/step_00000004.h5") +
+                          " --chat --prompt hi --max-tokens 4 --seed 1");
+  INFO(g.err);
+  CHECK(g.code == 0);
+}
+
+TEST_CASE("SIGTERM stops ember finetune with a checkpoint; --resume continues the run",
+          "[cli][finetune]") {
+  TempDir dir("cli_finetune");
+  const std::string out = dir / "run";
+  const Run r = run_script(dir, "$EMBER finetune " + chat_args(dir, "run") +
+                                    " --steps 1000000 --log-every 1000000 & pid=$!; "
+                                    "while kill -0 $pid && [ ! -s " +
+                                    out +
+                                    "/metrics.jsonl ]; do sleep 0.05; done; "
+                                    "kill -TERM $pid; wait $pid");
+  INFO(r.out << r.err);
+  CHECK(r.code == 143);
+  CHECK(r.out.find("stopped by signal 15 at step ") != std::string::npos);
+  const std::string latest = read_text(out + "/latest");
+  REQUIRE(latest.starts_with("step_"));
+  const Run resumed = finetune(dir, "--resume " + out + " --steps 40 --log-every 1000000");
+  INFO(resumed.out << resumed.err);
+  CHECK(resumed.code == 0);
+  CHECK(resumed.out.find("--resume: --steps 40 overrides the run's 1000000") != std::string::npos);
+  CHECK(read_text(out + "/latest") == "step_00000040.h5\n");
+}
+
+TEST_CASE("each bad input of ember finetune is one line, a non-zero exit and nothing in --out",
+          "[cli][finetune]") {
+  TempDir dir("cli_finetune");
+  const std::string good = chat_args(dir, "out");
+  dir.write("not_json.jsonl", "{\"text\": \"fine\"}\n{not json\n");
+  dir.write("role.jsonl", R"({"messages": [{"role": "robot", "content": "beep"}]})"
+                          "\n");
+  dir.write("empty.jsonl", R"({"messages": []})"
+                           "\n");
+  {
+    ember::nn::Checkpoint c = ember::nn::read_checkpoint(dir / "base.h5", false);
+    c.tokenizer_json = ember::data::Tokenizer::bytes({"<|endoftext|>"}).to_json();
+    ember::nn::write_checkpoint(dir / "no_chat_tokens.h5", c);
+  }
+  const std::string out = " --out " + (dir / "out");
+  const std::string data = " --data " + (dir / "chat.jsonl");
+  const struct {
+    std::string args, expect;
+  } cases[] = {
+      {good + " --data " + (dir / "not_json.jsonl"), "not_json.jsonl line 2: not JSON"},
+      {good + " --data " + (dir / "role.jsonl"), "robot"},
+      {good + " --data " + (dir / "empty.jsonl"), "empty.jsonl line 1: \"messages\" is empty"},
+      {"--full" + data + out, "--base is required"},
+      {good + " --lora-r 0", "--lora-r must be > 0; got 0"},
+      {"--base " + (dir / "base.h5") + data + out + " --lora-targets q,x",
+       "--lora-targets: unknown target \"x\" (expected q, k, v, o, gate, up, down, head)"},
+      {good + " --quantize nf4", "--quantize nf4 quantizes the frozen base of LoRA"},
+      {good + " --base " + (dir / "no_chat_tokens.h5"),
+       "no_chat_tokens.h5: the tokenizer has no <|im_start|>"},
+      {good + " --dtype fp16", "--dtype must be one of float32, bf16; got 'fp16'"},
+      {good + " --seq-len 100", "max_seq_len"},
+  };
+  for (const auto& c : cases) {
+    const Run r = finetune(dir, c.args);
+    INFO(c.args << "\n" << r.out << r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err.starts_with("ember: error: "));
+    CHECK(r.err.find(c.expect) != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK_FALSE(fs::exists(dir / "out"));
+  }
+}
+
+TEST_CASE(
+    "a LoRA fine-tune generates and evaluates through its base; a missing or changed base is "
+    "one line naming it",
+    "[cli][finetune][lora]") {
+  TempDir dir("cli_finetune");
+  std::string args = chat_args(dir, "run");
+  args.erase(args.find(" --full"), 7);
+  const Run r = finetune(dir, args + " --lora-targets q,k,v,o --save-every 2");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("(LoRA r 8 alpha 16 on q,k,v,o, base float32)") != std::string::npos);
+  const std::string ckpt = dir / "run/step_00000004.h5";
+  const Run g = run_script(dir, "exec $EMBER generate --checkpoint " + ckpt +
+                                    " --chat --prompt hi --max-tokens 4 --seed 1");
+  INFO(g.err);
+  CHECK(g.code == 0);
+  std::vector<uint32_t> ids(400);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint32_t>((i * 7) % 256);
+  ember::data::write_shard(dir / "eval.bin", ids, 264);
+  const Run e =
+      run_script(dir, "exec $EMBER eval --checkpoint " + ckpt + " --data " + (dir / "eval.bin") +
+                          " --batch-size 2 --seq-len 16 --batches 2");
+  INFO(e.out << e.err);
+  CHECK(e.code == 0);
+
+  // The base changes: a resume (and any command reading the checkpoint) names it.
+  ember::testing::write_chat_base(dir / "base.h5", false, 4);
+  const Run changed = finetune(dir, "--resume " + (dir / "run") + " --steps 6");
+  INFO(changed.out << changed.err);
+  CHECK(changed.code == 1);
+  CHECK(changed.err.find("its base " + (dir / "base.h5") + " has changed (sha256 ") !=
+        std::string::npos);
+  CHECK(std::count(changed.err.begin(), changed.err.end(), '\n') == 1);
+  fs::remove(dir / "base.h5");
+  const Run missing = run_script(dir, "exec $EMBER generate --checkpoint " + ckpt + " --prompt hi");
+  CHECK(missing.code == 1);
+  CHECK(missing.err.find("its base " + (dir / "base.h5") + " is missing") != std::string::npos);
+  CHECK(read_text(dir / "run/latest") == "step_00000004.h5\n");
+  CHECK_FALSE(fs::exists(dir / "run/step_00000006.h5"));
+}
