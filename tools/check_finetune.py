@@ -15,7 +15,8 @@ every target for 3 steps and compares:
   - each adapter after steps 1, 2 and 3 against the float64 reference started from (A0, B = 0):
     relative L2 error of its change (A_s - A0, B_s) < 1e-3 (float32 against float64 through
     Adam; A after step 1 is not compared, it defines A0);
-  - the logged loss of each step (cross-entropy per trained token) within 1e-5 relative.
+  - metrics.jsonl of each step: the loss (cross-entropy per trained token) and the gradient norm
+    before clipping within 1e-5 relative, the trained-token count exactly.
 Exits non-zero when any comparison fails.
 """
 import hashlib
@@ -157,8 +158,9 @@ def check_files(c, base_path, out, rows_out):
     return A0, [s[0] for s in steps]
 
 
-def metrics_losses(out):
-    losses = {}
+def metrics_records(out):
+    """step -> its metrics.jsonl record."""
+    records = {}
     path = os.path.join(out, "metrics.jsonl")
     if os.path.exists(path):
         for line in open(path):
@@ -166,9 +168,9 @@ def metrics_losses(out):
                 j = json.loads(line)
             except ValueError:
                 continue
-            if "step" in j and "loss" in j:
-                losses[int(j["step"])] = float(j["loss"])
-    return losses
+            if isinstance(j, dict) and "step" in j:
+                records[int(j["step"])] = j
+    return records
 
 
 def check_case(ember, name, work):
@@ -198,7 +200,7 @@ def check_case(ember, name, work):
     A0, ember_steps = check_files(c, base_path, out, rows)
     tok = ft.Tokenizer(tok_json)
     chat_rows = [ft.make_row(*ft.render(tok, line), a["seq_len"]) for line in CHAT]
-    states, losses, counts = ft.finetune(c, base, A0, chat_rows, a["steps"], a["batch_size"], a["grad_accum"],
+    states, losses, counts, norms = ft.finetune(c, base, A0, chat_rows, a["steps"], a["batch_size"], a["grad_accum"],
                                          a["lr"], a["min_lr"], a["warmup"], a["weight_decay"], a["clip"],
                                          a["lora_alpha"] / a["lora_r"])
     for s in range(a["steps"]):
@@ -208,12 +210,14 @@ def check_case(ember, name, work):
             change_ref, change_ember = states[s][k] - A0[k], ember_steps[s][k] - A0[k]
             rows.append((f"step {s + 1} {k}", rel_err(change_ember, change_ref), CHANGE_TOL,
                          f"|ref change| {np.linalg.norm(change_ref):.3g}"))
-    logged = metrics_losses(out)
+    logged = metrics_records(out)
     for s in range(a["steps"]):
-        e = logged.get(s + 1)
-        rows.append((f"step {s + 1} logged loss", math.inf if e is None else abs(e - losses[s]) / abs(losses[s]),
-                     LOSS_TOL,
-                     f"ember {e} ref {losses[s]:.9g} over {counts[s]:g} trained tokens"))
+        j = logged.get(s + 1, {})
+        for key, r, tol in (("loss", losses[s], LOSS_TOL), ("grad_norm", norms[s], LOSS_TOL),
+                            ("trained_tokens", counts[s], 0.5)):
+            e = j.get(key)
+            err = math.inf if e is None else abs(e - r) / abs(r) if key != "trained_tokens" else abs(e - r)
+            rows.append((f"step {s + 1} logged {key}", err, tol, f"ember {e} ref {r:.9g}"))
     bad = [r for r in rows if not r[1] < r[2]]
     worst = max((r[1] for r in rows if r[0].startswith("step") and r[1] < math.inf), default=0.0)
     return not bad, worst, rows, bad, secs
@@ -230,7 +234,8 @@ def main():
     print("reference self-test (tools/finetune_reference.py)")
     ft.self_test()
     all_ok = True
-    print(f"ember finetune vs float64 reference: adapter changes tol {CHANGE_TOL:g}, logged loss tol {LOSS_TOL:g}")
+    print(f"ember finetune vs float64 reference: adapter changes tol {CHANGE_TOL:g}, logged loss and grad norm"
+          f" tol {LOSS_TOL:g}")
     for name in CASES:
         try:
             ok, worst, rows, bad, secs = check_case(ember, name, work)

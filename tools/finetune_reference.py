@@ -287,12 +287,12 @@ def finetune(c, base, adapters, rows, steps, B, A, lr, min_lr, warmup, wd, clip,
     """`steps` sequential-order steps of AdamW on the adapters (SPEC sections 4 and 9).
 
     rows: make_row() tuples in file order. Returns (adapters after each step as float64 numpy
-    dicts, ce per trained token of each step, trained tokens of each step)."""
+    dicts, and per step: ce per trained token, trained tokens, gradient norm before clipping)."""
     P = to_params(base, adapters, scale)
     names = list(adapters)
     m = {k: torch.zeros_like(P[k]) for k in names}
     v2 = {k: torch.zeros_like(P[k]) for k in names}
-    states, losses, counts = [], [], []
+    states, losses, counts, norms = [], [], [], []
     for s in range(steps):
         for k in names:
             P[k].grad = None
@@ -303,8 +303,9 @@ def finetune(c, base, adapters, rows, steps, B, A, lr, min_lr, warmup, wd, clip,
         losses.append(ce)
         counts.append(n)
         g = {k: P[k].grad if P[k].grad is not None else torch.zeros_like(P[k]) for k in names}
+        norm = math.sqrt(sum((gg ** 2).sum().item() for gg in g.values()))
+        norms.append(norm)
         if clip > 0:
-            norm = math.sqrt(sum((gg ** 2).sum().item() for gg in g.values()))
             g = {k: gg * min(1.0, clip / (norm + 1e-6)) for k, gg in g.items()}
         a = ref.lr_at(s, lr, min_lr, warmup, steps)
         t = s + 1
@@ -316,7 +317,7 @@ def finetune(c, base, adapters, rows, steps, B, A, lr, min_lr, warmup, wd, clip,
                 v2[k].mul_(b2).add_((1 - b2) * g[k] ** 2)
                 p.sub_((a / (1 - b1 ** t)) * m[k] / (v2[k].sqrt() / math.sqrt(1 - b2 ** t) + eps))
         states.append({k: P[k].detach().numpy().copy() for k in names})
-    return states, losses, counts
+    return states, losses, counts, norms
 
 
 # ----------------------------------------------------------------------------
@@ -459,7 +460,7 @@ def test_loss_normalisation():
 def test_first_step():
     c, base, rows = small_case()
     ad = init_adapters(c, ["q", "k", "v", "o", "gate", "up", "down", "head"], r=4)
-    states, losses, _ = finetune(c, base, ad, rows, 2, 2, 2, 1e-2, 1e-3, 1, 0.1, 1.0, 2.0)
+    states, losses, _, _ = finetune(c, base, ad, rows, 2, 2, 2, 1e-2, 1e-3, 1, 0.1, 1.0, 2.0)
     for k, a0 in ad.items():
         if k.endswith("lora_A.weight"):  # B = 0: no gradient for A, only the decay
             assert np.abs(states[0][k] - a0 * (1 - 1e-2 * 0.1)).max() < 1e-15, k
