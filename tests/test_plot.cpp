@@ -400,9 +400,9 @@ TEST_CASE("missing, empty or malformed metrics give one clear error", "[plot]") 
   CHECK_THROWS_WITH(write_training_plot({dir / "ok"}, dir / "no/such/dir/x.svg"),
                     Catch::Contains("cannot write"));
   // The trainer's variant warns and never throws.
-  CHECK_NOTHROW(write_run_plot_or_warn(dir / "empty"));
+  CHECK_NOTHROW(write_run_plot_or_warn(dir / "empty", "train"));
   CHECK_FALSE(fs::exists(dir / "empty/loss.svg"));
-  write_run_plot_or_warn(dir / "ok");
+  write_run_plot_or_warn(dir / "ok", "train");
   CHECK(fs::exists(dir / "ok/loss.svg"));
 }
 
@@ -441,7 +441,7 @@ TEST_CASE(
   o.batch_size = 2, o.seq_len = 8, o.steps = 6, o.warmup = 2, o.eval_every = 3, o.eval_batches = 1,
   o.log_every = 100;
   REQUIRE(run_train(o) == 0);
-  write_run_plot_or_warn(dir / "run");
+  write_run_plot_or_warn(dir / "run", "train");
   const std::string svg = read_text(dir / "run/loss.svg");
   CHECK(svg.find(">run: validation loss</text>") != std::string::npos);
   const auto lines = polylines(svg);
@@ -453,7 +453,7 @@ TEST_CASE(
   o.out = dir / "run2";
   fs::create_directories(dir / "run2/loss.svg/x");
   CHECK(run_train(o) == 0);
-  write_run_plot_or_warn(dir / "run2");  // noexcept: a warning on stderr
+  write_run_plot_or_warn(dir / "run2", "train");  // noexcept: a warning on stderr
   CHECK(fs::is_directory(dir / "run2/loss.svg"));
   CHECK_THROWS_WITH(write_training_plot({dir / "run2"}, dir / "run2/loss.svg"),
                     Catch::Contains("cannot write '" + dir / "run2/loss.svg" + "'"));

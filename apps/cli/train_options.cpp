@@ -39,7 +39,7 @@ std::function<int()> add_run_command(CLI::App& sub, std::shared_ptr<TrainOptions
   return [o, &sub, &comm]() {
     mark_given_options(sub, *o);
     const int code = o->finetune ? run_finetune(*o, comm) : run_train(*o, comm);
-    if (comm.is_root()) write_run_plot_or_warn(run_folder(*o));
+    if (comm.is_root()) write_run_plot_or_warn(run_folder(*o), o->finetune ? "finetune" : "train");
     return code;
   };
 }

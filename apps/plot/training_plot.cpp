@@ -181,11 +181,11 @@ void write_training_plot(const std::vector<std::string>& run_dirs, const std::st
   write_file_atomically(out_path, svg);  // fsync'd; a full disk leaves no partial file
 }
 
-void write_run_plot_or_warn(const std::string& run_dir) noexcept {
+void write_run_plot_or_warn(const std::string& run_dir, const char* command) noexcept {
   try {
     write_training_plot({run_dir}, (fs::path(run_dir) / "loss.svg").string());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "ember train: warning: no loss.svg written: %s\n", e.what());
+    std::fprintf(stderr, "ember %s: warning: no loss.svg written: %s\n", command, e.what());
   }
 }
 

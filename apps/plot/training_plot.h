@@ -38,8 +38,9 @@ Figure training_figure(const std::vector<RunMetrics>& runs, const TrainingPlotOp
 // paths as given when two folders share a name.
 void write_training_plot(const std::vector<std::string>& run_dirs, const std::string& out_path,
                          const TrainingPlotOptions& options = {});
-// `ember train`'s end-of-run plot: RUN_DIR/loss.svg; never throws, a failure
-// is one warning line on stderr (the run itself has succeeded).
-void write_run_plot_or_warn(const std::string& run_dir) noexcept;
+// The end-of-run plot of `ember train` / `ember finetune` (command names it in
+// the warning): RUN_DIR/loss.svg; never throws, a failure is one warning line on
+// stderr (the run itself has succeeded).
+void write_run_plot_or_warn(const std::string& run_dir, const char* command) noexcept;
 
 }  // namespace ember::apps
