@@ -46,6 +46,15 @@ void restore_training_state(TrainRun& run) {
   run.schedule = optim::Schedule{o.schedule, o.lr, o.min_lr, o.warmup, o.steps, o.steps / 5};
   run.tokens_per_step = run.world * o.batch_size * o.seq_len * o.grad_accum;
   run.stats = nn::model_stats(run.cfg, o.batch_size, o.seq_len);
+  if (o.finetune && !o.full) {
+    // LoRA / QLoRA: a frozen weight costs its forward and input-gradient products (4 FLOPs per
+    // parameter and token) but no weight gradient; the trained tensors cost the usual 6.
+    int64_t trained = 0;
+    for (const Variable& p : run.params) trained += p.data().numel();
+    run.stats.flops_per_token = 4.0 * static_cast<double>(run.stats.active_matmul_params) +
+                                6.0 * static_cast<double>(trained) +
+                                run.stats.attention_flops_per_token;
+  }
 }
 
 }  // namespace ember::apps
