@@ -127,6 +127,11 @@ void quantize_projections(Module& blocks, bool double_quant) {
 
 }  // namespace
 
+void quantize_block(Transformer& model, int64_t layer, bool double_quant) {
+  Module& blocks = child(child(model, "model"), "layers");
+  quantize_projections(child(blocks, std::to_string(layer)), double_quant);
+}
+
 void add_adapters(Transformer& model, const LoRAConfig& lora, const std::string& quantize,
                   uint64_t seed) {
   check_adapter_options(model, lora, quantize);

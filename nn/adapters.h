@@ -34,6 +34,12 @@ std::vector<std::string> parse_lora_targets(const std::string& list);
 void add_adapters(Transformer& model, const LoRAConfig& lora, const std::string& quantize,
                   uint64_t seed);
 
+// The projections of block `layer` (model.layers.<layer>: q/k/v/o, gate/up/down of its FFN or
+// experts) replaced by their NF4 form as add_adapters makes it (nf4-dq when double_quant); their
+// float32 weights are released once nothing else holds them. add_adapters then leaves them as
+// they are, so quantizing block by block while loading gives the same model.
+void quantize_block(Transformer& model, int64_t layer, bool double_quant);
+
 // --add-chat-tokens: grows the vocabulary by n rows: model.embed_tokens (and lm_head when untied)
 // get n new rows, trainable, drawn normal(0, 0.02) from Generator(seed); the old rows stay frozen
 // and unchanged. Trainable tensors: "model.embed_tokens.added_rows" [n, C] and, untied,

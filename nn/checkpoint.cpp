@@ -6,11 +6,13 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "core/allocator.h"
 #include "core/io/atomic_file.h"
 #include "core/io/hdf5_file.h"
 #include "core/io/sha256.h"
 #include "autograd/grad_mode.h"
 #include "nn/adapters.h"
+#include "nn/skip_init.h"
 
 namespace ember::nn {
 namespace fs = std::filesystem;
@@ -143,6 +145,57 @@ void make_finetune(Transformer& model, const ModelConfig& ft, int64_t added_rows
   add_adapters(model, *ft.lora, ft.quantize, 0);
 }
 
+// "model.layers.<i>.<rest>" -> i; -1 for a tensor outside the blocks.
+int64_t layer_of(const std::string& name) {
+  const std::string prefix = "model.layers.";
+  return name.rfind(prefix, 0) == 0 ? std::stoll(name.substr(prefix.size())) : -1;
+}
+
+// f's /model/<name> into parameter v: present, of v's shape, finite.
+void read_weight(const H5File& f, const std::string& name, const Variable& v) {
+  const std::string where = f.path() + ": tensor /model/" + name;
+  EMBER_CHECK(f.exists("/model/" + name), f.path(), ": missing tensor /model/", name);
+  const Tensor t = f.read_tensor("/model/" + name);
+  EMBER_CHECK(t.shape() == v.shape(), where, " has shape ", shape_str(t.shape()), ", expected ",
+              shape_str(v.shape()), " from the checkpoint's config");
+  check_finite(t, where);
+  v.data().copy_(t);
+}
+
+}  // namespace
+
+std::unique_ptr<Transformer> load_model_weights(const ModelConfig& cfg, uint64_t seed,
+                                                const std::string& path,
+                                                const std::string& quantize) {
+  std::unique_ptr<Transformer> model;
+  {
+    SkipInitGuard skip;
+    model = std::make_unique<Transformer>(cfg, seed);
+  }
+  const H5File f(path, H5File::Mode::Read);
+  auto params = model->named_parameters();
+  const size_t stored = f.list("/model").size();
+  EMBER_CHECK(stored == params.size(), path, ": /model holds ", stored,
+              " tensors, but the model its config describes has ", params.size(), " parameters");
+  const bool quantized = quantize == "nf4" || quantize == "nf4-dq";
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params.size(); ++i) {
+    read_weight(f, params[i].first, params[i].second);
+    params[i].second = Variable();  // the model holds the only reference: quantizing frees it
+    const int64_t layer = layer_of(params[i].first);
+    const bool block_read =
+        layer >= 0 && (i + 1 == params.size() || layer_of(params[i + 1].first) != layer);
+    if (quantized && block_read) {
+      quantize_block(*model, layer, quantize == "nf4-dq");
+      allocator_empty_cache();
+    }
+  }
+  allocator_empty_cache();  // the read buffers
+  return model;
+}
+
+namespace {
+
 // The base checkpoint of fine-tune c, checked (present, unchanged, a plain checkpoint whose
 // config is the fine-tune's without lora), as a model.
 std::unique_ptr<Transformer> load_base(const Checkpoint& c, const std::string& path) {
@@ -153,14 +206,14 @@ std::unique_ptr<Transformer> load_base(const Checkpoint& c, const std::string& p
   const std::string sha = sha256_file(c.base);
   EMBER_CHECK(sha == c.base_sha256, path, ": its base ", c.base, " has changed (sha256 ", sha, ", expected ",
               c.base_sha256, ")");
-  const Checkpoint b = read_checkpoint(c.base, false);
-  EMBER_CHECK(!b.config.lora, path, ": its base ", c.base, " is itself a fine-tune checkpoint");
-  EMBER_CHECK(c.config.vocab_size >= b.config.vocab_size, path, ": vocab_size ", c.config.vocab_size,
-              " is smaller than its base's (", b.config.vocab_size, ")");
-  const ModelConfig expect = finetune_base_config(c.config, b.config.vocab_size);
-  EMBER_CHECK(b.config.to_json() == expect.to_json(), path, ": its base ", c.base,
+  const ModelConfig base = read_checkpoint_config(c.base);
+  EMBER_CHECK(!base.lora, path, ": its base ", c.base, " is itself a fine-tune checkpoint");
+  EMBER_CHECK(c.config.vocab_size >= base.vocab_size, path, ": vocab_size ", c.config.vocab_size,
+              " is smaller than its base's (", base.vocab_size, ")");
+  const ModelConfig expect = finetune_base_config(c.config, base.vocab_size);
+  EMBER_CHECK(base.to_json() == expect.to_json(), path, ": its base ", c.base,
               " has a different model config than the fine-tune was made from");
-  return model_from_checkpoint(b, c.base);
+  return load_model_weights(base, 0, c.base, c.config.quantize);
 }
 
 }  // namespace

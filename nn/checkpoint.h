@@ -58,6 +58,14 @@ void check_finite(const Tensor& t, const std::string& what);
 // <base> is missing" / "... has changed (sha256 X, expected Y)") is loaded, grown by the added
 // rows (add_vocab_rows), given adapters (add_adapters, seed 0) and c.model's tensors loaded.
 std::unique_ptr<Transformer> model_from_checkpoint(const Checkpoint& c, const std::string& path);
+// The model of cfg (built from seed) with the plain checkpoint `path`'s /model tensors as its
+// parameters, read one at a time into weights left uninitialized (SkipInitGuard): exactly its
+// parameter names, each of its shape, finite. With quantize "nf4"/"nf4-dq" each block's
+// projections go to NF4 (quantize_block) as soon as that block's tensors are read and their
+// float32 storage is returned to the system, so the float32 blocks are never all resident.
+std::unique_ptr<Transformer> load_model_weights(const ModelConfig& cfg, uint64_t seed,
+                                                const std::string& path,
+                                                const std::string& quantize = "none");
 // The base model of a fine-tune config before its vocabulary growth: the config with lora,
 // quantize and vocab_size (base_vocab_size) of the base.
 ModelConfig finetune_base_config(const ModelConfig& finetune_config, int64_t base_vocab_size);

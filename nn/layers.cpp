@@ -3,11 +3,12 @@
 
 #include "autograd/ops.h"
 #include "core/kernels/shape_ops.h"
+#include "nn/skip_init.h"
 
 namespace ember::nn {
 
 Linear::Linear(int64_t in, int64_t out, bool bias, Generator& gen, double init_std, DType dtype) {
-  weight_ = register_parameter("weight", Tensor::randn({out, in}, gen, dtype, 0, init_std));
+  weight_ = register_parameter("weight", init_normal({out, in}, gen, dtype, init_std));
   if (bias) bias_ = register_parameter("bias", Tensor::zeros({out}, dtype));
 }
 
@@ -47,7 +48,7 @@ Tensor Linear::full_weight() const {
 }
 
 Embedding::Embedding(int64_t num, int64_t dim, Generator& gen, double init_std, DType dtype) {
-  weight_ = register_parameter("weight", Tensor::randn({num, dim}, gen, dtype, 0, init_std));
+  weight_ = register_parameter("weight", init_normal({num, dim}, gen, dtype, init_std));
 }
 
 // With added rows: ids < V read W, the others R (id - V); both lookups, then a select.

@@ -4,8 +4,9 @@
 // adapters drawn from --seed over a base kept as --quantize says (nn::add_adapters) and trains
 // only nn::trainable_parameters. A resumed LoRA run rebuilds its model from its checkpoint
 // (nn::model_from_checkpoint: the base, checked against its sha256, and the trained tensors).
-// The base's weights are read tensor by tensor into the model: no second float32 copy, so the
-// peak memory of a QLoRA run is about the float32 model's, before its blocks go to NF4.
+// The base's weights are read tensor by tensor into a model built without initializing them
+// (nn::load_model_weights); with --quantize each block goes to NF4 as soon as it is read, so
+// the float32 blocks are never all resident.
 #include "apps/train/run.h"
 #include "autograd/grad_mode.h"
 #include "core/io/hdf5_file.h"
@@ -31,26 +32,6 @@ std::unique_ptr<nn::Transformer> grown_plain_model(const nn::Transformer& grown,
   return model;
 }
 
-// The base's /model tensors into model's parameters one at a time: exactly its parameter
-// names, each of its shape, finite (as nn::check_model_tensors checks a whole checkpoint).
-void load_base_weights(nn::Transformer& model, const std::string& path) {
-  const H5File f(path, H5File::Mode::Read);
-  const auto params = model.named_parameters();
-  const size_t stored = f.list("/model").size();
-  EMBER_CHECK(stored == params.size(), path, ": /model holds ", stored,
-              " tensors, but the model its config describes has ", params.size(), " parameters");
-  NoGradGuard no_grad;
-  for (const auto& [name, v] : params) {
-    const std::string where = path + ": tensor /model/" + name;
-    EMBER_CHECK(f.exists("/model/" + name), path, ": missing tensor /model/", name);
-    const Tensor t = f.read_tensor("/model/" + name);
-    EMBER_CHECK(t.shape() == v.shape(), where, " has shape ", shape_str(t.shape()), ", expected ",
-                shape_str(v.shape()), " from the checkpoint's config");
-    nn::check_finite(t, where);
-    v.data().copy_(t);
-  }
-}
-
 }  // namespace
 
 nn::Checkpoint read_base_without_weights(const std::string& path) {
@@ -69,10 +50,13 @@ std::vector<std::pair<std::string, Variable>> build_finetune_model(TrainRun& run
     run.model->train();
     run.finetune_base_sha256 = run.start.base_sha256;
   } else {
-    run.model = std::make_unique<nn::Transformer>(run.cfg, o.seed);
     if (o.resume.empty()) {
-      agreed(run.comm, [&] { load_base_weights(*run.model, run.start_path); });
+      const std::string quantize = o.full ? "none" : o.quantize;
+      agreed(run.comm, [&] {
+        run.model = nn::load_model_weights(run.cfg, o.seed, run.start_path, quantize);
+      });
     } else {
+      run.model = std::make_unique<nn::Transformer>(run.cfg, o.seed);
       run.model->load_state_dict(run.start.model);  // a resumed --full run's checkpoint
     }
     if (run.added_rows > 0) nn::add_vocab_rows(*run.model, run.added_rows, o.seed);
