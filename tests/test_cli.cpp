@@ -281,7 +281,7 @@ TEST_CASE("a second ember train on the same --out refuses at once", "[cli][train
   // A second run into the same folder (short: without the lock it would finish with 0).
   const Run second = run_ember(base + " --steps 2");
   CHECK(second.code == 1);
-  CHECK(second.err.find("--out " + (dir / "run") + ": another ember train (pid " + std::to_string(pid) +
+  CHECK(second.err.find("--out " + (dir / "run") + ": another ember run (pid " + std::to_string(pid) +
                         ") is using this folder") != std::string::npos);
   CHECK(lines(second.err) == 1);
   kill(pid, SIGINT);
@@ -785,7 +785,7 @@ TEST_CASE("train --resume of a folder another run is using prints its one error 
   int status = 0;
   REQUIRE(waitpid(pid, &status, 0) == pid);
   CHECK(second.code == 1);
-  CHECK(second.err.find("another ember train (pid " + std::to_string(pid) + ") is using this folder") !=
+  CHECK(second.err.find("another ember run (pid " + std::to_string(pid) + ") is using this folder") !=
         std::string::npos);
   CHECK(lines(second.err) == 1);
   CHECK(second.out.empty());

@@ -26,7 +26,7 @@ RunLock::RunLock(const std::string& out_dir) {
     while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
     ::close(fd_);
     fd_ = -1;
-    EMBER_CHECK(err != EWOULDBLOCK, "--out ", out_dir, ": another ember train",
+    EMBER_CHECK(err != EWOULDBLOCK, "--out ", out_dir, ": another ember run",
                 holder.empty() ? std::string() : " (pid " + holder + ")",
                 " is using this folder; wait for it to end or give another --out");
     throw Error(detail::concat("--out ", out_dir, ": cannot lock ", path, ": ", std::strerror(err)));

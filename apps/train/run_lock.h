@@ -1,6 +1,6 @@
 // One run per folder: an exclusive flock on OUT/.lock, held while the run
 // lasts (released by the kernel however the process ends, kill -9 too). A
-// second `ember train` on the same --out refuses at once, naming the folder
+// second `ember train` or `ember finetune` on the same --out refuses at once, naming the folder
 // and the holder's pid.
 #pragma once
 #include <string>
