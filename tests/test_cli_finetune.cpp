@@ -134,6 +134,8 @@ TEST_CASE("each bad input of ember finetune is one line, a non-zero exit and not
       {"--base " + (dir / "base.h5") + data + out + " --lora-targets q,x",
        "--lora-targets: unknown target \"x\" (expected q, k, v, o, gate, up, down, head)"},
       {good + " --quantize nf4", "--quantize nf4 quantizes the frozen base of LoRA"},
+      {"--base " + (dir / "base.h5") + data + out + " --lora-r 100000000",
+       "--lora-r 100000000 exceeds the base's d_model "},
       {good + " --base " + (dir / "no_chat_tokens.h5"),
        "no_chat_tokens.h5: the tokenizer has no <|im_start|>"},
       {good + " --dtype fp16", "--dtype must be one of float32, bf16; got 'fp16'"},

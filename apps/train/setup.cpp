@@ -78,6 +78,11 @@ void resolve_model_source(TrainRun& run) {
       o.seq_len = std::min(o.seq_len, run.cfg.max_seq_len);
     EMBER_CHECK(o.seq_len <= run.cfg.max_seq_len, "--seq-len ", o.seq_len,
                 " must be between 1 and the model's max_seq_len (", run.cfg.max_seq_len, ")");
+    // Every target projection has d_model on one side, so B A has rank at most d_model: a
+    // larger r only costs memory (checked here, before --out is claimed).
+    EMBER_CHECK(!o.finetune || o.full || o.lora_r <= run.cfg.d_model, "--lora-r ", o.lora_r,
+                " exceeds the base's d_model ", run.cfg.d_model,
+                " (every target has d_model on one side, so B A has rank at most d_model)");
     if (o.data.empty()) o.data = default_corpus();
   });
 }
