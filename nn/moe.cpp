@@ -71,16 +71,19 @@ Variable per_expert(const std::vector<const UnaryModule*>& mods, const Variable&
 // else (NF4 without adapters, a mixture): each expert's module over its rows.
 Variable MoE::experts_project(const UnaryModule& (*pick)(const FFN&), const Variable& in) const {
   std::vector<const UnaryModule*> mods;
-  std::vector<const LoRALinear*> loras;
-  std::vector<const Linear*> linears, bases;
+  std::vector<const Linear*> linears;
   for (const auto& ex : experts_) {
     const UnaryModule& m = pick(*ex);
     mods.push_back(&m);
     if (const auto* l = dynamic_cast<const Linear*>(&m)) linears.push_back(l);
-    if (const auto* lora = dynamic_cast<const LoRALinear*>(&m)) loras.push_back(lora);
-    if (const Linear* b = linear_base(m)) bases.push_back(b);
   }
-  if (linears.size() == mods.size()) return grouped(linears, in, counts_);
+  if (linears.size() == mods.size()) return grouped(linears, in, counts_);  // pretraining
+  std::vector<const LoRALinear*> loras;
+  std::vector<const Linear*> bases;
+  for (const UnaryModule* m : mods) {
+    if (const auto* lora = dynamic_cast<const LoRALinear*>(m)) loras.push_back(lora);
+    if (const Linear* b = linear_base(*m)) bases.push_back(b);
+  }
   if (loras.size() != mods.size()) return per_expert(mods, in, counts_);
   std::vector<const UnaryModule*> base_mods;
   std::vector<Variable> a, b;

@@ -80,12 +80,12 @@ void export_merged_checkpoint(const std::string& checkpoint, const std::string& 
   nn::Checkpoint c = nn::read_checkpoint(checkpoint, /*with_optim=*/false);
   EMBER_CHECK(c.config.lora, checkpoint, ": not a fine-tune checkpoint (no \"lora\" in its config): "
               "nothing to merge");
+  EMBER_CHECK(!std::filesystem::exists(out_file), "--out ", out_file,
+              " exists; give a new file name (export never overwrites a checkpoint)");
   nn::Checkpoint merged;
   merged.config = nn::merged_config(c.config);
   merged.model = nn::merged_state_dict(*nn::model_from_checkpoint(c, checkpoint));
   merged.tokenizer_json = c.tokenizer_json;
-  EMBER_CHECK(!std::filesystem::exists(out_file), "--out ", out_file,
-              " exists; give a new file name (export never overwrites a checkpoint)");
   nn::write_checkpoint(out_file, merged);
 }
 

@@ -59,7 +59,7 @@ void chat_forward_backward(TrainRun& run, StepResult& s) {
     nn::LossTerms l;
     {
       EMBER_PROFILE_PHASE(kForwardPhase);
-      l = run.model->loss(run.model->forward(x, real_inputs(b, T)), y, b.trained, norm,
+      l = run.model->loss(run.model->forward(x, run.cfg.moe ? real_inputs(b, T) : Tensor()), y, b.trained, norm,
                           1.0 / static_cast<double>(A));
     }
     {

@@ -35,7 +35,9 @@ std::string save_checkpoint(TrainRun& run, int64_t at_step) {
   const optim::Optimizer& opt = *run.optimization.optimizer;
   const std::string name = checkpoint_name(at_step);
   agreed(run.comm, [&] {
-    const std::string bad = first_non_finite_parameter(run.model->named_parameters());
+    // A LoRA run's frozen base was checked when it was read and never changes.
+    const std::string bad = first_non_finite_parameter(
+        run.cfg.lora ? nn::trainable_parameters(*run.model) : run.model->named_parameters());
     EMBER_CHECK(bad.empty(), "step ", at_step, ": parameter ", bad,
                 " is not finite (the run diverged); no checkpoint written");
   });
@@ -46,9 +48,9 @@ std::string save_checkpoint(TrainRun& run, int64_t at_step) {
     return name;
   }
   c.config = run.cfg;
-  c.model = run.model->state_dict();
-  if (run.cfg.lora) {  // a LoRA fine-tune: the trained tensors, naming the base (SPEC.md section 9)
-    c.model.clear();
+  if (!run.cfg.lora) {
+    c.model = run.model->state_dict();
+  } else {  // a LoRA fine-tune: the trained tensors, naming the base (SPEC.md section 9)
     for (const auto& [tensor, v] : nn::trainable_parameters(*run.model))
       c.model.emplace(tensor, v.data());
     c.base = run.finetune_base;

@@ -12,6 +12,7 @@
 #include "core/io/hdf5_file.h"
 #include "core/io/sha256.h"
 #include "nn/adapters.h"
+#include "nn/skip_init.h"
 
 namespace ember::apps {
 namespace {
@@ -27,7 +28,11 @@ nn::LoRAConfig lora_config(const TrainOptions& o) {
 
 // --full with --add-chat-tokens: the base with its rows added, as a plain model.
 std::unique_ptr<nn::Transformer> grown_plain_model(const nn::Transformer& grown, uint64_t seed) {
-  auto model = std::make_unique<nn::Transformer>(nn::merged_config(grown.config()), seed);
+  std::unique_ptr<nn::Transformer> model;
+  {
+    nn::SkipInitGuard skip;  // every tensor is loaded below
+    model = std::make_unique<nn::Transformer>(nn::merged_config(grown.config()), seed);
+  }
   model->load_state_dict(nn::merged_state_dict(grown));
   return model;
 }
@@ -63,7 +68,10 @@ std::vector<std::pair<std::string, Variable>> build_finetune_model(TrainRun& run
     if (o.full && run.added_rows > 0) run.model = grown_plain_model(*run.model, o.seed);
     if (!o.full) {
       nn::add_adapters(*run.model, lora_config(o), o.quantize, o.seed);
-      agreed(run.comm, [&] { run.finetune_base_sha256 = sha256_file(run.finetune_base); });
+      // Only rank 0 writes checkpoints (the one place base_sha256 is used).
+      agreed(run.comm, [&] {
+        if (run.root) run.finetune_base_sha256 = sha256_file(run.finetune_base);
+      });
     }
   }
   run.cfg = run.model->config();

@@ -50,8 +50,8 @@ Tensor nf4_linear_forward(const Tensor& x, const kernels::Nf4Tensor& w) {
 
 // dx [R, C] = g [R, O] W = sum over tiles of g[:, o0:o0+n] W[o0:o0+n, :].
 Tensor nf4_linear_backward(const Tensor& g, const kernels::Nf4Tensor& w) {
-  Tensor dx = Tensor::zeros({g.size(0), w.shape[1]}, g.dtype());
-  if (g.size(0) == 0) return dx;
+  if (g.size(0) == 0) return Tensor::zeros({0, w.shape[1]}, g.dtype());
+  Tensor dx = Tensor::empty({g.size(0), w.shape[1]}, g.dtype());  // the first tile writes it (beta 0)
   for_each_weight_tile(w, g.dtype(), [&](int64_t o0, int64_t n, const Tensor& tile) {
     kernels::matmul_into(dx, g.narrow(1, o0, n), tile, false, false, 1, o0 == 0 ? 0 : 1);
   });
