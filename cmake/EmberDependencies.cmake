@@ -25,6 +25,14 @@ ember_require(CLI11_FOUND "CLI11" "libcli11-dev")
 find_package(nlohmann_json CONFIG QUIET)
 ember_require(nlohmann_json_FOUND "nlohmann-json" "nlohmann-json3-dev")
 
+# cpp-httplib (`ember serve`, `ember bench-serve`): Debian builds it as a library whose
+# class layout follows the -D flags in its pkg-config file, so it is used through that.
+find_package(PkgConfig QUIET)
+if(PkgConfig_FOUND)
+  pkg_check_modules(HTTPLIB QUIET IMPORTED_TARGET cpp-httplib)
+endif()
+ember_require(HTTPLIB_FOUND "cpp-httplib" "libcpp-httplib-dev pkg-config")
+
 # Unicode character data: the BPE pre-tokenizer's letter, number and space
 # classes are generated from it at build time (data/tokenizer/tools/gen_unicode_classes.cpp).
 find_file(EMBER_UNICODE_DATA UnicodeData.txt PATHS /usr/share/unicode NO_DEFAULT_PATH)

@@ -35,7 +35,8 @@ install(TARGETS ember EXPORT emberTargets RUNTIME DESTINATION ${CMAKE_INSTALL_BI
 
 foreach(dir ember core autograd data nn optim dist apps)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/ DESTINATION ${ember_include_dir}/${dir}
-          FILES_MATCHING PATTERN "*.h" PATTERN "tools" EXCLUDE PATTERN "cli" EXCLUDE)
+          FILES_MATCHING PATTERN "*.h" PATTERN "tools" EXCLUDE PATTERN "cli" EXCLUDE
+          PATTERN "serve" EXCLUDE PATTERN "serve_bench" EXCLUDE)
 endforeach()
 install(FILES ${EMBER_GENERATED_INCLUDE_DIR}/ember/version.h DESTINATION ${ember_include_dir}/ember)
 

@@ -2,7 +2,7 @@
 # Installs ember's Debian build and run dependencies, only those missing.
 set -euo pipefail
 packages=(build-essential cmake libdnnl-dev libopenmpi-dev openmpi-bin libhdf5-dev
-          hdf5-tools libcli11-dev catch2 nlohmann-json3-dev unicode-data
+          hdf5-tools libcli11-dev catch2 nlohmann-json3-dev libcpp-httplib-dev pkg-config unicode-data
           python3 strace)  # strace: test_cli_faults checks the fsync order of the atomic writers; python3: tests/hf's pure-Python Hugging Face reference (standard library only)
 packages+=(${EMBER_EXTRA_PACKAGES:-})  # e.g. fortunes for the main job
 missing=()

@@ -29,7 +29,7 @@ set(library_layers core autograd nn optim data dist)  # never include apps/
 set(tree_folders ${layers} tests bench tools scripts docs)
 
 # --- 2. Each heavy dependency: what its includes look like, the files that may include it -------
-set(dependencies CLI11 MPI oneDNN HDF5)
+set(dependencies CLI11 MPI oneDNN HDF5 httplib)
 set(CLI11_include "^CLI/")
 set(CLI11_only_in "^apps/cli/")
 set(MPI_include "^mpi\\.h$")
@@ -38,6 +38,8 @@ set(oneDNN_include "dnnl")
 set(oneDNN_only_in "^core/kernels/matmul\\.cpp$")
 set(HDF5_include "^hdf5[^/]*\\.h$|^H5[^/]*\\.h$")
 set(HDF5_only_in "^core/io/hdf5_file\\.cpp$")
+set(httplib_include "^httplib\\.h$")
+set(httplib_only_in "^apps/serve(_bench)?/[^/]*\\.cpp$")
 
 # --- 3. Known exceptions: "<file>:<include prefix>" ---------------------------------------------
 set(known_exceptions "")

@@ -1,0 +1,71 @@
+// Inference over a paged KV cache: one forward pass over the new tokens of
+// many sequences at once (continuous batching), each sequence's keys and
+// values kept in blocks of 16 positions named by its block table. Every kernel
+// on this path is row-wise (kernels/matmul_rows.h, one query at a time in
+// attention), so a token's logits do not depend on what else is in the batch or
+// on how its prompt was split into chunks.
+// Shapes: per layer K, V [n_blocks, 16, Hkv, D]; logits [R, V].
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "nn/config.h"
+
+namespace ember::nn {
+
+class Transformer;
+
+inline constexpr int64_t kKVBlockSize = 16;
+
+// The K/V blocks of every layer (float32), allocated once.
+class PagedKVStore {
+ public:
+  PagedKVStore(const ModelConfig& cfg, int64_t n_blocks);
+  // Bytes one block takes over all layers (K and V).
+  static size_t bytes_per_block(const ModelConfig& cfg);
+  int64_t n_blocks() const { return n_blocks_; }
+  Tensor& k(int64_t layer) { return k_[static_cast<size_t>(layer)]; }
+  Tensor& v(int64_t layer) { return v_[static_cast<size_t>(layer)]; }
+  // Copies block `from` into block `to` in every layer (copy-on-write of a shared partial block).
+  void copy_block(int64_t from, int64_t to);
+
+ private:
+  int64_t n_blocks_ = 0;
+  std::vector<Tensor> k_, v_;
+};
+
+// The new tokens of one sequence in a step.
+struct SeqChunk {
+  const int64_t* tokens = nullptr;  // n_tokens ids
+  int64_t n_tokens = 0;
+  int64_t pos0 = 0;  // position of tokens[0]; positions [0, pos0) are already in the cache
+  // Blocks holding positions [0, pos0 + n_tokens): position p is in block (*block_table)[p / 16],
+  // slot p % 16.
+  const std::vector<int32_t>* block_table = nullptr;
+  bool all_logits = false;  // logits for every new token; else for the last one only
+};
+
+// A model's weights for inference: float32, LoRA adapters merged, NF4 dequantized.
+class InferenceModel {
+ public:
+  // Plain weights are shared with `model` (no copy); adapters are merged (nn/adapters.h).
+  explicit InferenceModel(const Transformer& model);
+  // A plain model of cfg (no LoRA) from its SPEC.md section 3 state dict.
+  InferenceModel(const ModelConfig& cfg, std::map<std::string, Tensor> weights);
+  const ModelConfig& config() const { return cfg_; }
+  // Runs every chunk in one batch: writes each new token's K and V into its slot, attends each
+  // token over positions [0, its own] of its sequence (sliding window and soft-cap applied).
+  // Returns logits [R, V]: per chunk in order, n_tokens rows when all_logits, else 1 row.
+  // Batch-invariant: a row is bit-identical whatever the other chunks are and however the
+  // sequence was chunked. Under no-grad, thread-safe only for one caller at a time.
+  Tensor forward(const std::vector<SeqChunk>& chunks, PagedKVStore& kv) const;
+
+ private:
+  ModelConfig cfg_;
+  std::map<std::string, Tensor> w_;  // SPEC.md section 3 names, float32, contiguous
+};
+
+}  // namespace ember::nn
