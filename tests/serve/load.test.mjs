@@ -12,6 +12,10 @@ import { OpenAI, eventually, generate, metric, metrics, pooled, rejectsWith, sta
 const NAMES = ['Ada', 'Bob', 'Cleo', 'Dan', 'Eve', 'Finn', 'Gus', 'Hal'];
 const VERBS = ['sees', 'helps', 'calls', 'meets', 'finds', 'likes', 'sees', 'helps'];
 const MAX_TOKENS = 24;
+const RUNNING = /^ember_requests_running$/;
+const KV_USED = /^ember_kv_blocks_used$/;
+const CANCELLED = /^ember_requests_finished_total\{reason="cancelled"\}$/;
+const count = (samples, pattern) => samples.filter((s) => pattern.test(s.series)).reduce((n, s) => n + s.value, 0);
 // 16 different prompts: even ones completions, odd ones chat messages.
 const CASES = Array.from({ length: 16 }, (_, i) => ({
   chat: i % 2 === 1,
@@ -64,7 +68,7 @@ describe('ember serve under load', () => {
   });
 
   test('a prompt sharing a long prefix with an earlier one raises the prefix-cache hits', async () => {
-    const hits = async () => metric(await metrics(server.url), /prefix/i, /hit/i);
+    const hits = async () => metric(await metrics(server.url), /^ember_prefix_cache_hits_total$/);
     const history = 'Cleo meets the old mill. Dan finds a green kite. Eve likes the tall tree. ' +
                     'Finn calls a blue cup. Gus helps the red boat. Hal sees a small dog.\n';
     const first = await client.completions.create({ model, prompt: history + 'Ada', max_tokens: 2, temperature: 0 });
@@ -85,8 +89,9 @@ describe('ember serve under load', () => {
 
   test('a client that disconnects mid-stream frees its sequence and KV blocks', async () => {
     const idle = await metrics(server.url);
-    assert.equal(metric(idle, /running/i), 0, 'nothing runs before');
-    const baseline = metric(idle, /kv/i, /used/i);
+    assert.equal(metric(idle, RUNNING), 0, 'nothing runs before');
+    const baseline = metric(idle, KV_USED);
+    const cancelledBefore = count(idle, CANCELLED);
     const abort = new AbortController();
     const stream = await client.completions.create(
       { model, prompt: 'Ada', max_tokens: 100, temperature: 0, stream: true },
@@ -100,10 +105,13 @@ describe('ember serve under load', () => {
     } catch (e) {
       assert.ok(e instanceof OpenAI.APIUserAbortError || e.name === 'AbortError', `${e?.constructor?.name}: ${e}`);
     }
+    // The stream is cut after 2 of its 100 tokens: the generation is cancelled, the sequence leaves
+    // the batch and its blocks are freed (the prompt is under one block, so nothing stays cached).
     const settled = await eventually(async () => {
       const m = await metrics(server.url);
-      return (metric(m, /running/i) === 0 && metric(m, /kv/i, /used/i) === baseline) ||
-             `running ${metric(m, /running/i)}, KV blocks used ${metric(m, /kv/i, /used/i)} (baseline ${baseline})`;
+      const now = { running: metric(m, RUNNING), used: metric(m, KV_USED), cancelled: count(m, CANCELLED) };
+      return (now.running === 0 && now.used === baseline && now.cancelled === cancelledBefore + 1) ||
+             `${JSON.stringify(now)}; want running 0, used ${baseline} (as before), cancelled ${cancelledBefore + 1}`;
     });
     assert.equal(settled, true, settled);
     // The server goes on serving.
