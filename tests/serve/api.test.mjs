@@ -137,6 +137,17 @@ describe('ember serve, no API key', () => {
     assert.equal(single.choices[0].text, r.choices[0].text);
   });
 
+  test('a seed makes sampling repeatable, streamed or not', async () => {
+    const body = { model: MODEL, prompt: PROMPT, max_tokens: 12, temperature: 1, seed: 7 };
+    const [a, b] = await Promise.all([client.completions.create(body), client.completions.create(body)]);
+    assert.equal(a.choices[0].text, b.choices[0].text);
+    let streamedText = '';
+    for await (const chunk of await client.completions.create({ ...body, stream: true })) {
+      streamedText += chunk.choices[0]?.text ?? '';
+    }
+    assert.equal(streamedText, a.choices[0].text);
+  });
+
   test('echo + logprobs with max_tokens 0 scores the prompt (first logprob null)', async () => {
     const r = await client.completions.create({ model: MODEL, prompt: PROMPT, max_tokens: 0, echo: true,
                                                 logprobs: 2 });
@@ -184,6 +195,9 @@ describe('ember serve, no API key', () => {
     ['max_tokens 1.5', { prompt: PROMPT, max_tokens: 1.5 }],
     ['prompt + max_tokens over the context', { prompt: PROMPT, max_tokens: CONTEXT }],
     ['a prompt longer than the context', { prompt: 'Ada sees the red boat. '.repeat(40), max_tokens: 1 }],
+    ['n 2', { prompt: PROMPT, max_tokens: 2, n: 2 }],
+    ['5 stop strings', { prompt: PROMPT, max_tokens: 2, stop: ['a', 'b', 'c', 'd', 'e'] }],
+    ['an empty stop string', { prompt: PROMPT, max_tokens: 2, stop: '' }],
   ];
   for (const [what, body] of bad) {
     test(`400 for completions with ${what}`, async () => {
@@ -225,19 +239,33 @@ describe('ember serve, no API key', () => {
     assert.equal((await fetch(`${server.url}/health`)).status, 200);
   });
 
-  test('a huge body (64 MiB) gets a 4xx or a closed connection, and the server stays up', async () => {
+  test('a prompt over the body limit through the client: a 4xx (413) or a closed connection', async () => {
+    try {
+      await client.completions.create({ model: MODEL, prompt: 'Ada sees the red boat. '.repeat(300000), max_tokens: 1 });
+      assert.fail('a 6.9 MB body was accepted');
+    } catch (e) {
+      if (e instanceof assert.AssertionError) throw e;
+      assert.ok((e.status >= 400 && e.status < 500) || e instanceof OpenAI.APIConnectionError,
+                `${e?.constructor?.name}: ${e?.message}`);
+    }
+    assert.equal((await fetch(`${server.url}/health`)).status, 200);
+  });
+
+  test('a huge body (64 MiB) gets a 4xx or a closed connection, and the server stays up', async (t) => {
     const size = 64 << 20;
     const head = `POST /v1/completions HTTP/1.1\r\nHost: ${new URL(server.url).host}\r\n` +
                  `Content-Type: application/json\r\nContent-Length: ${size}\r\n\r\n{"prompt": "`;
     const piece = Buffer.alloc(1 << 20, 'a');
     const r = await rawRequest(server.url, [head, ...Array.from({ length: 64 }, () => piece)], 20000);
+    t.diagnostic(`status ${r.status}, closed ${r.closed}`);
     assert.ok((r.status >= 400 && r.status < 500) || (r.status === null && r.closed),
               `huge body: status ${r.status}, closed ${r.closed}`);
     assert.equal((await fetch(`${server.url}/health`)).status, 200);
   });
 
-  test('a request whose headers never end is closed or answered with a 4xx; the server stays up', async () => {
+  test('a request whose headers never end is closed or answered with a 4xx; the server stays up', async (t) => {
     const r = await slow;
+    t.diagnostic(`status ${r.status}, closed ${r.closed}`);
     assert.ok((r.status >= 400 && r.status < 500) || (r.status === null && r.closed),
               `half-sent headers: status ${r.status}, closed ${r.closed} (still open after 30 s?)`);
     assert.equal((await fetch(`${server.url}/health`)).status, 200);

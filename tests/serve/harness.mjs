@@ -171,7 +171,13 @@ export function rawRequest(url, chunks, waitMs) {
     socket.on('connect', async () => {
       for (const chunk of chunks) {
         if (done || socket.destroyed) return;
-        if (!socket.write(chunk)) await new Promise((r) => { socket.once('drain', r); socket.once('close', r); });
+        if (!socket.write(chunk)) {
+          await new Promise((resolve) => {
+            const go = () => { socket.off('drain', go); socket.off('close', go); resolve(); };
+            socket.on('drain', go);
+            socket.on('close', go);
+          });
+        }
       }
     });
   });

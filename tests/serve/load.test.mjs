@@ -128,7 +128,7 @@ describe('ember serve --max-seqs 1 --max-queue 1', () => {
   });
   after(async () => { if (server) await stopServer(server); });
 
-  test('a flood of concurrent requests: some 429, every other one completes', async () => {
+  test('a flood of concurrent requests: some 429, every other one completes', async (t) => {
     const ask = (i) => client.completions.create({ model: 'small', prompt: `${NAMES[i % 8]} sees`, max_tokens: 60,
                                                    temperature: 0 })
       .then((r) => ({ ok: r }), (e) => ({ error: e }));
@@ -139,6 +139,7 @@ describe('ember serve --max-seqs 1 --max-queue 1', () => {
     }
     assert.ok(limited.length >= 1, 'no 429 among 12 concurrent requests with one seat and one queue place');
     const done = outcomes.filter((o) => o.ok);
+    t.diagnostic(`${limited.length} answered 429, ${done.length} completed`);
     assert.ok(done.length >= 1, 'no request completed');
     for (const { ok } of done) assert.ok(ok.usage.completion_tokens > 0);
   });
