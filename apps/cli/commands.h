@@ -23,5 +23,7 @@ CommandRunner add_export_command(CLI::App& app);
 CommandRunner add_import_command(CLI::App& app);
 CommandRunner add_plot_command(CLI::App& app);
 CommandRunner add_bench_command(CLI::App& app);
+// `serve` runs until SIGTERM or SIGINT, then exits 0.
+CommandRunner add_serve_command(CLI::App& app);
 
 }  // namespace ember::apps
