@@ -21,10 +21,14 @@ std::string error_type_for(int status) {
   return "invalid_request_error";
 }
 
-nlohmann::json error_json(const ApiError& e) {
-  auto or_null = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
-  return {{"error",
-           {{"message", e.what()}, {"type", e.type()}, {"param", or_null(e.param())}, {"code", or_null(e.code())}}}};
+nlohmann::ordered_json error_json(const ApiError& e) {
+  auto or_null = [](const std::string& s) { return s.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(s); };
+  nlohmann::ordered_json body;
+  body["message"] = e.what();
+  body["type"] = e.type();
+  body["param"] = or_null(e.param());
+  body["code"] = or_null(e.code());
+  return {{"error", std::move(body)}};
 }
 
 std::string json_text(const nlohmann::json& j) {

@@ -32,7 +32,7 @@ ApiError bad_request(const std::string& message, const std::string& param = "",
 std::string error_type_for(int status);
 
 // {"error": {...}} of e.
-nlohmann::json error_json(const ApiError& e);
+nlohmann::ordered_json error_json(const ApiError& e);
 
 // Compact JSON text; bytes that are not UTF-8 (a token holding part of a
 // character) become U+FFFD instead of throwing.

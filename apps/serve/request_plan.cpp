@@ -66,16 +66,16 @@ int64_t max_tokens(const ApiRequest& r, const ServedModel& m, int64_t n_prompt) 
     return std::min({wanted, room, cap});
   }
   const int64_t n = *r.max_tokens;
-  if (n > cap) {
-    throw bad_request("max_tokens must be at most " + std::to_string(cap) + " on this server, got " +
-                          std::to_string(n),
-                      "max_tokens", "invalid_value");
-  }
   if (n > room) {
     throw bad_request("this model's context holds " + std::to_string(m.max_seq_len) + " tokens; the " +
                           prompt_field + " has " + std::to_string(n_prompt) + " tokens and max_tokens asks for " +
                           std::to_string(n) + " more (at most " + std::to_string(room) + " fit)",
                       "max_tokens", "context_length_exceeded");
+  }
+  if (n > cap) {
+    throw bad_request("max_tokens must be at most " + std::to_string(cap) + " on this server (--max-tokens-cap), got " +
+                          std::to_string(n),
+                      "max_tokens", "invalid_value");
   }
   return n;
 }

@@ -107,19 +107,29 @@ const char* allowed_methods(const std::string& path) {
   return nullptr;
 }
 
+bool method_allowed(const std::string& method, const char* allowed) {
+  return std::string(allowed) == "POST" ? method == "POST" : method == "GET" || method == "HEAD";
+}
+
+// The body of an error the HTTP library answered by itself (no route matched, a body over
+// the limit, a malformed request).
 ApiError library_error(const httplib::Request& req, httplib::Response& res, size_t max_body_bytes) {
-  if (res.status == 404) {
-    if (const char* allow = allowed_methods(req.path)) {
+  if (res.status == 413) {
+    return ApiError(413, "the request body is larger than this server's limit of " +
+                             std::to_string(max_body_bytes) + " bytes", "", "request_too_large");
+  }
+  if ((res.status == 404 || res.status == 400) && !req.path.empty()) {
+    const char* allow = allowed_methods(req.path);
+    if (!allow) {
+      res.status = 404;
+      return ApiError(404, "Unknown request URL: " + req.method + " " + req.path, "", "unknown_url");
+    }
+    if (!method_allowed(req.method, allow)) {
       res.status = 405;
       res.set_header("Allow", allow);
       return ApiError(405, "method " + req.method + " is not allowed on " + req.path + " (allowed: " + allow + ")",
                       "", "method_not_allowed");
     }
-    return ApiError(404, "Unknown request URL: " + req.method + " " + req.path, "", "unknown_url");
-  }
-  if (res.status == 413) {
-    return ApiError(413, "the request body is larger than this server's limit of " +
-                             std::to_string(max_body_bytes) + " bytes", "", "request_too_large");
   }
   return ApiError(res.status, "the HTTP request could not be handled (status " + std::to_string(res.status) + ")",
                   "", "http_error");
