@@ -115,6 +115,11 @@ bool method_allowed(const std::string& method, const char* allowed) {
 // the limit, a malformed request).
 ApiError library_error(const httplib::Request& req, httplib::Response& res, size_t max_body_bytes) {
   if (res.status == 413) {
+    // The library caps form-encoded bodies (curl -d without a Content-Type) at 8192 bytes.
+    if (req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0) {
+      return ApiError(413, "a form-encoded request body holds at most 8192 bytes: send the JSON with "
+                           "'Content-Type: application/json'", "", "request_too_large");
+    }
     return ApiError(413, "the request body is larger than this server's limit of " +
                              std::to_string(max_body_bytes) + " bytes", "", "request_too_large");
   }
