@@ -27,10 +27,13 @@ BlockManager::BlockManager(int64_t n_blocks, bool prefix_cache) : prefix_cache_(
               " blocks; need at least one");
   refs_.assign(static_cast<size_t>(n_blocks), 0);
   free_.resize(static_cast<size_t>(n_blocks));
-  for (int64_t i = 0; i < n_blocks; ++i) free_[static_cast<size_t>(i)] = static_cast<int32_t>(n_blocks - 1 - i);
+  for (int64_t i = 0; i < n_blocks; ++i)
+    free_[static_cast<size_t>(i)] = static_cast<int32_t>(n_blocks - 1 - i);
 }
 
-bool BlockManager::is_cached(int32_t block) const { return cached_.count(block) > 0; }
+bool BlockManager::is_cached(int32_t block) const {
+  return cached_.count(block) > 0;
+}
 
 int32_t BlockManager::allocate() {
   int32_t b = -1;
@@ -55,7 +58,8 @@ void BlockManager::retain(int32_t block) {
   int32_t& r = refs_.at(static_cast<size_t>(block));
   if (r == 0) {  // only a cached block can be picked up again at zero
     auto it = cached_.find(block);
-    EMBER_CHECK(it != cached_.end() && it->second.idle, "block manager: retain of free block ", block);
+    EMBER_CHECK(it != cached_.end() && it->second.idle, "block manager: retain of free block ",
+                block);
     lru_.erase(it->second.lru);
     it->second.idle = false;
     ++n_used_;

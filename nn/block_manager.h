@@ -51,7 +51,7 @@ class BlockManager {
  private:
   struct CacheEntry {
     uint64_t hash = 0, parent = 0;
-    std::vector<int64_t> tokens;  // checked on lookup: a hash collision never shares a block
+    std::vector<int64_t> tokens;       // checked on lookup: a hash collision never shares a block
     std::list<int32_t>::iterator lru;  // valid while idle (reference count 0)
     bool idle = false;
   };

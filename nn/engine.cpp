@@ -22,7 +22,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+double seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
 
 Histogram make_histogram(std::vector<double> bounds) {
   Histogram h;
@@ -67,8 +69,8 @@ struct Engine::Impl {
   BlockManager blocks;
   Scheduler sched;
 
-  std::mutex step_mu;      // one step at a time
-  mutable std::mutex mu;   // everything below, the scheduler and the block manager
+  std::mutex step_mu;     // one step at a time
+  mutable std::mutex mu;  // everything below, the scheduler and the block manager
   std::condition_variable cv;
   std::map<int64_t, Request> requests;
   int64_t next_id = 1;
@@ -130,13 +132,13 @@ EngineEvent Engine::Impl::event_for(Request& r, const Sequence* s) {
 }
 
 void Engine::Impl::finish(int64_t id, EngineEvent ev, FinishReason reason) {
-  Request& r = requests.at(id);
+  const std::shared_ptr<RequestHandle> handle = requests.at(id).handle;
+  sched.remove(id);  // blocks freed before the caller hears of the end
+  requests.erase(id);
+  ++stats.finished[finish_reason_name(reason)];
   ev.finished = true;
   ev.reason = reason;
-  r.handle->push(std::move(ev));
-  ++stats.finished[finish_reason_name(reason)];
-  sched.remove(id);
-  requests.erase(id);
+  handle->push(std::move(ev));
 }
 
 void Engine::Impl::reap_cancelled() {
@@ -163,7 +165,8 @@ void Engine::Impl::draw(Request& r, Sequence& s, const Tensor& logits, int64_t r
   const Clock::time_point now = Clock::now();
   EngineEvent ev = event_for(r, &s);
   const std::vector<int64_t>& stops = r.req.stop_tokens;
-  if (tok == r.req.sampling.stop_token || std::find(stops.begin(), stops.end(), tok) != stops.end()) {
+  if (tok == r.req.sampling.stop_token ||
+      std::find(stops.begin(), stops.end(), tok) != stops.end()) {
     finish(s.id, std::move(ev), FinishReason::Stop);
     return;
   }
@@ -345,8 +348,12 @@ EngineStats Engine::stats() const {
   return s;
 }
 
-const EngineOptions& Engine::options() const { return impl_->opt; }
+const EngineOptions& Engine::options() const {
+  return impl_->opt;
+}
 
-const ModelConfig& Engine::config() const { return impl_->model->config(); }
+const ModelConfig& Engine::config() const {
+  return impl_->model->config();
+}
 
 }  // namespace ember::nn

@@ -79,8 +79,12 @@ std::optional<EngineEvent> RequestHandle::next(std::chrono::milliseconds timeout
   return out;
 }
 
-void RequestHandle::cancel() { state_->cancel = true; }
+void RequestHandle::cancel() {
+  state_->cancel = true;
+}
 
-bool RequestHandle::cancel_requested() const { return state_->cancel; }
+bool RequestHandle::cancel_requested() const {
+  return state_->cancel;
+}
 
 }  // namespace ember::nn

@@ -23,8 +23,8 @@ void check_fresh_prompt(const ModelConfig& cfg, const std::vector<int64_t>& prom
   EMBER_CHECK(
       P > 0,
       "generate: the prompt is empty; start it with at least one token (e.g. <|endoftext|>)");
-  EMBER_CHECK(P <= L, "generate: the prompt has ", P, " tokens, more than the model's max_seq_len of ",
-              L, "; shorten it");
+  EMBER_CHECK(P <= L, "generate: the prompt has ", P,
+              " tokens, more than the model's max_seq_len of ", L, "; shorten it");
   for (const int64_t t : prompt) {
     EMBER_CHECK(t >= 0 && t < cfg.vocab_size, "generate: prompt token ", t,
                 " is outside the model's vocab of ", cfg.vocab_size);

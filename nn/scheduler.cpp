@@ -112,8 +112,8 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
 
 void Scheduler::complete(const ScheduledChunk& chunk) {
   Sequence& s = *chunk.seq;
-  EMBER_CHECK(chunk.pos0 == s.n_computed, "scheduler: chunk at ", chunk.pos0, " but ",
-              s.n_computed, " tokens computed");
+  EMBER_CHECK(chunk.pos0 == s.n_computed, "scheduler: chunk at ", chunk.pos0, " but ", s.n_computed,
+              " tokens computed");
   s.n_computed += chunk.n;
   while ((s.n_registered + 1) * kKVBlockSize <= s.n_computed) {
     const int64_t* t = s.tokens.data() + s.n_registered * kKVBlockSize;

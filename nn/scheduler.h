@@ -21,12 +21,12 @@ struct Sequence {
   int64_t id = 0;
   std::vector<int64_t> tokens;  // prompt, then the output drawn so far
   int64_t prompt_len = 0;
-  int64_t n_computed = 0;       // tokens [0, n_computed) have K/V in `blocks`
-  std::vector<int32_t> blocks;  // block table: position p lives in blocks[p / 16]
-  int64_t n_registered = 0;     // leading full blocks entered in the prefix cache
+  int64_t n_computed = 0;                         // tokens [0, n_computed) have K/V in `blocks`
+  std::vector<int32_t> blocks;                    // block table: position p lives in blocks[p / 16]
+  int64_t n_registered = 0;                       // leading full blocks entered in the prefix cache
   uint64_t chain_hash = BlockManager::kRootHash;  // key of block n_registered - 1
-  bool use_prefix_cache = true;  // may take cached blocks when admitted
-  bool prompt_logits = false;    // all_logits for chunks inside the prompt
+  bool use_prefix_cache = true;                   // may take cached blocks when admitted
+  bool prompt_logits = false;                     // all_logits for chunks inside the prompt
   bool admitted_once = false;
   int64_t cached_prompt_tokens = 0;  // prompt tokens supplied by the cache at first admission
   int64_t preemptions = 0;

@@ -83,9 +83,9 @@ TEST_CASE("the longest cached run of full blocks is found, retained, never a par
   std::vector<int32_t> hit = bm.match_prefix(longer.data(), 59, &last);
   REQUIRE(hit == std::vector<int32_t>{table[0], table[1]});
   CHECK(bm.ref_count(table[0]) == 2);
-  CHECK(last == BlockManager::block_hash(BlockManager::block_hash(BlockManager::kRootHash,
-                                                                  prompt.data()),
-                                         prompt.data() + 16));
+  CHECK(last ==
+        BlockManager::block_hash(BlockManager::block_hash(BlockManager::kRootHash, prompt.data()),
+                                 prompt.data() + 16));
   // At most max_tokens: 31 tokens allow one block only.
   std::vector<int32_t> one = bm.match_prefix(longer.data(), 31, nullptr);
   CHECK(one == std::vector<int32_t>{table[0]});
@@ -125,7 +125,7 @@ TEST_CASE("cached blocks nobody holds are evicted least recently released first"
   CHECK(bm.match_prefix(q.data(), 16, nullptr).empty());  // its key is forgotten
   std::vector<int32_t> hit = bm.match_prefix(p.data(), 16, nullptr);
   CHECK(hit == std::vector<int32_t>{bp});  // p survived
-  CHECK(bm.allocate() == -1);  // p is held again: nothing left
+  CHECK(bm.allocate() == -1);              // p is held again: nothing left
 }
 
 TEST_CASE("a key already cached leaves the second block private; the cache can be off",

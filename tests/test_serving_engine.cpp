@@ -66,7 +66,8 @@ void absorb(Outcome& o, EngineEvent& ev) {
 }
 
 // Steps `engine` synchronously until every handle finished.
-std::vector<Outcome> run_all(Engine& engine, const std::vector<std::shared_ptr<RequestHandle>>& hs) {
+std::vector<Outcome> run_all(Engine& engine,
+                             const std::vector<std::shared_ptr<RequestHandle>>& hs) {
   std::vector<Outcome> out(hs.size());
   for (int guard = 0; guard < 100000; ++guard) {
     const bool ran = engine.step();
@@ -262,8 +263,7 @@ TEST_CASE("on the background thread a cancelled request ends and frees its block
   CHECK(engine.stats().kv_blocks_used == 0);
 }
 
-TEST_CASE("preemption with a tiny block budget leaves every output unchanged",
-          "[serving_engine]") {
+TEST_CASE("preemption with a tiny block budget leaves every output unchanged", "[serving_engine]") {
   Fixture f;
   EngineOptions tiny;
   tiny.kv_blocks = 6;  // 96 positions shared by 4 requests that need up to 4 blocks each
