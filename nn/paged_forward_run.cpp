@@ -170,7 +170,7 @@ void attention(const Weights& w, const ModelConfig& cfg, int64_t layer, const fl
   a.softcap = cfg.attn_softcap;
   const int64_t window = cfg.layer_window(layer), group = Hq / Hkv;
   const int64_t max_pos = *std::max_element(rows.pos.begin(), rows.pos.end());
-#pragma omp parallel
+#pragma omp parallel if (R * Hq * (max_pos + 1) * D >= (1 << 16))
   {
     std::vector<double> scratch(static_cast<size_t>(max_pos + 1 + D));
 #pragma omp for schedule(dynamic, 4)

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/simd.h"
 
 namespace ember::nn::paged {
 
@@ -73,32 +74,50 @@ void activate(const std::string& act, const float* gate, const float* up, float*
   }
 }
 
-void attend_one(const AttnArgs& a, const float* q, int64_t g, const std::vector<int32_t>& blocks,
-                int64_t lo, int64_t p, float* out, double* scratch) {
+namespace {
+
+constexpr int64_t kLanes = 16;
+
+// q . k over D in a fixed order: 16 lane sums (d = j mod 16, increasing d), added left to
+// right, then the tail.
+inline float dot(const float* __restrict q, const float* __restrict k, int64_t D) {
+  const int64_t d_main = D - D % kLanes;
+  float acc[kLanes] = {};
+  for (int64_t d = 0; d < d_main; d += kLanes) {
+    for (int64_t j = 0; j < kLanes; ++j) acc[j] += q[d + j] * k[d + j];
+  }
+  float s = 0;
+  for (int64_t j = 0; j < kLanes; ++j) s += acc[j];
+  for (int64_t d = d_main; d < D; ++d) s += q[d] * k[d];
+  return s;
+}
+
+}  // namespace
+
+// Scores in float (fixed-order dot), softmax in double (max, exp, sum in position order),
+// out[d] = sum_t p_t v_t[d] in float, t increasing.
+EMBER_TARGET_CLONES void attend_one(const AttnArgs& a, const float* q, int64_t g,
+                                    const std::vector<int32_t>& blocks, int64_t lo, int64_t p,
+                                    float* out, double* scratch) {
   const int64_t D = a.D, row = a.Hkv * D, block = 16 * row;
   auto at = [&](const float* base, int64_t t) {
     return base + blocks[static_cast<size_t>(t / 16)] * block + (t % 16) * row + g * D;
   };
   double mx = -INFINITY;
   for (int64_t t = lo; t <= p; ++t) {
-    const float* kr = at(a.k, t);
-    double s = 0;
-    for (int64_t d = 0; d < D; ++d) s += static_cast<double>(q[d]) * kr[d];
-    s *= a.scale;
+    double s = static_cast<double>(dot(q, at(a.k, t), D)) * a.scale;
     if (a.softcap > 0) s = a.softcap * std::tanh(s / a.softcap);
     scratch[t - lo] = s;
     mx = std::max(mx, s);
   }
   double sum = 0;
   for (int64_t t = lo; t <= p; ++t) sum += (scratch[t - lo] = std::exp(scratch[t - lo] - mx));
-  double* acc = scratch + (p - lo + 1);
-  std::fill(acc, acc + D, 0.0);
+  std::fill(out, out + D, 0.0f);
   for (int64_t t = lo; t <= p; ++t) {
-    const float* vr = at(a.v, t);
-    const double wt = scratch[t - lo] / sum;
-    for (int64_t d = 0; d < D; ++d) acc[d] += wt * vr[d];
+    const float* __restrict vr = at(a.v, t);
+    const float wt = static_cast<float>(scratch[t - lo] / sum);
+    for (int64_t d = 0; d < D; ++d) out[d] += wt * vr[d];
   }
-  for (int64_t d = 0; d < D; ++d) out[d] = static_cast<float>(acc[d]);
 }
 
 }  // namespace ember::nn::paged

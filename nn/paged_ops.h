@@ -26,6 +26,7 @@ void activate(const std::string& act, const float* gate, const float* up, float*
 // One query row's attention for one head: keys/values of positions [lo, p] of a
 // sequence, read through its block table from K, V [n_blocks, 16, Hkv, D] at kv head g.
 // s_t = scale q.k_t (softcap c > 0: c tanh(s_t / c)); out = sum_t softmax(s)_t v_t.
+// scratch holds p - lo + 1 doubles.
 struct AttnArgs {
   const float* k = nullptr;
   const float* v = nullptr;

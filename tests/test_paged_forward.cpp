@@ -4,6 +4,7 @@
 // into chunks: bit-identical rows), scrambled block tables, and fine-tunes
 // equal to their merged plain model.
 #include <catch2/catch.hpp>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -26,9 +27,9 @@ ModelConfig config_of(const std::string& extra) {
 }
 
 const std::vector<std::pair<std::string, std::string>> kConfigs = {
-    {"dense MHA RoPE RMSNorm SwiGLU", R"(, "ffn_hidden": 48)"},
+    {"dense MHA RoPE RMSNorm SwiGLU", R"(, "ffn_hidden": 48, "head_dim": 32)"},
     {"GQA qk_norm window softcaps parallel",
-     R"(, "n_kv_heads": 2, "qk_norm": true, "sliding_window": 7, "global_every": 2,
+     R"(, "n_kv_heads": 2, "head_dim": 20, "qk_norm": true, "sliding_window": 7, "global_every": 2,
         "attn_softcap": 5.0, "final_softcap": 3.0, "parallel_block": true, "ffn_hidden": 40)"},
     {"learned LayerNorm GELU tied bias",
      R"(, "pos": "learned", "norm": "layernorm", "ffn_act": "gelu", "bias": true,
@@ -192,6 +193,10 @@ TEST_CASE("paged forward: a sequence's logits are bit-identical alone, batched a
       expect_same(run(im, kv, seqs, 1000), "batched with 15 others");
       expect_same(run(im, kv, seqs, 1), "16 sequences decoding one token a step");
       expect_same(run(im, kv, seqs, 7), "16 sequences in chunks of 7");
+      const int threads = omp_get_max_threads();
+      omp_set_num_threads(threads == 1 ? 2 : 1);
+      expect_same(run(im, kv, seqs, 16), "other thread count");
+      omp_set_num_threads(threads);
       for (const int64_t chunk : {1, 5, 16, 17}) {
         INFO("chunk " << chunk);
         expect_same(run(im, kv, {seqs[0]}, chunk), "alone, chunked");

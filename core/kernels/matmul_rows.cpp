@@ -10,6 +10,8 @@
 // m-tile of a chunk of rows reads them, so W comes from memory once per chunk.
 #include "core/kernels/matmul_rows.h"
 
+#pragma GCC optimize("fp-contract=fast")
+
 #include <omp.h>
 
 #include <algorithm>
