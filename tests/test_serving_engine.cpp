@@ -363,3 +363,49 @@ TEST_CASE("queue limits and bad requests", "[serving_engine]") {
                     Catch::Contains("3 KV blocks"));
   CHECK(engine.options().kv_blocks == 16 * 6);  // max_seqs full contexts by default
 }
+
+TEST_CASE("a mixed load with shared prefixes, preemption and random cancellations loses nothing",
+          "[serving_engine]") {
+  Fixture f;
+  EngineOptions tight;
+  tight.kv_blocks = 10;  // preemptions happen
+  tight.max_batch_tokens = 32;
+  tight.max_seqs = 6;
+  Engine engine(f.im, tight);
+  const std::vector<int64_t> system = random_tokens(35, 61, 90);  // a shared "system prompt"
+  std::vector<EngineRequest> reqs;
+  for (int64_t i = 0; i < 20; ++i) {
+    std::vector<int64_t> prompt = i % 3 ? system : std::vector<int64_t>{};
+    for (const int64_t t : random_tokens(2 + i % 9, 61, 200 + i)) prompt.push_back(t);
+    reqs.push_back(make_request(prompt, 5 + i % 13, i % 2 ? 0.9 : 0.0, 11 + i, 1));
+  }
+  std::vector<std::shared_ptr<RequestHandle>> hs;
+  for (const EngineRequest& r : reqs) hs.push_back(engine.submit(r));
+  std::vector<Outcome> out(hs.size());
+  for (int step = 0; step < 100000; ++step) {
+    if (step == 3) hs[4]->cancel();   // running
+    if (step == 5) hs[17]->cancel();  // still waiting
+    if (step == 9) hs[12]->cancel();
+    const bool ran = engine.step();
+    bool all = true;
+    for (size_t i = 0; i < hs.size(); ++i) {
+      while (auto ev = hs[i]->next(std::chrono::milliseconds(0))) absorb(out[i], *ev);
+      all = all && out[i].finished;
+    }
+    if (all) break;
+    REQUIRE(ran);
+  }
+  const EngineStats s = engine.stats();
+  CHECK(s.preemptions > 0);
+  CHECK(s.prefix_cache_hits > 0);
+  CHECK(s.kv_blocks_used == 0);
+  CHECK(s.finished.at("cancelled") + s.finished.at("length") == 20);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    INFO("request " << i);
+    if (i == 4 || i == 17 || i == 12) {
+      CHECK(out[i].reason == FinishReason::Cancelled);
+      continue;
+    }
+    check_same(out[i], run_alone(f.im, reqs[i]));
+  }
+}
