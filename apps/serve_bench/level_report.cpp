@@ -101,6 +101,7 @@ std::string level_table_header() {
     line1 += cell;
     line2 += " |    mean     p50     p90     p99";
   }
+  line1.erase(line1.find_last_not_of(' ') + 1);
   return line1 + "\n" + line2;
 }
 
