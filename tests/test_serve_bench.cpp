@@ -203,7 +203,7 @@ TEST_CASE("the SSE parser yields the same events however the bytes are split or 
   REQUIRE(cut.has_partial_event());
 }
 
-TEST_CASE("a completion stream times text chunks and reads usage, errors and [DONE]") {
+TEST_CASE("a completion stream times text chunks and reads usage and errors and DONE") {
   CompletionStream chat(ServeEndpoint::Chat);
   chat.receive("data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n", 0.1);  // no text: not timed
   chat.receive("data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: {\"choices\":[{\"del", 0.2);
@@ -223,7 +223,7 @@ TEST_CASE("a completion stream times text chunks and reads usage, errors and [DO
   REQUIRE_THAT(garbage.error(), Contains("not a JSON object"));
 }
 
-TEST_CASE("--url is http(s)://host[:port][/prefix]") {
+TEST_CASE("a server URL is an http or https origin with an optional path prefix") {
   ServerTarget t = parse_server_url("http://127.0.0.1:8000");
   REQUIRE(t.origin == "http://127.0.0.1:8000");
   REQUIRE(t.path_prefix.empty());
@@ -303,7 +303,7 @@ TEST_CASE("chat streams time content deltas, not the role chunk") {
   REQUIRE(server.bodies()[0]["messages"][0]["role"] == "user");
 }
 
-TEST_CASE("HTTP errors and a stream without [DONE] are failures with their message") {
+TEST_CASE("HTTP errors and a stream without DONE are failures with their message") {
   for (int status : {500, 429}) {
     TestServer server({5, 0, 0, status, true});
     const LevelReport r = level_report(2, run_against(server.url(), 2, 3));
@@ -335,7 +335,7 @@ TEST_CASE("a stream the client closes is dropped, not failed") {
   REQUIRE(run_stream_request(parse_server_url(server.url()), small_request()).outcome == RequestOutcome::Ok);
 }
 
-TEST_CASE("open-loop arrivals are paced by the rate; a soak keeps starting requests until its duration") {
+TEST_CASE("open-loop arrivals are paced by the rate and a soak keeps starting requests until its duration") {
   std::mutex m;
   std::set<uint64_t> seen;
   const auto runner = [&](uint64_t index) {
