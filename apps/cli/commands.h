@@ -23,5 +23,6 @@ CommandRunner add_export_command(CLI::App& app);
 CommandRunner add_import_command(CLI::App& app);
 CommandRunner add_plot_command(CLI::App& app);
 CommandRunner add_bench_command(CLI::App& app);
+CommandRunner add_bench_serve_command(CLI::App& app);
 
 }  // namespace ember::apps

@@ -44,6 +44,7 @@ Runners add_commands(CLI::App& app, ember::dist::Communicator& comm) {
   add(ember::apps::add_import_command);
   add(ember::apps::add_plot_command);
   add(ember::apps::add_bench_command);
+  add(ember::apps::add_bench_serve_command);
   return runners;
 }
 
