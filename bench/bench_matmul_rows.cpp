@@ -1,5 +1,5 @@
 // Prints GFLOP/s (and GB/s of W streamed) of kernels::matmul_rows, the
-// batch-invariant y = x W^T of inference, for M = 1, 4, 16, 64 rows on GPT-2
+// batch-invariant y = x W^T of inference, for M = 1, 4, 16, 64 (decode) and 256 (prefill) rows on GPT-2
 // small's shapes (K = 768; N = 768, 2304, 3072, 50257; and the FFN down
 // projection K = 3072, N = 768), next to kernels::gemv_rows (M = 1 only: the
 // memory-bound floor) and kernels::matmul (oneDNN, not batch-invariant).
@@ -50,7 +50,7 @@ int main() {
               "W GB/s", "gemv GFLOP/s", "dnnl GFLOP/s");
   for (const auto& s : shapes) {
     const Tensor w = Tensor::randn({s.N, s.K}, 1);
-    for (const int64_t M : {1, 4, 16, 64}) {
+    for (const int64_t M : {1, 4, 16, 64, 256}) {
       const Tensor x = Tensor::randn({M, s.K}, 2);
       Tensor y = Tensor::empty({M, s.N});
       const double flops = 2.0 * static_cast<double>(M * s.N * s.K);

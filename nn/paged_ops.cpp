@@ -60,17 +60,18 @@ float silu(float v) { return static_cast<float>(v / (1.0 + std::exp(-static_cast
 }  // namespace
 
 void activate(const std::string& act, const float* gate, const float* up, float* out, int64_t n) {
-  if (act == "swiglu") {
-    for (int64_t i = 0; i < n; ++i) out[i] = silu(gate[i]) * up[i];
-  } else if (act == "geglu") {
-    for (int64_t i = 0; i < n; ++i) out[i] = gelu(gate[i]) * up[i];
-  } else if (act == "gelu") {
-    for (int64_t i = 0; i < n; ++i) out[i] = gelu(up[i]);
-  } else if (act == "gelu_tanh") {
-    for (int64_t i = 0; i < n; ++i) out[i] = gelu_tanh(up[i]);
-  } else {
-    EMBER_CHECK(act == "relu", "paged forward: unknown activation ", act);
-    for (int64_t i = 0; i < n; ++i) out[i] = std::max(up[i], 0.0f);
+  EMBER_CHECK(act == "swiglu" || act == "geglu" || act == "gelu" || act == "gelu_tanh" || act == "relu",
+              "paged forward: unknown activation ", act);
+  const int kind = act == "swiglu" ? 0 : act == "geglu" ? 1 : act == "gelu" ? 2 : act == "gelu_tanh" ? 3 : 4;
+#pragma omp parallel for if (n > (1 << 16))
+  for (int64_t i = 0; i < n; ++i) {
+    switch (kind) {
+      case 0: out[i] = silu(gate[i]) * up[i]; break;
+      case 1: out[i] = gelu(gate[i]) * up[i]; break;
+      case 2: out[i] = gelu(up[i]); break;
+      case 3: out[i] = gelu_tanh(up[i]); break;
+      default: out[i] = std::max(up[i], 0.0f); break;
+    }
   }
 }
 

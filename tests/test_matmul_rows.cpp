@@ -71,7 +71,7 @@ void check_problem(const Problem& p) {
 
 TEST_CASE("matmul_rows: reference and rows alone for odd shapes, bias and strides",
           "[matmul_rows]") {
-  for (const int64_t K : {1, 7, 16, 33, 100, 257}) {
+  for (const int64_t K : {1, 7, 16, 33, 100, 257, 1100}) {
     for (const int64_t N : {1, 5, 17, 64}) {
       for (const int64_t M : {1, 3, 9, 21}) {
         check_problem({M, N, K, K, K, N, (K + N) % 2 == 0});
@@ -81,8 +81,9 @@ TEST_CASE("matmul_rows: reference and rows alone for odd shapes, bias and stride
   }
 }
 
+// K = 2100 takes the k-blocked path from M = 16 (k-blocks of 1024, 1024, 48, then a tail of 4).
 TEST_CASE("matmul_rows: rows bit-identical for M = 1..40 and 1 or 2 threads", "[matmul_rows]") {
-  const int64_t N = 300, K = 768;
+  const int64_t N = 300, K = GENERATE(768, 2100);
   const auto x = values(40 * K, 4), w = values(N * K, 5), b = values(N, 6);
   std::vector<std::vector<float>> alone(40);
   for (int64_t m = 0; m < 40; ++m) {

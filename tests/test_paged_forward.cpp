@@ -264,3 +264,24 @@ TEST_CASE("paged forward: a fine-tune equals its merged plain model", "[paged]")
     }
   }
 }
+
+TEST_CASE("paged forward: bad chunks are errors", "[paged]") {
+  const ModelConfig cfg = config_of(kConfigs[0].second);
+  const InferenceModel im(Transformer(cfg, 2));
+  PagedKVStore kv(cfg, 4);
+  const std::vector<int64_t> toks = tokens_of(20, 1, cfg.vocab_size);
+  const std::vector<int32_t> short_table{0}, bad_block{0, 9}, ok{2, 3};
+  const auto chunk = [&](const std::vector<int32_t>& table, int64_t pos0) {
+    SeqChunk c;
+    c.tokens = toks.data();
+    c.n_tokens = 20;
+    c.pos0 = pos0;
+    c.block_table = &table;
+    return std::vector<SeqChunk>{c};
+  };
+  CHECK_THROWS_WITH(im.forward(chunk(short_table, 0), kv), Catch::Contains("too short"));
+  CHECK_THROWS_WITH(im.forward(chunk(bad_block, 0), kv), Catch::Contains("out of range"));
+  CHECK_THROWS_WITH(im.forward(chunk(ok, cfg.max_seq_len - 5), kv), Catch::Contains("max_seq_len"));
+  CHECK_THROWS(im.forward({}, kv));
+  CHECK_NOTHROW(im.forward(chunk(ok, 0), kv));
+}

@@ -3,11 +3,13 @@
 // k = j (mod 16), k < K16 (K rounded down to 16), in increasing k; then
 // s = 0 + acc[0] + ... + acc[15] left to right, then the tail k >= K16 in
 // order, then + bias. Every tile shape below runs exactly this sequence of
-// float operations per output (no FMA contraction in this file), so tiling,
-// M and the thread split (over n only) never change a bit of any row.
+// float operations per output (FMA contraction is on in this file, and so
+// applies alike to every tile), so tiling, M and the thread split (over n
+// only) never change a bit of any row.
 // Speed: a tile of MR rows of x times NR rows of w keeps MR * NR 16-lane
 // accumulators in registers; the NR weight rows stay in L1 while every
-// m-tile of a chunk of rows reads them, so W comes from memory once per chunk.
+// m-tile of a chunk of rows (sized to stay in L2) reads them, so W comes from
+// memory once per chunk.
 #include "core/kernels/matmul_rows.h"
 
 #pragma GCC optimize("fp-contract=fast")
@@ -26,7 +28,7 @@ typedef float v16 __attribute__((vector_size(64)));
 
 constexpr int64_t kLanes = 16;
 constexpr int64_t kMaxMR = 4, kMaxNR = 4;
-constexpr int64_t kRowChunk = 64;  // rows of x per pass over a weight block
+constexpr int64_t kMB = 64, kNB = 16, kKB = 1024;  // the k-blocked path's block sizes
 
 struct Args {
   int64_t K;
@@ -44,10 +46,14 @@ __attribute__((always_inline)) inline void load16(v16& v, const float* p) {
   std::memcpy(&v, p, sizeof(v));
 }
 
-// Outputs [m, m + MR) x [n, n + NR) in the fixed order of the file comment.
+// Outputs [m, m + MR) x [n, n + NR), lane sums over k in [k0, k1) (multiples of 16, within
+// K16): started at 0 when `first`, else loaded from acc (output (i, j) at acc[i * ld + j]);
+// finished into y when `last` (the fixed order of the file comment), else stored back to acc.
+// Stores and loads are exact, so k-blocking never changes the sequence of operations.
 template <int MR, int NR>
-__attribute__((always_inline)) inline void tile(const Args& a, int64_t m, int64_t n) {
-  const int64_t k_main = a.K - a.K % kLanes;
+__attribute__((always_inline)) inline void tile(const Args& a, int64_t m, int64_t n, int64_t k0,
+                                                int64_t k1, v16* acc_mem, int64_t ld, bool first,
+                                                bool last) {
   const float* xr[MR];
   const float* wr[NR];
   for (int i = 0; i < MR; ++i) xr[i] = a.x + (m + i) * a.ldx;
@@ -56,8 +62,8 @@ __attribute__((always_inline)) inline void tile(const Args& a, int64_t m, int64_
 #pragma GCC unroll 4
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
-    for (int j = 0; j < NR; ++j) acc[i][j] = v16{};
-  for (int64_t k = 0; k < k_main; k += kLanes) {
+    for (int j = 0; j < NR; ++j) acc[i][j] = first ? v16{} : acc_mem[i * ld + j];
+  for (int64_t k = k0; k < k1; k += kLanes) {
     v16 wv[NR];
 #pragma GCC unroll 4
     for (int j = 0; j < NR; ++j) load16(wv[j], wr[j] + k);
@@ -69,6 +75,14 @@ __attribute__((always_inline)) inline void tile(const Args& a, int64_t m, int64_
       for (int j = 0; j < NR; ++j) acc[i][j] += xv * wv[j];
     }
   }
+  if (!last) {
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < NR; ++j) acc_mem[i * ld + j] = acc[i][j];
+    return;
+  }
+  const int64_t k_main = a.K - a.K % kLanes;
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j) {
       float s = 0;
@@ -80,29 +94,70 @@ __attribute__((always_inline)) inline void tile(const Args& a, int64_t m, int64_
   }
 }
 
+// One k-range step of the mr x nr tile at (m, n) (see tile).
+struct Step {
+  int64_t k0, k1;
+  v16* acc;
+  int64_t ld;
+  bool first, last;
+};
+
 template <int MR>
-__attribute__((always_inline)) inline void tile_nr(const Args& a, int64_t m, int64_t n, int64_t nr) {
+__attribute__((always_inline)) inline void tile_nr(const Args& a, int64_t m, int64_t n, int64_t nr,
+                                                   const Step& st) {
   switch (nr) {
-    case 4: return tile<MR, 4>(a, m, n);
-    case 3: return tile<MR, 3>(a, m, n);
-    case 2: return tile<MR, 2>(a, m, n);
-    default: return tile<MR, 1>(a, m, n);
+    case 4: return tile<MR, 4>(a, m, n, st.k0, st.k1, st.acc, st.ld, st.first, st.last);
+    case 3: return tile<MR, 3>(a, m, n, st.k0, st.k1, st.acc, st.ld, st.first, st.last);
+    case 2: return tile<MR, 2>(a, m, n, st.k0, st.k1, st.acc, st.ld, st.first, st.last);
+    default: return tile<MR, 1>(a, m, n, st.k0, st.k1, st.acc, st.ld, st.first, st.last);
   }
 }
 
-// Columns [n0, n1) of all M rows, tiles of at most mr_max x nr_max.
-EMBER_TARGET_CLONES void matmul_rows_block(const Args& a, int64_t M, int64_t n0, int64_t n1,
-                                           int64_t mr_max, int64_t nr_max) {
-  for (int64_t m0 = 0; m0 < M; m0 += kRowChunk) {
-    const int64_t m1 = std::min(M, m0 + kRowChunk);
+__attribute__((always_inline)) inline void tile_any(const Args& a, int64_t m, int64_t n,
+                                                    int64_t mr, int64_t nr, const Step& st) {
+  switch (mr) {
+    case 4: return tile_nr<4>(a, m, n, nr, st);
+    case 3: return tile_nr<3>(a, m, n, nr, st);
+    case 2: return tile_nr<2>(a, m, n, nr, st);
+    default: return tile_nr<1>(a, m, n, nr, st);
+  }
+}
+
+// K up to kKB: each tile runs over all of k in registers; the NR weight rows stay in L1
+// while every m-tile of a chunk of rows (at least 64, up to 512 KiB of x) reads them, so W
+// comes from memory once per chunk.
+EMBER_TARGET_CLONES void block_direct(const Args& a, int64_t M, int64_t n0, int64_t n1,
+                                      int64_t nr_max) {
+  const Step st{0, a.K - a.K % kLanes, nullptr, 0, true, true};
+  const int64_t chunk = std::clamp<int64_t>((int64_t{1} << 17) / std::max<int64_t>(a.K, 1), 64, 256) / 4 * 4;
+  for (int64_t m0 = 0; m0 < M; m0 += chunk) {
+    const int64_t m1 = std::min(M, m0 + chunk);
     for (int64_t n = n0; n < n1; n += nr_max) {
-      const int64_t nr = std::min(nr_max, n1 - n);
-      for (int64_t m = m0; m < m1; m += mr_max) {
-        switch (std::min(mr_max, m1 - m)) {
-          case 4: tile_nr<4>(a, m, n, nr); break;
-          case 3: tile_nr<3>(a, m, n, nr); break;
-          case 2: tile_nr<2>(a, m, n, nr); break;
-          default: tile_nr<1>(a, m, n, nr); break;
+      for (int64_t m = m0; m < m1; m += kMaxMR) {
+        tile_any(a, m, n, std::min(kMaxMR, m1 - m), std::min(nr_max, n1 - n), st);
+      }
+    }
+  }
+}
+
+// Many rows and K past kKB: blocks of kMB rows x kNB columns x kKB k, the lane sums kept in acc between
+// k-blocks, so the x block (kMB x kKB) stays in L2 and the w block in L1 whatever K is.
+
+EMBER_TARGET_CLONES void block_tiled(const Args& a, int64_t M, int64_t n0, int64_t n1,
+                                     int64_t nr_max) {
+  v16 acc[kMB * kNB];  // 64 KiB
+  const int64_t k_main = a.K - a.K % kLanes;
+  for (int64_t m0 = 0; m0 < M; m0 += kMB) {
+    const int64_t m1 = std::min(M, m0 + kMB);
+    for (int64_t nb = n0; nb < n1; nb += kNB) {
+      const int64_t nb1 = std::min(n1, nb + kNB);
+      for (int64_t k0 = 0; k0 == 0 || k0 < k_main; k0 += kKB) {
+        const int64_t k1 = std::min(k_main, k0 + kKB);
+        for (int64_t n = nb; n < nb1; n += nr_max) {
+          for (int64_t m = m0; m < m1; m += kMaxMR) {
+            const Step st{k0, k1, acc + (m - m0) * kNB + (n - nb), kNB, k0 == 0, k1 == k_main};
+            tile_any(a, m, n, std::min(kMaxMR, m1 - m), std::min(nr_max, nb1 - n), st);
+          }
         }
       }
     }
@@ -128,7 +183,11 @@ void matmul_rows(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, c
   {
     const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
     const int64_t n0 = N * t / threads, n1 = N * (t + 1) / threads;
-    matmul_rows_block(a, M, n0, n1, kMaxMR, nr_max);
+    if (M < 16 || K <= kKB) {
+      block_direct(a, M, n0, n1, nr_max);
+    } else {
+      block_tiled(a, M, n0, n1, nr_max);
+    }
   }
 }
 
