@@ -16,6 +16,7 @@
 #include "apps/evaluate/task_file.h"
 #include "autograd/grad_mode.h"
 #include "core/error.h"
+#include "data/tokenizer/bpe_trainer.h"
 #include "nn/config.h"
 
 using namespace ember;
@@ -101,6 +102,21 @@ TEST_CASE("split: trailing white space moves to the continuation; an empty conte
   p = split_pair(data::Tokenizer(), " ", "sat");  // no <|endoftext|>: a newline's tokens
   CHECK(p.context == std::vector<int64_t>{'\n'});
   CHECK(p.continuation == ids_of(" sat"));
+}
+
+TEST_CASE("split with BPE: the moved space is scored inside the choice's first token", "[evaluate]") {
+  std::string text;
+  for (int i = 0; i < 30; ++i) text += "the cat sat on the mat. ";
+  const data::Tokenizer bpe = data::train_bpe_on_text(text, {.vocab_size = 280});
+  auto enc = [&](const std::string& t) {
+    const std::vector<uint32_t> ids = bpe.encode(t);
+    return std::vector<int64_t>(ids.begin(), ids.end());
+  };
+  const SplitPair p = split_pair(bpe, "the cat ", "sat");
+  CHECK(p.context == enc("the cat"));
+  CHECK(p.continuation == enc(" sat"));
+  CHECK(enc(" sat").size() == 1);  // " sat" is one token; "the cat " + "sat" encoded apart would not be
+  CHECK(enc("the cat ").size() + enc("sat").size() > enc("the cat sat").size());
 }
 
 TEST_CASE("a context + continuation longer than the model's context is cut from the left", "[evaluate]") {
