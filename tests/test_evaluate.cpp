@@ -65,7 +65,7 @@ std::string error_of(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("task file: items, blank lines, and one error line naming FILE:LINE", "[evaluate]") {
+TEST_CASE("evaluate: task file: items, blank lines, and one error line naming FILE:LINE", "[evaluate]") {
   const std::vector<ChoiceItem> items =
       parse_tasks("{\"context\": \"a\", \"choices\": [\"b\", \"c\"], \"gold\": 1}\n\n"
                   "{\"context\": \"\", \"choices\": [\"x\", \"y\", \"z\"], \"gold\": 0}\n", "t.jsonl");
@@ -92,7 +92,7 @@ TEST_CASE("task file: items, blank lines, and one error line naming FILE:LINE", 
   CHECK(error_of("\n\n") == "t.jsonl: no items (one JSON object per line: {\"context\": ..., \"choices\": [...], \"gold\": i})");
 }
 
-TEST_CASE("split: trailing white space moves to the continuation; an empty context gets <|endoftext|>", "[evaluate]") {
+TEST_CASE("evaluate: split: trailing white space moves to the continuation; an empty context gets <|endoftext|>", "[evaluate]") {
   SplitPair p = split_pair(kBytes, "The cat  ", "sat");
   CHECK(p.context == ids_of("The cat"));
   CHECK(p.continuation == ids_of("  sat"));
@@ -104,7 +104,7 @@ TEST_CASE("split: trailing white space moves to the continuation; an empty conte
   CHECK(p.continuation == ids_of(" sat"));
 }
 
-TEST_CASE("split with BPE: the moved space is scored inside the choice's first token", "[evaluate]") {
+TEST_CASE("evaluate: split with BPE: the moved space is scored inside the choice's first token", "[evaluate]") {
   std::string text;
   for (int i = 0; i < 30; ++i) text += "the cat sat on the mat. ";
   const data::Tokenizer bpe = data::train_bpe_on_text(text, {.vocab_size = 280});
@@ -119,7 +119,7 @@ TEST_CASE("split with BPE: the moved space is scored inside the choice's first t
   CHECK(enc("the cat ").size() + enc("sat").size() > enc("the cat sat").size());
 }
 
-TEST_CASE("a context + continuation longer than the model's context is cut from the left", "[evaluate]") {
+TEST_CASE("evaluate: a context + continuation longer than the model's context is cut from the left", "[evaluate]") {
   const SplitPair p{ids_of("0123456789"), ids_of("abc")};
   const ScoredSequence s = scored_pair(p, 8);
   CHECK(s.tokens == ids_of("456789abc"));  // max_len + 1 tokens: 8 inputs
@@ -128,7 +128,7 @@ TEST_CASE("a context + continuation longer than the model's context is cut from 
                     "a choice of 9 tokens is longer than the model's context (8 tokens)");
 }
 
-TEST_CASE("batched scores equal one forward per sequence with a double log-softmax", "[evaluate]") {
+TEST_CASE("evaluate: batched scores equal one forward per sequence with a double log-softmax", "[evaluate]") {
   nn::Transformer model(tiny_config(12), 7);
   const std::vector<ScoredSequence> seqs = {
       {ids_of("hello"), 2}, {ids_of("a longer one!"), 5}, {ids_of("ab"), 1}, {ids_of("xyz"), 0}};
@@ -145,7 +145,7 @@ TEST_CASE("batched scores equal one forward per sequence with a double log-softm
   CHECK(model.is_training());  // the mode is restored
 }
 
-TEST_CASE("acc, acc_norm and standard errors on four items by hand (zeroed model: log 1/V per token)", "[evaluate]") {
+TEST_CASE("evaluate: acc, acc_norm and standard errors on four items by hand (zeroed model: log 1/V per token)", "[evaluate]") {
   nn::Transformer model(tiny_config(16), 1);
   zero_weights(model);
   // Scores in units of log(1/257) per byte token; acc_norm divides by code points.
@@ -173,7 +173,7 @@ TEST_CASE("acc, acc_norm and standard errors on four items by hand (zeroed model
   CHECK(std::isnan(share_stderr(1.0, 1)));
 }
 
-TEST_CASE("a choice too long for the model is an error naming the item's line", "[evaluate]") {
+TEST_CASE("evaluate: a choice too long for the model is an error naming the item's line", "[evaluate]") {
   nn::Transformer model(tiny_config(4), 1);
   const std::vector<ChoiceItem> items =
       parse_tasks("\n{\"context\": \"Q\", \"choices\": [\"a\", \"abcdefg\"], \"gold\": 0}\n", "long.jsonl");
@@ -181,7 +181,7 @@ TEST_CASE("a choice too long for the model is an error naming the item's line", 
                     "long.jsonl:2: a choice of 7 tokens is longer than the model's context (4 tokens)");
 }
 
-TEST_CASE("text windows score every token once with the longest context the stride allows", "[evaluate]") {
+TEST_CASE("evaluate: text windows score every token once with the longest context the stride allows", "[evaluate]") {
   std::vector<int64_t> ids(30);
   for (int64_t i = 0; i < 30; ++i) ids[i] = i;
   for (const int64_t stride : {1, 3, 8}) {
@@ -199,7 +199,7 @@ TEST_CASE("text windows score every token once with the longest context the stri
   }
 }
 
-TEST_CASE("text: nats and bits per byte equal a per-token computation", "[evaluate]") {
+TEST_CASE("evaluate: text: nats and bits per byte equal a per-token computation", "[evaluate]") {
   nn::Transformer model(tiny_config(8), 3);
   const std::string text = "Fortune favours the bold, they say.\n";  // 36 bytes
   std::vector<int64_t> all = {256};
