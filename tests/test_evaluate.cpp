@@ -68,7 +68,7 @@ std::string error_of(const std::string& text) {
 TEST_CASE("evaluate: task file: items, blank lines, and one error line naming FILE:LINE", "[evaluate]") {
   const std::vector<ChoiceItem> items =
       parse_tasks("{\"context\": \"a\", \"choices\": [\"b\", \"c\"], \"gold\": 1}\n\n"
-                  "{\"context\": \"\", \"choices\": [\"x\", \"y\", \"z\"], \"gold\": 0}\n", "t.jsonl");
+                  "{\"id\": 7, \"context\": \"\", \"choices\": [\"x\", \"y\", \"z\"], \"gold\": 0}\n", "t.jsonl");
   REQUIRE(items.size() == 2);
   CHECK(items[0].gold == 1);
   CHECK(items[1].line == 3);

@@ -1,6 +1,7 @@
 // A multiple-choice task file (SPEC.md section 10): one JSON object per line,
-// {"context": "...", "choices": ["...", ...], "gold": i}. Blank lines are skipped;
-// a bad line is an Error naming FILE:LINE and what is wrong with it.
+// {"context": "...", "choices": ["...", ...], "gold": i} (other keys, e.g. an id, are
+// ignored). Blank lines are skipped; a bad line is an Error naming FILE:LINE and what
+// is wrong with it.
 #pragma once
 #include <cstdint>
 #include <string>
