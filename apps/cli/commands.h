@@ -13,6 +13,7 @@ namespace ember::apps {
 using CommandRunner = std::function<int()>;
 CommandRunner add_info_command(CLI::App& app);
 CommandRunner add_eval_command(CLI::App& app);
+CommandRunner add_evaluate_command(CLI::App& app);  // multiple-choice tasks, perplexity
 // `train` runs data-parallel on the process's communicator (main owns it).
 CommandRunner add_train_command(CLI::App& app, dist::Communicator& comm);
 CommandRunner add_finetune_command(CLI::App& app, dist::Communicator& comm);  // likewise
@@ -23,5 +24,8 @@ CommandRunner add_export_command(CLI::App& app);
 CommandRunner add_import_command(CLI::App& app);
 CommandRunner add_plot_command(CLI::App& app);
 CommandRunner add_bench_command(CLI::App& app);
+// `serve` runs until SIGTERM or SIGINT, then exits 0.
+CommandRunner add_serve_command(CLI::App& app);
+CommandRunner add_bench_serve_command(CLI::App& app);
 
 }  // namespace ember::apps

@@ -1,4 +1,4 @@
-// ember: train · finetune · eval · generate · chat · tokenize · info · bench. The only place
+// ember: train · finetune · eval · evaluate · generate · chat · tokenize · info · bench · serve. The only place
 // that turns an ember::Error into one line on stderr and a non-zero exit. Under mpirun /
 // srun the Communicator (made before anything else, outside the try block so
 // an uncaught error aborts the whole job rather than hanging it) starts MPI;
@@ -36,6 +36,7 @@ Runners add_commands(CLI::App& app, ember::dist::Communicator& comm) {
   add([&](CLI::App& a) { return ember::apps::add_train_command(a, comm); });
   add([&](CLI::App& a) { return ember::apps::add_finetune_command(a, comm); });
   add(ember::apps::add_eval_command);
+  add(ember::apps::add_evaluate_command);
   add(ember::apps::add_tokenize_command);
   add(ember::apps::add_generate_command);
   add(ember::apps::add_chat_command);
@@ -44,6 +45,8 @@ Runners add_commands(CLI::App& app, ember::dist::Communicator& comm) {
   add(ember::apps::add_import_command);
   add(ember::apps::add_plot_command);
   add(ember::apps::add_bench_command);
+  add(ember::apps::add_serve_command);
+  add(ember::apps::add_bench_serve_command);
   return runners;
 }
 

@@ -1,0 +1,56 @@
+// One submitted generation written to its client: streamed as server-sent
+// events (the first chat chunk holds the role; a chunk per engine event; the
+// final chunk with finish_reason; the usage chunk when asked; [DONE]) or as
+// one JSON body. A failed write means the client went away: the engine request
+// is cancelled, so its KV blocks are freed at the next step. A stop string
+// cancels it too, once the text before it is out.
+#pragma once
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "apps/serve/output_assembler.h"
+#include "apps/serve/request_parse.h"
+#include "apps/serve/response_json.h"
+#include "apps/serve/serve_state.h"
+#include "nn/engine.h"
+
+namespace ember::apps::serve {
+
+class GenerationRun {
+ public:
+  // Writes text to the client; false when the client is gone.
+  using Writer = std::function<bool(const std::string&)>;
+
+  GenerationRun(std::shared_ptr<nn::RequestHandle> handle, const ApiRequest& request, std::string echo_text,
+                int64_t prompt_tokens, ResponseMeta meta, ServeState& state);
+  ~GenerationRun();  // cancels the engine request if it did not finish
+  GenerationRun(const GenerationRun&) = delete;
+  GenerationRun& operator=(const GenerationRun&) = delete;
+
+  // Both return false when the client went away.
+  bool stream(const Writer& write);
+  bool whole(const Writer& write);
+
+ private:
+  // The next engine output; writes `keep_alive` whenever nothing was written for the
+  // keep-alive interval. nullopt: a write failed.
+  std::optional<OutputDelta> next_delta(const Writer& write, const std::string& keep_alive);
+  bool write_checked(const Writer& write, const std::string& text);
+  void finish(const std::string& reason);
+  ojson usage() const;
+
+  std::shared_ptr<nn::RequestHandle> handle_;
+  Endpoint endpoint_;
+  bool echo_, wants_logprobs_, include_usage_;
+  std::string echo_text_;
+  int64_t prompt_tokens_;
+  ResponseMeta meta_;
+  ServeState& state_;
+  OutputAssembler out_;
+  bool done_ = false;
+  std::chrono::steady_clock::time_point last_write_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace ember::apps::serve

@@ -1,0 +1,143 @@
+// The life of `ember serve` (apps/serve/server.h): model, engine, HTTP server
+// with its limits (body size, read/write timeouts, keep-alive), the signal wait
+// and the bounded shutdown.
+#include "apps/serve/server.h"
+
+#include <httplib.h>
+#include <pthread.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <future>
+#include <thread>
+
+#include "apps/serve/routes.h"
+#include "apps/serve/serve_state.h"
+#include "apps/train/model_io.h"
+#include "core/error.h"
+
+namespace ember::apps::serve {
+namespace {
+
+constexpr int kListenBacklog = 128;  // the library listens with 5; bursts of clients need more
+
+// httplib::Server with a deeper accept queue and SO_REUSEADDR only (the library's default also
+// sets SO_REUSEPORT, which would let a second server share the port unnoticed).
+class HttpServer : public httplib::Server {
+ public:
+  HttpServer() {
+    set_socket_options([](socket_t sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
+  }
+  void deepen_backlog() { ::listen(svr_sock_, kListenBacklog); }
+};
+
+LoadedModel load_served_model(const ServeOptions& o) {
+  LoadedModel lm = load_model(o.checkpoint);
+  if (!o.tokenizer.empty()) {
+    lm.tokenizer = data::Tokenizer::load(o.tokenizer);
+    lm.has_tokenizer = true;
+    EMBER_CHECK(static_cast<int64_t>(lm.tokenizer.vocab_size()) <= lm.model->config().vocab_size, "--tokenizer ",
+                o.tokenizer, ": ", lm.tokenizer.vocab_size(), " tokens, more than the model's vocab_size ",
+                lm.model->config().vocab_size);
+  }
+  EMBER_CHECK(lm.has_tokenizer, o.checkpoint, ": the checkpoint stores no tokenizer and its vocabulary (",
+              lm.model->config().vocab_size,
+              " tokens) is not bytes; give --tokenizer FILE (the tokenizer.json its training data was encoded with)");
+  return lm;
+}
+
+void configure(HttpServer& http, const ServeOptions& o) {
+  const size_t threads = static_cast<size_t>(worker_threads(o));
+  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http.set_payload_max_length(o.max_body_bytes);
+  http.set_read_timeout(o.read_timeout_seconds, 0);
+  http.set_write_timeout(o.write_timeout_seconds, 0);
+  http.set_keep_alive_timeout(o.keep_alive_seconds);
+  http.set_keep_alive_max_count(100);
+  http.set_tcp_nodelay(true);  // SSE chunks leave at once
+}
+
+std::string url_host(const std::string& host) {
+  return host.find(':') != std::string::npos ? "[" + host + "]" : host;
+}
+
+// Blocks until SIGTERM or SIGINT (blocked in every thread, taken here) or until the
+// listener stops on its own; returns the signal, or 0.
+int wait_for_stop(const sigset_t& signals, const std::future<bool>& listening) {
+  const timespec tick{0, 200'000'000};
+  while (true) {
+    const int sig = sigtimedwait(&signals, nullptr, &tick);
+    if (sig > 0) return sig;
+    if (listening.wait_for(std::chrono::seconds(0)) == std::future_status::ready) return 0;
+  }
+}
+
+}  // namespace
+
+int run_serve(const ServeOptions& o) {
+  check_serve_options(o);
+  // Every thread made from here on (engine, OpenMP, HTTP workers) inherits the mask:
+  // the signals arrive only through wait_for_stop. A client gone mid-write is an
+  // error return (EPIPE), never a SIGPIPE.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  LoadedModel lm = load_served_model(o);
+  auto inference = std::make_shared<const nn::InferenceModel>(*lm.model);
+  nn::Engine engine(inference, engine_options(o));
+  ServeState st;
+  st.model.name = o.served_name.empty() ? default_served_name(o.checkpoint) : o.served_name;
+  st.model.created = static_cast<int64_t>(std::time(nullptr));
+  st.model.tokenizer = &lm.tokenizer;
+  st.model.max_seq_len = engine.config().max_seq_len;
+  st.model.vocab_size = engine.config().vocab_size;
+  st.model.max_tokens_cap = o.max_tokens_cap;
+  st.engine = &engine;
+  st.api_key = o.api_key;
+
+  HttpServer http;
+  configure(http, o);
+  add_routes(http, st, o.max_body_bytes);
+  const int port = o.port == 0 ? http.bind_to_any_port(o.host) : (http.bind_to_port(o.host, o.port) ? o.port : -1);
+  EMBER_CHECK(port > 0, "cannot listen on ", o.host, ":", o.port, " (", std::strerror(errno),
+              "); is another server on that port? --port 0 picks a free one");
+  http.deepen_backlog();
+  engine.start();
+  std::promise<bool> listened;
+  std::future<bool> listening = listened.get_future();
+  std::thread listener([&] { listened.set_value(http.listen_after_bind()); });
+  std::printf("ember serve: listening on http://%s:%d (model %s)\n", url_host(o.host).c_str(), port,
+              st.model.name.c_str());
+  std::fflush(stdout);
+
+  const int sig = wait_for_stop(signals, listening);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(9);
+  std::fprintf(stderr, "ember serve: %s, shutting down\n", sig == SIGINT ? "SIGINT" : sig ? "SIGTERM" : "the listener stopped");
+  st.draining = true;
+  http.stop();  // closes the listening socket; open connections end after their current request
+  engine.shutdown(std::chrono::milliseconds(static_cast<int64_t>(o.shutdown_grace_seconds * 1000)));
+  if (listening.wait_until(deadline) != std::future_status::ready) {
+    // A client still holds a worker (a slow read within its timeout): do not wait for it.
+    std::fprintf(stderr, "ember serve: stopped with connections still open\n");
+    std::fflush(nullptr);
+    std::_Exit(0);
+  }
+  listener.join();
+  EMBER_CHECK(sig != 0, "the HTTP server on ", o.host, ":", port, " stopped listening unexpectedly");
+  std::fprintf(stderr, "ember serve: stopped\n");
+  return 0;
+}
+
+}  // namespace ember::apps::serve

@@ -1,0 +1,194 @@
+// matmul_rows: y[m, n] = sum_k x[m, k] w[n, k] (+ bias[n]), batch-invariant.
+// Each output's order is fixed by K alone: 16 lane sums acc[j] = sum over
+// k = j (mod 16), k < K16 (K rounded down to 16), in increasing k; then
+// s = 0 + acc[0] + ... + acc[15] left to right, then the tail k >= K16 in
+// order, then + bias. Every tile shape below runs exactly this sequence of
+// float operations per output (FMA contraction is on in this file, and so
+// applies alike to every tile), so tiling, M and the thread split (over n
+// only) never change a bit of any row.
+// Speed: a tile of MR rows of x times NR rows of w keeps MR * NR 16-lane
+// accumulators in registers; the NR weight rows stay in L1 while every
+// m-tile of a chunk of rows (sized to stay in L2) reads them, so W comes from
+// memory once per chunk.
+#include "core/kernels/matmul_rows.h"
+
+#pragma GCC optimize("fp-contract=fast")
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/simd.h"
+
+namespace ember::kernels {
+namespace {
+
+typedef float v16 __attribute__((vector_size(64)));
+
+constexpr int64_t kLanes = 16;
+constexpr int64_t kMaxMR = 4, kMaxNR = 4;
+constexpr int64_t kMB = 64, kNB = 16, kKB = 1024;  // the k-blocked path's block sizes
+
+struct Args {
+  int64_t K;
+  const float* x;
+  int64_t ldx;
+  const float* w;
+  int64_t ldw;
+  const float* bias;
+  float* y;
+  int64_t ldy;
+};
+
+// (An out-parameter: a 64-byte vector returned by value draws GCC's -Wpsabi note.)
+__attribute__((always_inline)) inline void load16(v16& v, const float* p) {
+  std::memcpy(&v, p, sizeof(v));
+}
+
+// Outputs [m, m + MR) x [n, n + NR), lane sums over k in [k0, k1) (multiples of 16, within
+// K16): started at 0 when `first`, else loaded from acc (output (i, j) at acc[i * ld + j]);
+// finished into y when `last` (the fixed order of the file comment), else stored back to acc.
+// Stores and loads are exact, so k-blocking never changes the sequence of operations.
+template <int MR, int NR>
+__attribute__((always_inline)) inline void tile(const Args& a, int64_t m, int64_t n, int64_t k0,
+                                                int64_t k1, v16* acc_mem, int64_t ld, bool first,
+                                                bool last) {
+  const float* xr[MR];
+  const float* wr[NR];
+  for (int i = 0; i < MR; ++i) xr[i] = a.x + (m + i) * a.ldx;
+  for (int j = 0; j < NR; ++j) wr[j] = a.w + (n + j) * a.ldw;
+  v16 acc[MR][NR];
+#pragma GCC unroll 4
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < NR; ++j) acc[i][j] = first ? v16{} : acc_mem[i * ld + j];
+  for (int64_t k = k0; k < k1; k += kLanes) {
+    v16 wv[NR];
+#pragma GCC unroll 4
+    for (int j = 0; j < NR; ++j) load16(wv[j], wr[j] + k);
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) {
+      v16 xv;
+      load16(xv, xr[i] + k);
+#pragma GCC unroll 4
+      for (int j = 0; j < NR; ++j) acc[i][j] += xv * wv[j];
+    }
+  }
+  if (!last) {
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < NR; ++j) acc_mem[i * ld + j] = acc[i][j];
+    return;
+  }
+  const int64_t k_main = a.K - a.K % kLanes;
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < NR; ++j) {
+      float s = 0;
+      for (int l = 0; l < kLanes; ++l) s += acc[i][j][l];
+      for (int64_t k = k_main; k < a.K; ++k) s += xr[i][k] * wr[j][k];
+      if (a.bias) s += a.bias[n + j];
+      a.y[(m + i) * a.ldy + n + j] = s;
+    }
+  }
+}
+
+// One k-range step of the mr x nr tile at (m, n) (see tile).
+struct Step {
+  int64_t k0, k1;
+  v16* acc;
+  int64_t ld;
+  bool first, last;
+};
+
+template <int MR>
+__attribute__((always_inline)) inline void tile_nr(const Args& a, int64_t m, int64_t n, int64_t nr,
+                                                   const Step& st) {
+  switch (nr) {
+    case 4: return tile<MR, 4>(a, m, n, st.k0, st.k1, st.acc, st.ld, st.first, st.last);
+    case 3: return tile<MR, 3>(a, m, n, st.k0, st.k1, st.acc, st.ld, st.first, st.last);
+    case 2: return tile<MR, 2>(a, m, n, st.k0, st.k1, st.acc, st.ld, st.first, st.last);
+    default: return tile<MR, 1>(a, m, n, st.k0, st.k1, st.acc, st.ld, st.first, st.last);
+  }
+}
+
+__attribute__((always_inline)) inline void tile_any(const Args& a, int64_t m, int64_t n,
+                                                    int64_t mr, int64_t nr, const Step& st) {
+  switch (mr) {
+    case 4: return tile_nr<4>(a, m, n, nr, st);
+    case 3: return tile_nr<3>(a, m, n, nr, st);
+    case 2: return tile_nr<2>(a, m, n, nr, st);
+    default: return tile_nr<1>(a, m, n, nr, st);
+  }
+}
+
+// K up to kKB: each tile runs over all of k in registers; the NR weight rows stay in L1
+// while every m-tile of a chunk of rows (at least 64, up to 512 KiB of x) reads them, so W
+// comes from memory once per chunk.
+EMBER_TARGET_CLONES void block_direct(const Args& a, int64_t M, int64_t n0, int64_t n1,
+                                      int64_t nr_max) {
+  const Step st{0, a.K - a.K % kLanes, nullptr, 0, true, true};
+  const int64_t chunk = std::clamp<int64_t>((int64_t{1} << 17) / std::max<int64_t>(a.K, 1), 64, 256) / 4 * 4;
+  for (int64_t m0 = 0; m0 < M; m0 += chunk) {
+    const int64_t m1 = std::min(M, m0 + chunk);
+    for (int64_t n = n0; n < n1; n += nr_max) {
+      for (int64_t m = m0; m < m1; m += kMaxMR) {
+        tile_any(a, m, n, std::min(kMaxMR, m1 - m), std::min(nr_max, n1 - n), st);
+      }
+    }
+  }
+}
+
+// Many rows and K past kKB: blocks of kMB rows x kNB columns x kKB k, the lane sums kept in acc between
+// k-blocks, so the x block (kMB x kKB) stays in L2 and the w block in L1 whatever K is.
+
+EMBER_TARGET_CLONES void block_tiled(const Args& a, int64_t M, int64_t n0, int64_t n1,
+                                     int64_t nr_max) {
+  v16 acc[kMB * kNB];  // 64 KiB
+  const int64_t k_main = a.K - a.K % kLanes;
+  for (int64_t m0 = 0; m0 < M; m0 += kMB) {
+    const int64_t m1 = std::min(M, m0 + kMB);
+    for (int64_t nb = n0; nb < n1; nb += kNB) {
+      const int64_t nb1 = std::min(n1, nb + kNB);
+      for (int64_t k0 = 0; k0 == 0 || k0 < k_main; k0 += kKB) {
+        const int64_t k1 = std::min(k_main, k0 + kKB);
+        for (int64_t n = nb; n < nb1; n += nr_max) {
+          for (int64_t m = m0; m < m1; m += kMaxMR) {
+            const Step st{k0, k1, acc + (m - m0) * kNB + (n - nb), kNB, k0 == 0, k1 == k_main};
+            tile_any(a, m, n, std::min(kMaxMR, m1 - m), std::min(nr_max, nb1 - n), st);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Tile shape by register file: 32 zmm hold 4 x 4 accumulators; 16 ymm hold 4 x 1 (2 ymm each).
+int64_t tile_nr_max() {
+  static const int64_t nr = __builtin_cpu_supports("avx512f") ? kMaxNR : 1;
+  return nr;
+}
+
+}  // namespace
+
+void matmul_rows(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* w,
+                 int64_t ldw, const float* bias, float* y, int64_t ldy) {
+  if (M <= 0 || N <= 0) return;
+  const Args a{K, x, ldx, w, ldw, bias, y, ldy};
+  const int64_t nr_max = tile_nr_max();
+  // Parallel over contiguous column ranges once the work outweighs a fork-join.
+  const bool parallel = N * K * std::min<int64_t>(M, 8) >= (int64_t{1} << 17) && !omp_in_parallel();
+#pragma omp parallel if (parallel)
+  {
+    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t n0 = N * t / threads, n1 = N * (t + 1) / threads;
+    if (M < 16 || K <= kKB) {
+      block_direct(a, M, n0, n1, nr_max);
+    } else {
+      block_tiled(a, M, n0, n1, nr_max);
+    }
+  }
+}
+
+}  // namespace ember::kernels

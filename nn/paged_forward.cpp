@@ -1,0 +1,77 @@
+// PagedKVStore and InferenceModel: the Transformer's forward (nn/transformer.cpp)
+// over the new tokens of many sequences, with row-wise kernels only
+// (kernels::matmul_rows, nn/paged_ops.h) so that each row is batch-invariant.
+#include "nn/paged_forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/kernels/matmul_rows.h"
+#include "nn/adapters.h"
+#include "nn/paged_ops.h"
+#include "nn/rotary.h"
+#include "nn/transformer.h"
+
+namespace ember::nn {
+
+PagedKVStore::PagedKVStore(const ModelConfig& cfg, int64_t n_blocks) : n_blocks_(n_blocks) {
+  EMBER_CHECK(n_blocks > 0, "PagedKVStore: n_blocks must be positive, got ", n_blocks);
+  for (int64_t l = 0; l < cfg.n_layers; ++l) {
+    k_.push_back(Tensor::zeros({n_blocks, kKVBlockSize, cfg.n_kv_heads, cfg.head_dim}));
+    v_.push_back(Tensor::zeros({n_blocks, kKVBlockSize, cfg.n_kv_heads, cfg.head_dim}));
+  }
+}
+
+size_t PagedKVStore::bytes_per_block(const ModelConfig& cfg) {
+  return static_cast<size_t>(2 * cfg.n_layers * kKVBlockSize * cfg.n_kv_heads * cfg.head_dim) *
+         sizeof(float);
+}
+
+void PagedKVStore::copy_block(int64_t from, int64_t to) {
+  EMBER_CHECK(from >= 0 && from < n_blocks_ && to >= 0 && to < n_blocks_,
+              "PagedKVStore: block ", from, " or ", to, " out of range [0, ", n_blocks_, ")");
+  for (size_t l = 0; l < k_.size(); ++l) {
+    for (Tensor* t : {&k_[l], &v_[l]}) {
+      const int64_t per = t->numel() / n_blocks_;
+      float* base = t->data<float>();
+      std::memcpy(base + to * per, base + from * per, static_cast<size_t>(per) * sizeof(float));
+    }
+  }
+}
+
+namespace {
+
+bool needs_merge(const Transformer& model) {
+  const ModelConfig& c = model.config();
+  if (c.lora.has_value() || c.quantize != "none") return true;
+  for (const auto& [name, t] : model.state_dict()) {
+    if (name.find("added_rows") != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+InferenceModel::InferenceModel(const Transformer& model)
+    : InferenceModel(needs_merge(model) ? merged_config(model.config()) : model.config(),
+                     needs_merge(model) ? merged_state_dict(model) : model.state_dict()) {}
+
+InferenceModel::InferenceModel(const ModelConfig& cfg, std::map<std::string, Tensor> weights)
+    : cfg_(cfg), w_(std::move(weights)) {
+  for (auto& [name, t] : w_) {
+    if (t.dtype() != DType::Float32) t = t.to(DType::Float32);
+    t = t.contiguous();
+  }
+  EMBER_CHECK(w_.count("model.embed_tokens.weight") != 0,
+              "InferenceModel: the weights lack model.embed_tokens.weight");
+  if (cfg_.pos == "rope") {
+    const RotaryEmbedding rotary(cfg_.head_dim, cfg_.max_seq_len, cfg_.rope_theta, DType::Float32);
+    w_["#rope.cos"] = rotary.cos().contiguous();
+    w_["#rope.sin"] = rotary.sin().contiguous();
+  } else if (cfg_.pos == "sinusoidal") {
+    w_["#sinusoidal"] = sinusoidal_positions(cfg_.max_seq_len, cfg_.d_model, DType::Float32).contiguous();
+  }
+}
+
+}  // namespace ember::nn

@@ -1,0 +1,124 @@
+// Row-wise kernels of the paged inference forward (see nn/paged_ops.h). All
+// sums run in a fixed order per row, in double where accuracy matters.
+#include "nn/paged_ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "core/simd.h"
+
+namespace ember::nn::paged {
+
+void norm_rows(const std::string& kind, float* x, int64_t R, int64_t C, int64_t ld, const float* w,
+               const float* b, double eps, float* out, int64_t ldo) {
+  const bool rms = kind == "rmsnorm";
+#pragma omp parallel for if (R * C > (1 << 15))
+  for (int64_t r = 0; r < R; ++r) {
+    const float* xr = x + r * ld;
+    float* o = out + r * ldo;
+    double mean = 0;
+    if (!rms) {
+      for (int64_t c = 0; c < C; ++c) mean += xr[c];
+      mean /= static_cast<double>(C);
+    }
+    double ss = 0;
+    for (int64_t c = 0; c < C; ++c) ss += (xr[c] - mean) * (xr[c] - mean);
+    const double inv = 1.0 / std::sqrt(ss / static_cast<double>(C) + eps);
+    for (int64_t c = 0; c < C; ++c) {
+      const double v = (xr[c] - mean) * inv * w[c] + (b ? b[c] : 0.0);
+      o[c] = static_cast<float>(v);
+    }
+  }
+}
+
+void rope_rows(float* x, int64_t R, int64_t ld, int64_t H, int64_t D, const int64_t* pos,
+               const float* cos, const float* sin) {
+  const int64_t h = D / 2;
+#pragma omp parallel for if (R * H * D > (1 << 15))
+  for (int64_t r = 0; r < R; ++r) {
+    const float* c = cos + pos[r] * h;
+    const float* s = sin + pos[r] * h;
+    for (int64_t head = 0; head < H; ++head) {
+      float* xr = x + r * ld + head * D;
+      for (int64_t i = 0; i < h; ++i) {
+        const float x1 = xr[i], x2 = xr[i + h];
+        xr[i] = x1 * c[i] - x2 * s[i];
+        xr[i + h] = x2 * c[i] + x1 * s[i];
+      }
+    }
+  }
+}
+
+namespace {
+float gelu(float v) { return static_cast<float>(0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)))); }
+float gelu_tanh(float v) {
+  const double k = std::sqrt(2.0 / M_PI);
+  return static_cast<float>(0.5 * v * (1.0 + std::tanh(k * (v + 0.044715 * v * v * v))));
+}
+float silu(float v) { return static_cast<float>(v / (1.0 + std::exp(-static_cast<double>(v)))); }
+}  // namespace
+
+void activate(const std::string& act, const float* gate, const float* up, float* out, int64_t n) {
+  EMBER_CHECK(act == "swiglu" || act == "geglu" || act == "gelu" || act == "gelu_tanh" || act == "relu",
+              "paged forward: unknown activation ", act);
+  const int kind = act == "swiglu" ? 0 : act == "geglu" ? 1 : act == "gelu" ? 2 : act == "gelu_tanh" ? 3 : 4;
+#pragma omp parallel for if (n > (1 << 16))
+  for (int64_t i = 0; i < n; ++i) {
+    switch (kind) {
+      case 0: out[i] = silu(gate[i]) * up[i]; break;
+      case 1: out[i] = gelu(gate[i]) * up[i]; break;
+      case 2: out[i] = gelu(up[i]); break;
+      case 3: out[i] = gelu_tanh(up[i]); break;
+      default: out[i] = std::max(up[i], 0.0f); break;
+    }
+  }
+}
+
+namespace {
+
+constexpr int64_t kLanes = 16;
+
+// q . k over D in a fixed order: 16 lane sums (d = j mod 16, increasing d), added left to
+// right, then the tail.
+inline float dot(const float* __restrict q, const float* __restrict k, int64_t D) {
+  const int64_t d_main = D - D % kLanes;
+  float acc[kLanes] = {};
+  for (int64_t d = 0; d < d_main; d += kLanes) {
+    for (int64_t j = 0; j < kLanes; ++j) acc[j] += q[d + j] * k[d + j];
+  }
+  float s = 0;
+  for (int64_t j = 0; j < kLanes; ++j) s += acc[j];
+  for (int64_t d = d_main; d < D; ++d) s += q[d] * k[d];
+  return s;
+}
+
+}  // namespace
+
+// Scores in float (fixed-order dot), softmax in double (max, exp, sum in position order),
+// out[d] = sum_t p_t v_t[d] in float, t increasing.
+EMBER_TARGET_CLONES void attend_one(const AttnArgs& a, const float* q, int64_t g,
+                                    const std::vector<int32_t>& blocks, int64_t lo, int64_t p,
+                                    float* out, double* scratch) {
+  const int64_t D = a.D, row = a.Hkv * D, block = 16 * row;
+  auto at = [&](const float* base, int64_t t) {
+    return base + blocks[static_cast<size_t>(t / 16)] * block + (t % 16) * row + g * D;
+  };
+  double mx = -INFINITY;
+  for (int64_t t = lo; t <= p; ++t) {
+    double s = static_cast<double>(dot(q, at(a.k, t), D)) * a.scale;
+    if (a.softcap > 0) s = a.softcap * std::tanh(s / a.softcap);
+    scratch[t - lo] = s;
+    mx = std::max(mx, s);
+  }
+  double sum = 0;
+  for (int64_t t = lo; t <= p; ++t) sum += (scratch[t - lo] = std::exp(scratch[t - lo] - mx));
+  std::fill(out, out + D, 0.0f);
+  for (int64_t t = lo; t <= p; ++t) {
+    const float* __restrict vr = at(a.v, t);
+    const float wt = static_cast<float>(scratch[t - lo] / sum);
+    for (int64_t d = 0; d < D; ++d) out[d] += wt * vr[d];
+  }
+}
+
+}  // namespace ember::nn::paged

@@ -1,0 +1,39 @@
+// Row-wise kernels of the paged inference forward (nn/paged_forward.cpp):
+// norms, RoPE, activations and one-query-at-a-time attention over a block
+// table. Each output row depends only on its own input row (and, for
+// attention, its own sequence's cached keys in position order), never on the
+// batch, so InferenceModel::forward is batch-invariant.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ember::nn::paged {
+
+// rows of x [R, C] in place: RMSNorm x / sqrt(mean(x^2) + eps) * w, or LayerNorm
+// (x - mean) / sqrt(var + eps) * w (+ b, when b is not null). Stats in double.
+void norm_rows(const std::string& kind, float* x, int64_t R, int64_t C, int64_t ld, const float* w,
+               const float* b, double eps, float* out, int64_t ldo);
+
+// Rotate-half RoPE in place on H heads of D in each row r at position pos[r];
+// cos, sin [max_seq_len, D/2] (the tables of nn::RotaryEmbedding).
+void rope_rows(float* x, int64_t R, int64_t ld, int64_t H, int64_t D, const int64_t* pos,
+               const float* cos, const float* sin);
+
+// act(gate, up) -> out, n values: swiglu, geglu (gate used), gelu, gelu_tanh, relu (up only).
+void activate(const std::string& act, const float* gate, const float* up, float* out, int64_t n);
+
+// One query row's attention for one head: keys/values of positions [lo, p] of a
+// sequence, read through its block table from K, V [n_blocks, 16, Hkv, D] at kv head g.
+// s_t = scale q.k_t (softcap c > 0: c tanh(s_t / c)); out = sum_t softmax(s)_t v_t.
+// scratch holds p - lo + 1 doubles.
+struct AttnArgs {
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int64_t Hkv = 0, D = 0;
+  double scale = 1, softcap = 0;
+};
+void attend_one(const AttnArgs& a, const float* q, int64_t g, const std::vector<int32_t>& blocks,
+                int64_t lo, int64_t p, float* out, double* scratch);
+
+}  // namespace ember::nn::paged
