@@ -194,7 +194,7 @@ describe('ember serve, no API key', () => {
     ['max_tokens -1', { prompt: PROMPT, max_tokens: -1 }],
     ['max_tokens 1.5', { prompt: PROMPT, max_tokens: 1.5 }],
     ['prompt + max_tokens over the context', { prompt: PROMPT, max_tokens: CONTEXT }],
-    ['a prompt longer than the context', { prompt: 'Ada sees the red boat. '.repeat(40), max_tokens: 1 }],
+    ['a prompt longer than the context', { prompt: 'Ada sees the red boat. '.repeat(CONTEXT / 4), max_tokens: 1 }],
     ['n 2', { prompt: PROMPT, max_tokens: 2, n: 2 }],
     ['5 stop strings', { prompt: PROMPT, max_tokens: 2, stop: ['a', 'b', 'c', 'd', 'e'] }],
     ['an empty stop string', { prompt: PROMPT, max_tokens: 2, stop: '' }],

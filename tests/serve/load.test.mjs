@@ -94,7 +94,7 @@ describe('ember serve under load', () => {
     const cancelledBefore = count(idle, CANCELLED);
     const abort = new AbortController();
     const stream = await client.completions.create(
-      { model, prompt: 'Ada', max_tokens: 100, temperature: 0, stream: true },
+      { model, prompt: 'Ada', max_tokens: 1000, temperature: 0, stream: true },
       { signal: abort.signal });
     let chunks = 0;
     try {
@@ -105,7 +105,8 @@ describe('ember serve under load', () => {
     } catch (e) {
       assert.ok(e instanceof OpenAI.APIUserAbortError || e.name === 'AbortError', `${e?.constructor?.name}: ${e}`);
     }
-    // The stream is cut after 2 of its 100 tokens: the generation is cancelled, the sequence leaves
+    // The stream is cut after 2 of its 1000 tokens (the context is 1024, so the server is still
+    // generating when the client goes): the generation is cancelled, the sequence leaves
     // the batch and its blocks are freed (the prompt is under one block, so nothing stays cached).
     const settled = await eventually(async () => {
       const m = await metrics(server.url);
@@ -145,7 +146,7 @@ describe('ember serve --max-seqs 1 --max-queue 1', () => {
   });
 
   test('SIGTERM with a stream in flight: the stream ends and the server exits 0 within 10 s', async () => {
-    const stream = await client.completions.create({ model: 'small', prompt: 'Ada', max_tokens: 100,
+    const stream = await client.completions.create({ model: 'small', prompt: 'Ada', max_tokens: 1000,
                                                      temperature: 0, stream: true });
     const iterator = stream[Symbol.asyncIterator]();
     await iterator.next();

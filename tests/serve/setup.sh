@@ -11,7 +11,7 @@ in_ci() { [ -n "${CI:-}" ] && [ "$CI" != "false" ] && [ "$CI" != "0" ]; }
 
 mkdir -p "$work"
 cat > "$work/tiny.json" <<'JSON'
-{"vocab_size": 300, "d_model": 32, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "ffn_hidden": 64, "max_seq_len": 128}
+{"vocab_size": 300, "d_model": 32, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "ffn_hidden": 64, "max_seq_len": 1024}
 JSON
 names=(Ada Bob Cleo Dan Eve Finn Gus Hal) verbs=(sees helps calls meets finds likes)
 things=("the red boat" "a small dog" "the old mill" "a green kite" "the tall tree" "a blue cup")
