@@ -5,7 +5,6 @@
 // a stop string cuts the text where the first occurrence in the whole output is;
 // a writer that fails (the client went away) cancels the request and frees its blocks.
 #include <catch2/catch.hpp>
-
 #include <thread>
 
 #include "apps/serve/generation_run.h"
@@ -20,8 +19,10 @@ namespace {
 
 struct Server {
   data::Tokenizer tok = data::Tokenizer::bytes({"<|endoftext|>", "<|im_start|>", "<|im_end|>"});
-  nn::Transformer model{nn::ModelConfig::from_json(R"({"vocab_size": 259, "d_model": 32, "n_layers": 2,
-      "n_heads": 4, "ffn_hidden": 48, "max_seq_len": 96})"), 5};
+  nn::Transformer model{
+      nn::ModelConfig::from_json(R"({"vocab_size": 259, "d_model": 32, "n_layers": 2,
+      "n_heads": 4, "ffn_hidden": 48, "max_seq_len": 96})"),
+      5};
   nn::Engine engine{std::make_shared<const nn::InferenceModel>(model), nn::EngineOptions{}};
   ServeState state;
   Server() {
@@ -50,7 +51,9 @@ struct Server {
   }
 };
 
-std::string completion_text(const json& body) { return body["choices"][0]["text"]; }
+std::string completion_text(const json& body) {
+  return body["choices"][0]["text"];
+}
 
 }  // namespace
 
@@ -63,11 +66,12 @@ TEST_CASE("a streamed chat gives the whole response's text, chunk by chunk", "[s
   REQUIRE(whole.size() == 1);
   const json body = json::parse(whole[0]);
   CHECK(body["object"] == "chat.completion");
-  CHECK(body["usage"]["prompt_tokens"] == body["usage"]["total_tokens"].get<int>() -
-                                              body["usage"]["completion_tokens"].get<int>());
+  CHECK(body["usage"]["prompt_tokens"] ==
+        body["usage"]["total_tokens"].get<int>() - body["usage"]["completion_tokens"].get<int>());
 
   const auto [chunks, ok] =
-      s.run("{" + messages + R"(, "stream": true, "stream_options": {"include_usage": true}})", Endpoint::Chat);
+      s.run("{" + messages + R"(, "stream": true, "stream_options": {"include_usage": true}})",
+            Endpoint::Chat);
   REQUIRE(ok);
   REQUIRE(chunks.size() >= 4);
   CHECK(chunks.back() == "data: [DONE]\n\n");
@@ -94,7 +98,8 @@ TEST_CASE("a streamed chat gives the whole response's text, chunk by chunk", "[s
 TEST_CASE("echo with max_tokens 0 scores the prompt", "[serve]") {
   Server s;
   const auto [writes, ok] =
-      s.run(R"({"prompt": "scored", "max_tokens": 0, "echo": true, "logprobs": 2})", Endpoint::Completions);
+      s.run(R"({"prompt": "scored", "max_tokens": 0, "echo": true, "logprobs": 2})",
+            Endpoint::Completions);
   REQUIRE(ok);
   const json body = json::parse(writes.back());
   CHECK(completion_text(body) == "scored");
@@ -121,7 +126,8 @@ TEST_CASE("a stop string cuts the output at its first occurrence", "[serve]") {
   while (at < full.size() && !(full[at] >= 'a' && full[at] <= 'z')) ++at;
   REQUIRE(at < full.size());
   const std::string stop(1, full[at]);
-  const auto [cut, cut_ok] = s.run("{" + greedy + R"(, "stop": ")" + stop + "\"}", Endpoint::Completions);
+  const auto [cut, cut_ok] =
+      s.run("{" + greedy + R"(, "stop": ")" + stop + "\"}", Endpoint::Completions);
   REQUIRE(cut_ok);
   const json body = json::parse(cut.back());
   CHECK(completion_text(body) == full.substr(0, full.find(stop)));
@@ -130,8 +136,8 @@ TEST_CASE("a stop string cuts the output at its first occurrence", "[serve]") {
 
 TEST_CASE("a client gone mid-stream cancels the request and frees its blocks", "[serve]") {
   Server s;
-  const auto [writes, ok] =
-      s.run(R"({"prompt": "abc", "max_tokens": 80, "stream": true})", Endpoint::Completions, /*fail_after=*/2);
+  const auto [writes, ok] = s.run(R"({"prompt": "abc", "max_tokens": 80, "stream": true})",
+                                  Endpoint::Completions, /*fail_after=*/2);
   CHECK(!ok);
   CHECK(writes.size() == 2);
   nn::EngineStats st = s.engine.stats();

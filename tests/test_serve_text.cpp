@@ -4,7 +4,6 @@
 // the text arrives), and the assembler from engine events (byte tokenizer:
 // token id = byte) with its logprob entries and text offsets.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <random>
 
@@ -187,7 +186,8 @@ TEST_CASE("the assembler flushes held text when the engine finishes", "[serve]")
   CHECK(!end.by_stop_string);
 
   OutputAssembler c(byte_tokenizer(), {});
-  CHECK(c.on_event(tokens_event("", true, nn::FinishReason::Cancelled)).finish_reason == "cancelled");
+  CHECK(c.on_event(tokens_event("", true, nn::FinishReason::Cancelled)).finish_reason ==
+        "cancelled");
 }
 
 TEST_CASE("logprob entries carry token text, top alternatives and character offsets", "[serve]") {
@@ -196,7 +196,8 @@ TEST_CASE("logprob entries carry token text, top alternatives and character offs
   ev.prompt_tokens = 3;
   ev.prompt_logprobs = {{'a', NAN, {}}, {0xC3, -1.5, {{'b', -0.5}}}, {0xA9, -0.25, {}}};
   ev.tokens = {'x', 0xE2, 0x82, 0xAC, 'y'};
-  for (int64_t t : ev.tokens) ev.logprobs.push_back({t, -0.1 * static_cast<double>(t % 7), {{'z', -0.01}}});
+  for (int64_t t : ev.tokens)
+    ev.logprobs.push_back({t, -0.1 * static_cast<double>(t % 7), {{'z', -0.01}}});
   ev.logprobs[0].top.push_back({300, -2.0});  // a row outside the tokenizer: empty text
   const OutputDelta d = a.on_event(ev);
   REQUIRE(d.prompt_logprobs.size() == 3);
