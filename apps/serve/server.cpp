@@ -112,10 +112,14 @@ int run_serve(const ServeOptions& o) {
   HttpServer http;
   configure(http, o);
   add_routes(http, st, o.max_body_bytes);
-  const int port = o.port == 0 ? http.bind_to_any_port(o.host)
-                               : (http.bind_to_port(o.host, o.port) ? o.port : -1);
-  EMBER_CHECK(port > 0, "cannot listen on ", o.host, ":", o.port, " (", std::strerror(errno),
-              "); is another server on that port? --port 0 picks a free one");
+  errno = 0;
+  const int port =
+      o.port == 0 ? http.bind_to_any_port(o.host) : (http.bind_to_port(o.host, o.port) ? o.port : -1);
+  const int bind_errno = errno;
+  EMBER_CHECK(port > 0, "cannot listen on ", o.host, ":", o.port, ": ",
+              bind_errno == EADDRINUSE ? "the port is in use (another server?); --port 0 picks a free one"
+              : bind_errno != 0        ? std::strerror(bind_errno)
+                                       : "--host is not an address of this machine");
   http.deepen_backlog();
   engine.start();
   std::promise<bool> listened;
