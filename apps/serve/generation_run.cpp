@@ -58,9 +58,10 @@ ojson GenerationRun::usage() const {
 }
 
 std::optional<OutputDelta> GenerationRun::next_delta(const Writer& write,
-                                                     const std::string& keep_alive) {
+                                                     const std::string& keep_alive,
+                                                     std::chrono::milliseconds interval) {
   while (true) {
-    if (std::chrono::steady_clock::now() - last_write_ >= state_.keep_alive_interval &&
+    if (std::chrono::steady_clock::now() - last_write_ >= interval &&
         !write_checked(write, keep_alive)) {
       return std::nullopt;
     }
@@ -85,7 +86,7 @@ bool GenerationRun::stream(const Writer& write) {
   }
   bool first = true;
   while (true) {
-    std::optional<OutputDelta> d = next_delta(write, kSseKeepAlive);
+    std::optional<OutputDelta> d = next_delta(write, kSseKeepAlive, 2 * state_.keep_alive_interval);
     if (!d) return gone();
     if (d->finish_reason == "cancelled") {
       write_checked(write, sse_event(error_json(shut_down_error())));
@@ -116,7 +117,8 @@ bool GenerationRun::whole(const Writer& write) {
   std::string text = echo_ ? echo_text_ : "";
   std::vector<LogprobEntry> entries;
   while (true) {
-    std::optional<OutputDelta> d = next_delta(write, " ");  // JSON may start with spaces
+    std::optional<OutputDelta> d =
+        next_delta(write, " ", state_.keep_alive_interval);  // JSON may start with spaces
     if (!d) {
       handle_->cancel();
       finish("cancelled");

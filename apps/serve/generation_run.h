@@ -36,7 +36,8 @@ class GenerationRun {
  private:
   // The next engine output; writes `keep_alive` whenever nothing was written for the
   // keep-alive interval. nullopt: a write failed.
-  std::optional<OutputDelta> next_delta(const Writer& write, const std::string& keep_alive);
+  std::optional<OutputDelta> next_delta(const Writer& write, const std::string& keep_alive,
+                                        std::chrono::milliseconds interval);
   bool write_checked(const Writer& write, const std::string& text);
   void finish(const std::string& reason);
   ojson usage() const;
