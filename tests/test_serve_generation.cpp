@@ -57,7 +57,7 @@ std::string completion_text(const json& body) {
 
 }  // namespace
 
-TEST_CASE("a streamed chat gives the whole response's text, chunk by chunk", "[serve]") {
+TEST_CASE("serve: a streamed chat gives the whole response's text, chunk by chunk", "[serve]") {
   Server s;
   const std::string messages = R"("messages": [{"role": "user", "content": "hi"}], "max_tokens": 12,
                                   "temperature": 0)";
@@ -95,7 +95,7 @@ TEST_CASE("a streamed chat gives the whole response's text, chunk by chunk", "[s
   CHECK(text == body["choices"][0]["message"]["content"]);
 }
 
-TEST_CASE("echo with max_tokens 0 scores the prompt", "[serve]") {
+TEST_CASE("serve: echo with max_tokens 0 scores the prompt", "[serve]") {
   Server s;
   const auto [writes, ok] =
       s.run(R"({"prompt": "scored", "max_tokens": 0, "echo": true, "logprobs": 2})",
@@ -115,7 +115,7 @@ TEST_CASE("echo with max_tokens 0 scores the prompt", "[serve]") {
   CHECK(body["usage"]["completion_tokens"] == 0);
 }
 
-TEST_CASE("a stop string cuts the output at its first occurrence", "[serve]") {
+TEST_CASE("serve: a stop string cuts the output at its first occurrence", "[serve]") {
   Server s;
   const std::string greedy = R"("prompt": "abc", "max_tokens": 40, "temperature": 0)";
   const auto [whole, ok] = s.run("{" + greedy + "}", Endpoint::Completions);
@@ -134,7 +134,7 @@ TEST_CASE("a stop string cuts the output at its first occurrence", "[serve]") {
   CHECK(body["choices"][0]["finish_reason"] == "stop");
 }
 
-TEST_CASE("a client gone mid-stream cancels the request and frees its blocks", "[serve]") {
+TEST_CASE("serve: a client gone mid-stream cancels the request and frees its blocks", "[serve]") {
   Server s;
   const auto [writes, ok] = s.run(R"({"prompt": "abc", "max_tokens": 80, "stream": true})",
                                   Endpoint::Completions, /*fail_after=*/2);

@@ -61,7 +61,7 @@ ApiError plan_error(const ApiRequest& r, const ServedModel& m) {
 
 }  // namespace
 
-TEST_CASE("a minimal completion request takes the defaults", "[serve]") {
+TEST_CASE("serve: a minimal completion request takes the defaults", "[serve]") {
   const ApiRequest r = parse_request(R"({"model": "m", "prompt": "hello"})", Endpoint::Completions);
   CHECK(r.model == std::optional<std::string>("m"));
   CHECK(r.prompt == "hello");
@@ -77,7 +77,7 @@ TEST_CASE("a minimal completion request takes the defaults", "[serve]") {
   CHECK(!r.echo);
 }
 
-TEST_CASE("every field of a completion request is read", "[serve]") {
+TEST_CASE("serve: every field of a completion request is read", "[serve]") {
   const ApiRequest r = parse_request(
       R"({"model": "m", "prompt": ["x"], "max_tokens": 5, "temperature": 0, "top_p": 0.5, "top_k": -1,
           "seed": -3, "stop": ["a", "bc"], "stream": true, "stream_options": {"include_usage": true},
@@ -97,7 +97,7 @@ TEST_CASE("every field of a completion request is read", "[serve]") {
   CHECK(r.logprobs == 5);
 }
 
-TEST_CASE("null counts as absent, and a prompt may be token ids", "[serve]") {
+TEST_CASE("serve: null counts as absent, and a prompt may be token ids", "[serve]") {
   const ApiRequest r =
       parse_request(R"({"prompt": [1, 2, 3], "stop": null, "seed": null, "max_tokens": null})",
                     Endpoint::Completions);
@@ -111,7 +111,7 @@ TEST_CASE("null counts as absent, and a prompt may be token ids", "[serve]") {
         std::vector<std::string>{"x"});
 }
 
-TEST_CASE("bad completion requests are 400 naming the field", "[serve]") {
+TEST_CASE("serve: bad completion requests are 400 naming the field", "[serve]") {
   check_refused(R"({"prompt": "a", "foo": 1})", "foo");
   check_refused(R"({"prompt": "a", "max_tokens": "5"})", "max_tokens");
   check_refused(R"({"prompt": "a", "max_tokens": 1.5})", "max_tokens");
@@ -150,7 +150,7 @@ TEST_CASE("bad completion requests are 400 naming the field", "[serve]") {
   CHECK(error_of(R"({"prompt": "a", "foo": 1})").code() == "unknown_field");
 }
 
-TEST_CASE("chat requests: messages, logprobs and max_completion_tokens", "[serve]") {
+TEST_CASE("serve: chat requests: messages, logprobs and max_completion_tokens", "[serve]") {
   const ApiRequest r = parse_request(
       R"({"messages": [{"role": "system", "content": "be brief"},
                        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
@@ -167,7 +167,7 @@ TEST_CASE("chat requests: messages, logprobs and max_completion_tokens", "[serve
   CHECK(chat(R"(, "logprobs": false)").logprobs == -1);
 }
 
-TEST_CASE("bad chat requests are 400 naming the field", "[serve]") {
+TEST_CASE("serve: bad chat requests are 400 naming the field", "[serve]") {
   const Endpoint c = Endpoint::Chat;
   check_refused(R"({"messages": []})", "messages", c);
   check_refused(R"({"model": "m"})", "messages", c);
@@ -193,7 +193,7 @@ TEST_CASE("bad chat requests are 400 naming the field", "[serve]") {
       "max_completion_tokens", c);
 }
 
-TEST_CASE("a completion's plan: byte tokens, default max_tokens 16, <|endoftext|> stops",
+TEST_CASE("serve: a completion's plan: byte tokens, default max_tokens 16, <|endoftext|> stops",
           "[serve]") {
   Served s;
   const PlannedRequest p = plan_request(
@@ -237,7 +237,7 @@ TEST_CASE(
   CHECK(e.code() == "chat_unavailable");
 }
 
-TEST_CASE("prompt plus max_tokens over the context is 400, never clamped", "[serve]") {
+TEST_CASE("serve: prompt plus max_tokens over the context is 400, never clamped", "[serve]") {
   Served s(32);
   auto completion = [](const std::string& prompt, const std::string& extra) {
     return parse_request(R"({"prompt": ")" + prompt + "\"" + extra + "}", Endpoint::Completions);
@@ -261,7 +261,7 @@ TEST_CASE("prompt plus max_tokens over the context is 400, never clamped", "[ser
             .engine.sampling.max_tokens == 0);
 }
 
-TEST_CASE("the server's max_tokens cap refuses more and bounds the default", "[serve]") {
+TEST_CASE("serve: the server's max_tokens cap refuses more and bounds the default", "[serve]") {
   Served s(64, 8);
   CHECK(plan_request(chat(R"(, "max_tokens": 8)"), s.m, 1).engine.sampling.max_tokens == 8);
   const ApiError e = plan_error(chat(R"(, "max_tokens": 9)"), s.m);
@@ -270,7 +270,7 @@ TEST_CASE("the server's max_tokens cap refuses more and bounds the default", "[s
   CHECK(plan_request(chat(), s.m, 1).engine.sampling.max_tokens == 8);
 }
 
-TEST_CASE("prompts of token ids, and an empty prompt", "[serve]") {
+TEST_CASE("serve: prompts of token ids, and an empty prompt", "[serve]") {
   Served s;
   const PlannedRequest p = plan_request(
       parse_request(R"({"prompt": [104, 105], "echo": true})", Endpoint::Completions), s.m, 1);

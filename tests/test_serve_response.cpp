@@ -32,7 +32,7 @@ std::vector<LogprobEntry> entries() {
 
 }  // namespace
 
-TEST_CASE("ids, usage and whole responses in the OpenAI shape", "[serve]") {
+TEST_CASE("serve: ids, usage and whole responses in the OpenAI shape", "[serve]") {
   CHECK(response_id(Endpoint::Completions, 255) == "cmpl-0000000000000000000000ff");
   CHECK(response_id(Endpoint::Chat, 1).rfind("chatcmpl-", 0) == 0);
   const json usage = json::parse(json_text(usage_json(5, 3)));
@@ -58,7 +58,7 @@ TEST_CASE("ids, usage and whole responses in the OpenAI shape", "[serve]") {
   CHECK(chat["choices"][0]["finish_reason"] == "stop");
 }
 
-TEST_CASE("streamed chunks: the role first, deltas, the finish, the usage chunk", "[serve]") {
+TEST_CASE("serve: streamed chunks: the role first, deltas, the finish, the usage chunk", "[serve]") {
   const json role = json::parse(
       json_text(chunk_json(meta(Endpoint::Chat), "", nullptr, std::nullopt, true, false)));
   CHECK(role["object"] == "chat.completion.chunk");
@@ -89,7 +89,7 @@ TEST_CASE("streamed chunks: the role first, deltas, the finish, the usage chunk"
   CHECK(usage["usage"]["completion_tokens"] == 4);
 }
 
-TEST_CASE("logprobs in the legacy completions shape and the chat shape", "[serve]") {
+TEST_CASE("serve: logprobs in the legacy completions shape and the chat shape", "[serve]") {
   const json legacy = json::parse(json_text(completion_logprobs_json(entries())));
   CHECK(legacy["tokens"] == json{"He", "llo"});
   CHECK(legacy["token_logprobs"] == json::parse("[null, -0.5]"));
@@ -111,7 +111,7 @@ TEST_CASE("logprobs in the legacy completions shape and the chat shape", "[serve
   CHECK(partial["content"][0]["token"] == "\xEF\xBF\xBD");
 }
 
-TEST_CASE("errors, models, SSE framing", "[serve]") {
+TEST_CASE("serve: errors, models, SSE framing", "[serve]") {
   const json e = json::parse(
       json_text(error_json(bad_request("top_p must be in (0, 1]", "top_p", "invalid_value"))));
   CHECK(e ==
@@ -135,7 +135,7 @@ TEST_CASE("errors, models, SSE framing", "[serve]") {
   CHECK(std::string(kSseKeepAlive).front() == ':');
 }
 
-TEST_CASE("/metrics is Prometheus text with HELP and TYPE and cumulative histograms", "[serve]") {
+TEST_CASE("serve: /metrics is Prometheus text with HELP and TYPE and cumulative histograms", "[serve]") {
   nn::EngineStats e;
   e.prompt_tokens = 120;
   e.generation_tokens = 40;
@@ -183,7 +183,7 @@ TEST_CASE("/metrics is Prometheus text with HELP and TYPE and cumulative histogr
   has("ember_inter_token_latency_seconds_count 0");
 }
 
-TEST_CASE("the API key: Bearer, compared in full", "[serve]") {
+TEST_CASE("serve: the API key: Bearer, compared in full", "[serve]") {
   CHECK(constant_time_equal("secret", "secret"));
   CHECK(!constant_time_equal("secret", "secreT"));
   CHECK(!constant_time_equal("secret", "secret2"));
@@ -198,7 +198,7 @@ TEST_CASE("the API key: Bearer, compared in full", "[serve]") {
   CHECK(authorized("", ""));  // no key set: nothing needed
 }
 
-TEST_CASE("serve options: memory sizes, the served name, engine options", "[serve]") {
+TEST_CASE("serve: serve options: memory sizes, the served name, engine options", "[serve]") {
   CHECK(parse_memory_size("2GiB") == (size_t{2} << 30));
   CHECK(parse_memory_size("512MiB") == (size_t{512} << 20));
   CHECK(parse_memory_size("1.5g") == (size_t{3} << 29));
