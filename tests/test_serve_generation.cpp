@@ -5,7 +5,6 @@
 // a stop string cuts the text where the first occurrence in the whole output is;
 // a writer that fails (the client went away) cancels the request and frees its blocks.
 #include <catch2/catch.hpp>
-
 #include <thread>
 
 #include "apps/serve/generation_run.h"
@@ -20,8 +19,10 @@ namespace {
 
 struct Server {
   data::Tokenizer tok = data::Tokenizer::bytes({"<|endoftext|>", "<|im_start|>", "<|im_end|>"});
-  nn::Transformer model{nn::ModelConfig::from_json(R"({"vocab_size": 259, "d_model": 32, "n_layers": 2,
-      "n_heads": 4, "ffn_hidden": 48, "max_seq_len": 96})"), 5};
+  nn::Transformer model{
+      nn::ModelConfig::from_json(R"({"vocab_size": 259, "d_model": 32, "n_layers": 2,
+      "n_heads": 4, "ffn_hidden": 48, "max_seq_len": 96})"),
+      5};
   nn::Engine engine{std::make_shared<const nn::InferenceModel>(model), nn::EngineOptions{}};
   ServeState state;
   Server() {
@@ -50,11 +51,13 @@ struct Server {
   }
 };
 
-std::string completion_text(const json& body) { return body["choices"][0]["text"]; }
+std::string completion_text(const json& body) {
+  return body["choices"][0]["text"];
+}
 
 }  // namespace
 
-TEST_CASE("a streamed chat gives the whole response's text, chunk by chunk", "[serve]") {
+TEST_CASE("serve: a streamed chat gives the whole response's text, chunk by chunk", "[serve]") {
   Server s;
   const std::string messages = R"("messages": [{"role": "user", "content": "hi"}], "max_tokens": 12,
                                   "temperature": 0)";
@@ -63,11 +66,12 @@ TEST_CASE("a streamed chat gives the whole response's text, chunk by chunk", "[s
   REQUIRE(whole.size() == 1);
   const json body = json::parse(whole[0]);
   CHECK(body["object"] == "chat.completion");
-  CHECK(body["usage"]["prompt_tokens"] == body["usage"]["total_tokens"].get<int>() -
-                                              body["usage"]["completion_tokens"].get<int>());
+  CHECK(body["usage"]["prompt_tokens"] ==
+        body["usage"]["total_tokens"].get<int>() - body["usage"]["completion_tokens"].get<int>());
 
   const auto [chunks, ok] =
-      s.run("{" + messages + R"(, "stream": true, "stream_options": {"include_usage": true}})", Endpoint::Chat);
+      s.run("{" + messages + R"(, "stream": true, "stream_options": {"include_usage": true}})",
+            Endpoint::Chat);
   REQUIRE(ok);
   REQUIRE(chunks.size() >= 4);
   CHECK(chunks.back() == "data: [DONE]\n\n");
@@ -91,10 +95,11 @@ TEST_CASE("a streamed chat gives the whole response's text, chunk by chunk", "[s
   CHECK(text == body["choices"][0]["message"]["content"]);
 }
 
-TEST_CASE("echo with max_tokens 0 scores the prompt", "[serve]") {
+TEST_CASE("serve: echo with max_tokens 0 scores the prompt", "[serve]") {
   Server s;
   const auto [writes, ok] =
-      s.run(R"({"prompt": "scored", "max_tokens": 0, "echo": true, "logprobs": 2})", Endpoint::Completions);
+      s.run(R"({"prompt": "scored", "max_tokens": 0, "echo": true, "logprobs": 2})",
+            Endpoint::Completions);
   REQUIRE(ok);
   const json body = json::parse(writes.back());
   CHECK(completion_text(body) == "scored");
@@ -110,7 +115,7 @@ TEST_CASE("echo with max_tokens 0 scores the prompt", "[serve]") {
   CHECK(body["usage"]["completion_tokens"] == 0);
 }
 
-TEST_CASE("a stop string cuts the output at its first occurrence", "[serve]") {
+TEST_CASE("serve: a stop string cuts the output at its first occurrence", "[serve]") {
   Server s;
   const std::string greedy = R"("prompt": "abc", "max_tokens": 40, "temperature": 0)";
   const auto [whole, ok] = s.run("{" + greedy + "}", Endpoint::Completions);
@@ -121,17 +126,18 @@ TEST_CASE("a stop string cuts the output at its first occurrence", "[serve]") {
   while (at < full.size() && !(full[at] >= 'a' && full[at] <= 'z')) ++at;
   REQUIRE(at < full.size());
   const std::string stop(1, full[at]);
-  const auto [cut, cut_ok] = s.run("{" + greedy + R"(, "stop": ")" + stop + "\"}", Endpoint::Completions);
+  const auto [cut, cut_ok] =
+      s.run("{" + greedy + R"(, "stop": ")" + stop + "\"}", Endpoint::Completions);
   REQUIRE(cut_ok);
   const json body = json::parse(cut.back());
   CHECK(completion_text(body) == full.substr(0, full.find(stop)));
   CHECK(body["choices"][0]["finish_reason"] == "stop");
 }
 
-TEST_CASE("a client gone mid-stream cancels the request and frees its blocks", "[serve]") {
+TEST_CASE("serve: a client gone mid-stream cancels the request and frees its blocks", "[serve]") {
   Server s;
-  const auto [writes, ok] =
-      s.run(R"({"prompt": "abc", "max_tokens": 80, "stream": true})", Endpoint::Completions, /*fail_after=*/2);
+  const auto [writes, ok] = s.run(R"({"prompt": "abc", "max_tokens": 80, "stream": true})",
+                                  Endpoint::Completions, /*fail_after=*/2);
   CHECK(!ok);
   CHECK(writes.size() == 2);
   nn::EngineStats st = s.engine.stats();

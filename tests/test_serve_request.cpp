@@ -26,7 +26,8 @@ ApiError error_of(const std::string& body, Endpoint endpoint = Endpoint::Complet
   return ApiError(0, "");
 }
 
-void check_refused(const std::string& body, const std::string& param, Endpoint endpoint = Endpoint::Completions) {
+void check_refused(const std::string& body, const std::string& param,
+                   Endpoint endpoint = Endpoint::Completions) {
   INFO(body);
   const ApiError e = error_of(body, endpoint);
   CHECK(e.status() == 400);
@@ -35,8 +36,9 @@ void check_refused(const std::string& body, const std::string& param, Endpoint e
 }
 
 ApiRequest chat(const std::string& extra = "") {
-  return parse_request(R"({"model": "m", "messages": [{"role": "user", "content": "hi"}])" + extra + "}",
-                       Endpoint::Chat);
+  return parse_request(
+      R"({"model": "m", "messages": [{"role": "user", "content": "hi"}])" + extra + "}",
+      Endpoint::Chat);
 }
 
 struct Served {
@@ -59,7 +61,7 @@ ApiError plan_error(const ApiRequest& r, const ServedModel& m) {
 
 }  // namespace
 
-TEST_CASE("a minimal completion request takes the defaults", "[serve]") {
+TEST_CASE("serve: a minimal completion request takes the defaults", "[serve]") {
   const ApiRequest r = parse_request(R"({"model": "m", "prompt": "hello"})", Endpoint::Completions);
   CHECK(r.model == std::optional<std::string>("m"));
   CHECK(r.prompt == "hello");
@@ -75,7 +77,7 @@ TEST_CASE("a minimal completion request takes the defaults", "[serve]") {
   CHECK(!r.echo);
 }
 
-TEST_CASE("every field of a completion request is read", "[serve]") {
+TEST_CASE("serve: every field of a completion request is read", "[serve]") {
   const ApiRequest r = parse_request(
       R"({"model": "m", "prompt": ["x"], "max_tokens": 5, "temperature": 0, "top_p": 0.5, "top_k": -1,
           "seed": -3, "stop": ["a", "bc"], "stream": true, "stream_options": {"include_usage": true},
@@ -95,9 +97,10 @@ TEST_CASE("every field of a completion request is read", "[serve]") {
   CHECK(r.logprobs == 5);
 }
 
-TEST_CASE("null counts as absent, and a prompt may be token ids", "[serve]") {
-  const ApiRequest r = parse_request(R"({"prompt": [1, 2, 3], "stop": null, "seed": null, "max_tokens": null})",
-                                     Endpoint::Completions);
+TEST_CASE("serve: null counts as absent, and a prompt may be token ids", "[serve]") {
+  const ApiRequest r =
+      parse_request(R"({"prompt": [1, 2, 3], "stop": null, "seed": null, "max_tokens": null})",
+                    Endpoint::Completions);
   CHECK(!r.model);
   CHECK(r.prompt_ids == std::optional<std::vector<int64_t>>({1, 2, 3}));
   CHECK(!r.seed);
@@ -108,7 +111,7 @@ TEST_CASE("null counts as absent, and a prompt may be token ids", "[serve]") {
         std::vector<std::string>{"x"});
 }
 
-TEST_CASE("bad completion requests are 400 naming the field", "[serve]") {
+TEST_CASE("serve: bad completion requests are 400 naming the field", "[serve]") {
   check_refused(R"({"prompt": "a", "foo": 1})", "foo");
   check_refused(R"({"prompt": "a", "max_tokens": "5"})", "max_tokens");
   check_refused(R"({"prompt": "a", "max_tokens": 1.5})", "max_tokens");
@@ -132,7 +135,8 @@ TEST_CASE("bad completion requests are 400 naming the field", "[serve]") {
   check_refused(R"({"prompt": "a", "stop": ")" + std::string(257, 'x') + R"("})", "stop");
   check_refused(R"({"prompt": "a", "stream": "yes"})", "stream");
   check_refused(R"({"prompt": "a", "stream_options": {"include_usage": true}})", "stream_options");
-  check_refused(R"({"prompt": "a", "stream": true, "stream_options": {"x": 1}})", "stream_options.x");
+  check_refused(R"({"prompt": "a", "stream": true, "stream_options": {"x": 1}})",
+                "stream_options.x");
   check_refused(R"({"prompt": "a", "messages": []})", "messages");
   check_refused(R"({"prompt": ["a", "b"]})", "prompt");
   check_refused(R"({"prompt": []})", "prompt");
@@ -146,7 +150,7 @@ TEST_CASE("bad completion requests are 400 naming the field", "[serve]") {
   CHECK(error_of(R"({"prompt": "a", "foo": 1})").code() == "unknown_field");
 }
 
-TEST_CASE("chat requests: messages, logprobs and max_completion_tokens", "[serve]") {
+TEST_CASE("serve: chat requests: messages, logprobs and max_completion_tokens", "[serve]") {
   const ApiRequest r = parse_request(
       R"({"messages": [{"role": "system", "content": "be brief"},
                        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
@@ -163,7 +167,7 @@ TEST_CASE("chat requests: messages, logprobs and max_completion_tokens", "[serve
   CHECK(chat(R"(, "logprobs": false)").logprobs == -1);
 }
 
-TEST_CASE("bad chat requests are 400 naming the field", "[serve]") {
+TEST_CASE("serve: bad chat requests are 400 naming the field", "[serve]") {
   const Endpoint c = Endpoint::Chat;
   check_refused(R"({"messages": []})", "messages", c);
   check_refused(R"({"model": "m"})", "messages", c);
@@ -171,23 +175,30 @@ TEST_CASE("bad chat requests are 400 naming the field", "[serve]") {
   check_refused(R"({"messages": [{"role": "tool", "content": "x"}]})", "messages[0].role", c);
   check_refused(R"({"messages": [{"role": "user"}]})", "messages[0]", c);
   check_refused(R"({"messages": [{"content": "x"}]})", "messages[0]", c);
-  check_refused(R"({"messages": [{"role": "user", "content": "x", "name": "n"}]})", "messages[0].name", c);
-  check_refused(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", "messages[0].content", c);
-  check_refused(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "top_logprobs", c);
-  check_refused(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 6})",
+  check_refused(R"({"messages": [{"role": "user", "content": "x", "name": "n"}]})",
+                "messages[0].name", c);
+  check_refused(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+                "messages[0].content", c);
+  check_refused(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
                 "top_logprobs", c);
-  check_refused(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 2})", "logprobs", c);
+  check_refused(
+      R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 6})",
+      "top_logprobs", c);
+  check_refused(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 2})", "logprobs",
+                c);
   check_refused(R"({"messages": [{"role": "user", "content": "x"}], "echo": true})", "echo", c);
   check_refused(R"({"messages": [{"role": "user", "content": "x"}], "prompt": "x"})", "prompt", c);
-  check_refused(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 3, "max_completion_tokens": 4})",
-                "max_completion_tokens", c);
+  check_refused(
+      R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 3, "max_completion_tokens": 4})",
+      "max_completion_tokens", c);
 }
 
-TEST_CASE("a completion's plan: byte tokens, default max_tokens 16, <|endoftext|> stops", "[serve]") {
+TEST_CASE("serve: a completion's plan: byte tokens, default max_tokens 16, <|endoftext|> stops",
+          "[serve]") {
   Served s;
-  const PlannedRequest p =
-      plan_request(parse_request(R"({"prompt": "abc", "temperature": 0, "top_k": -1})", Endpoint::Completions),
-                   s.m, 42);
+  const PlannedRequest p = plan_request(
+      parse_request(R"({"prompt": "abc", "temperature": 0, "top_k": -1})", Endpoint::Completions),
+      s.m, 42);
   CHECK(p.engine.prompt == std::vector<int64_t>{'a', 'b', 'c'});
   CHECK(p.prompt_tokens == 3);
   CHECK(p.engine.sampling.max_tokens == 16);
@@ -198,15 +209,19 @@ TEST_CASE("a completion's plan: byte tokens, default max_tokens 16, <|endoftext|
   CHECK(p.engine.logprobs == -1);
   CHECK(!p.engine.prompt_logprobs);
   CHECK(p.echo_text.empty());
-  const PlannedRequest seeded = plan_request(
-      parse_request(R"({"prompt": "abc", "seed": 5, "logprobs": 2, "echo": true})", Endpoint::Completions), s.m, 42);
+  const PlannedRequest seeded =
+      plan_request(parse_request(R"({"prompt": "abc", "seed": 5, "logprobs": 2, "echo": true})",
+                                 Endpoint::Completions),
+                   s.m, 42);
   CHECK(seeded.engine.sampling.seed == 5);
   CHECK(seeded.engine.logprobs == 2);
   CHECK(seeded.engine.prompt_logprobs);
   CHECK(seeded.echo_text == "abc");
 }
 
-TEST_CASE("a chat's plan: ChatML ids, stops at <|im_end|> and <|endoftext|>, the rest of the context", "[serve]") {
+TEST_CASE(
+    "a chat's plan: ChatML ids, stops at <|im_end|> and <|endoftext|>, the rest of the context",
+    "[serve]") {
   Served s(64);
   const ApiRequest r = chat();
   const PlannedRequest p = plan_request(r, s.m, 1);
@@ -222,12 +237,14 @@ TEST_CASE("a chat's plan: ChatML ids, stops at <|im_end|> and <|endoftext|>, the
   CHECK(e.code() == "chat_unavailable");
 }
 
-TEST_CASE("prompt plus max_tokens over the context is 400, never clamped", "[serve]") {
+TEST_CASE("serve: prompt plus max_tokens over the context is 400, never clamped", "[serve]") {
   Served s(32);
   auto completion = [](const std::string& prompt, const std::string& extra) {
     return parse_request(R"({"prompt": ")" + prompt + "\"" + extra + "}", Endpoint::Completions);
   };
-  CHECK(plan_request(completion("abc", R"(, "max_tokens": 29)"), s.m, 1).engine.sampling.max_tokens == 29);
+  CHECK(
+      plan_request(completion("abc", R"(, "max_tokens": 29)"), s.m, 1).engine.sampling.max_tokens ==
+      29);
   ApiError e = plan_error(completion("abc", R"(, "max_tokens": 30)"), s.m);
   CHECK(e.status() == 400);
   CHECK(e.code() == "context_length_exceeded");
@@ -237,12 +254,14 @@ TEST_CASE("prompt plus max_tokens over the context is 400, never clamped", "[ser
   CHECK(e.code() == "context_length_exceeded");
   CHECK(e.param() == "prompt");
   // The default shrinks to what fits; a prompt that fills the context leaves no room for one.
-  CHECK(plan_request(completion(std::string(20, 'x'), ""), s.m, 1).engine.sampling.max_tokens == 12);
+  CHECK(plan_request(completion(std::string(20, 'x'), ""), s.m, 1).engine.sampling.max_tokens ==
+        12);
   CHECK(plan_error(completion(std::string(32, 'x'), ""), s.m).code() == "context_length_exceeded");
-  CHECK(plan_request(completion(std::string(32, 'x'), R"(, "max_tokens": 0)"), s.m, 1).engine.sampling.max_tokens == 0);
+  CHECK(plan_request(completion(std::string(32, 'x'), R"(, "max_tokens": 0)"), s.m, 1)
+            .engine.sampling.max_tokens == 0);
 }
 
-TEST_CASE("the server's max_tokens cap refuses more and bounds the default", "[serve]") {
+TEST_CASE("serve: the server's max_tokens cap refuses more and bounds the default", "[serve]") {
   Served s(64, 8);
   CHECK(plan_request(chat(R"(, "max_tokens": 8)"), s.m, 1).engine.sampling.max_tokens == 8);
   const ApiError e = plan_error(chat(R"(, "max_tokens": 9)"), s.m);
@@ -251,17 +270,19 @@ TEST_CASE("the server's max_tokens cap refuses more and bounds the default", "[s
   CHECK(plan_request(chat(), s.m, 1).engine.sampling.max_tokens == 8);
 }
 
-TEST_CASE("prompts of token ids, and an empty prompt", "[serve]") {
+TEST_CASE("serve: prompts of token ids, and an empty prompt", "[serve]") {
   Served s;
-  const PlannedRequest p =
-      plan_request(parse_request(R"({"prompt": [104, 105], "echo": true})", Endpoint::Completions), s.m, 1);
+  const PlannedRequest p = plan_request(
+      parse_request(R"({"prompt": [104, 105], "echo": true})", Endpoint::Completions), s.m, 1);
   CHECK(p.engine.prompt == std::vector<int64_t>{104, 105});
   CHECK(p.echo_text == "hi");
   // 259 is a row of the model's padded vocabulary but no token of the tokenizer.
-  CHECK(plan_error(parse_request(R"({"prompt": [1, 259]})", Endpoint::Completions), s.m).param() == "prompt");
-  CHECK(plan_request(parse_request(R"({"prompt": ""})", Endpoint::Completions), s.m, 1).engine.prompt ==
-        std::vector<int64_t>{kEot});
+  CHECK(plan_error(parse_request(R"({"prompt": [1, 259]})", Endpoint::Completions), s.m).param() ==
+        "prompt");
+  CHECK(plan_request(parse_request(R"({"prompt": ""})", Endpoint::Completions), s.m, 1)
+            .engine.prompt == std::vector<int64_t>{kEot});
   data::Tokenizer plain = data::Tokenizer::bytes();
   s.m.tokenizer = &plain;
-  CHECK(plan_error(parse_request(R"({"prompt": ""})", Endpoint::Completions), s.m).param() == "prompt");
+  CHECK(plan_error(parse_request(R"({"prompt": ""})", Endpoint::Completions), s.m).param() ==
+        "prompt");
 }

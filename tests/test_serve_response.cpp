@@ -4,7 +4,6 @@
 // text of /metrics, the API-key check, and the option helpers (memory sizes,
 // the served name, engine options).
 #include <catch2/catch.hpp>
-
 #include <cmath>
 
 #include "apps/serve/api_error.h"
@@ -21,7 +20,9 @@ using json = nlohmann::json;
 
 namespace {
 
-ResponseMeta meta(Endpoint e) { return {e, response_id(e, 255), 1700000000, "tiny"}; }
+ResponseMeta meta(Endpoint e) {
+  return {e, response_id(e, 255), 1700000000, "tiny"};
+}
 
 std::vector<LogprobEntry> entries() {
   LogprobEntry first{"He", std::nullopt, {}, 0};
@@ -31,22 +32,25 @@ std::vector<LogprobEntry> entries() {
 
 }  // namespace
 
-TEST_CASE("ids, usage and whole responses in the OpenAI shape", "[serve]") {
+TEST_CASE("serve: ids, usage and whole responses in the OpenAI shape", "[serve]") {
   CHECK(response_id(Endpoint::Completions, 255) == "cmpl-0000000000000000000000ff");
   CHECK(response_id(Endpoint::Chat, 1).rfind("chatcmpl-", 0) == 0);
   const json usage = json::parse(json_text(usage_json(5, 3)));
   CHECK(usage == json{{"prompt_tokens", 5}, {"completion_tokens", 3}, {"total_tokens", 8}});
 
-  const json c = json::parse(json_text(response_json(meta(Endpoint::Completions), "hi", "length", nullptr,
-                                                     usage_json(5, 3))));
+  const json c = json::parse(json_text(
+      response_json(meta(Endpoint::Completions), "hi", "length", nullptr, usage_json(5, 3))));
   CHECK(c["id"] == "cmpl-0000000000000000000000ff");
   CHECK(c["object"] == "text_completion");
   CHECK(c["created"] == 1700000000);
   CHECK(c["model"] == "tiny");
-  CHECK(c["choices"] == json::parse(R"([{"index": 0, "text": "hi", "logprobs": null, "finish_reason": "length"}])"));
+  CHECK(
+      c["choices"] ==
+      json::parse(R"([{"index": 0, "text": "hi", "logprobs": null, "finish_reason": "length"}])"));
   CHECK(c["usage"]["total_tokens"] == 8);
 
-  const std::string text = json_text(response_json(meta(Endpoint::Chat), "yo", "stop", nullptr, usage_json(1, 1)));
+  const std::string text =
+      json_text(response_json(meta(Endpoint::Chat), "yo", "stop", nullptr, usage_json(1, 1)));
   CHECK(text.rfind(R"({"id":"chatcmpl-)", 0) == 0);  // keys in OpenAI's order
   const json chat = json::parse(text);
   CHECK(chat["object"] == "chat.completion");
@@ -54,34 +58,38 @@ TEST_CASE("ids, usage and whole responses in the OpenAI shape", "[serve]") {
   CHECK(chat["choices"][0]["finish_reason"] == "stop");
 }
 
-TEST_CASE("streamed chunks: the role first, deltas, the finish, the usage chunk", "[serve]") {
-  const json role = json::parse(json_text(chunk_json(meta(Endpoint::Chat), "", nullptr, std::nullopt, true, false)));
+TEST_CASE("serve: streamed chunks: the role first, deltas, the finish, the usage chunk", "[serve]") {
+  const json role = json::parse(
+      json_text(chunk_json(meta(Endpoint::Chat), "", nullptr, std::nullopt, true, false)));
   CHECK(role["object"] == "chat.completion.chunk");
   CHECK(role["choices"][0]["delta"] == json{{"role", "assistant"}, {"content", ""}});
   CHECK(role["choices"][0]["finish_reason"].is_null());
   CHECK(!role.contains("usage"));
 
-  const json delta = json::parse(json_text(chunk_json(meta(Endpoint::Chat), "ab", nullptr, std::nullopt, false, true)));
+  const json delta = json::parse(
+      json_text(chunk_json(meta(Endpoint::Chat), "ab", nullptr, std::nullopt, false, true)));
   CHECK(delta["choices"][0]["delta"] == json{{"content", "ab"}});
   CHECK(delta.contains("usage"));
   CHECK(delta["usage"].is_null());
 
-  const json last = json::parse(json_text(chunk_json(meta(Endpoint::Chat), "", nullptr, "stop", false, false)));
+  const json last =
+      json::parse(json_text(chunk_json(meta(Endpoint::Chat), "", nullptr, "stop", false, false)));
   CHECK(last["choices"][0]["delta"] == json::object());
   CHECK(last["choices"][0]["finish_reason"] == "stop");
 
-  const json text_chunk =
-      json::parse(json_text(chunk_json(meta(Endpoint::Completions), "x", nullptr, "length", false, false)));
+  const json text_chunk = json::parse(
+      json_text(chunk_json(meta(Endpoint::Completions), "x", nullptr, "length", false, false)));
   CHECK(text_chunk["object"] == "text_completion");
   CHECK(text_chunk["choices"][0]["text"] == "x");
   CHECK(text_chunk["choices"][0]["finish_reason"] == "length");
 
-  const json usage = json::parse(json_text(usage_chunk_json(meta(Endpoint::Chat), usage_json(2, 4))));
+  const json usage =
+      json::parse(json_text(usage_chunk_json(meta(Endpoint::Chat), usage_json(2, 4))));
   CHECK(usage["choices"] == json::array());
   CHECK(usage["usage"]["completion_tokens"] == 4);
 }
 
-TEST_CASE("logprobs in the legacy completions shape and the chat shape", "[serve]") {
+TEST_CASE("serve: logprobs in the legacy completions shape and the chat shape", "[serve]") {
   const json legacy = json::parse(json_text(completion_logprobs_json(entries())));
   CHECK(legacy["tokens"] == json{"He", "llo"});
   CHECK(legacy["token_logprobs"] == json::parse("[null, -0.5]"));
@@ -91,7 +99,8 @@ TEST_CASE("logprobs in the legacy completions shape and the chat shape", "[serve
   std::vector<LogprobEntry> out = entries();
   out.erase(out.begin());
   const json chat = json::parse(json_text(chat_logprobs_json(out)));
-  const json expect = json::parse(R"({"content": [{"token": "llo", "logprob": -0.5, "bytes": [108, 108, 111],
+  const json expect =
+      json::parse(R"({"content": [{"token": "llo", "logprob": -0.5, "bytes": [108, 108, 111],
       "top_logprobs": [{"token": "llo", "logprob": -0.5, "bytes": [108, 108, 111]},
                        {"token": "y", "logprob": -1.25, "bytes": [121]}]}]})");
   CHECK(chat == expect);
@@ -102,9 +111,12 @@ TEST_CASE("logprobs in the legacy completions shape and the chat shape", "[serve
   CHECK(partial["content"][0]["token"] == "\xEF\xBF\xBD");
 }
 
-TEST_CASE("errors, models, SSE framing", "[serve]") {
-  const json e = json::parse(json_text(error_json(bad_request("top_p must be in (0, 1]", "top_p", "invalid_value"))));
-  CHECK(e == json::parse(R"({"error": {"message": "top_p must be in (0, 1]", "type": "invalid_request_error",
+TEST_CASE("serve: errors, models, SSE framing", "[serve]") {
+  const json e = json::parse(
+      json_text(error_json(bad_request("top_p must be in (0, 1]", "top_p", "invalid_value"))));
+  CHECK(e ==
+        json::parse(
+            R"({"error": {"message": "top_p must be in (0, 1]", "type": "invalid_request_error",
                                         "param": "top_p", "code": "invalid_value"}})"));
   const json nulls = json::parse(json_text(error_json(ApiError(429, "busy"))));
   CHECK(nulls["error"]["type"] == "rate_limit_exceeded");
@@ -114,7 +126,8 @@ TEST_CASE("errors, models, SSE framing", "[serve]") {
   CHECK(error_type_for(401) == "invalid_request_error");
 
   const json models = json::parse(json_text(model_list_json("tiny", 5)));
-  CHECK(models == json::parse(R"({"object": "list", "data": [{"id": "tiny", "object": "model", "created": 5,
+  CHECK(models ==
+        json::parse(R"({"object": "list", "data": [{"id": "tiny", "object": "model", "created": 5,
                                   "owned_by": "ember"}]})"));
   const ojson chunk = {{"a", "x\ny"}};
   CHECK(sse_event(chunk) == "data: {\"a\":\"x\\ny\"}\n\n");
@@ -122,7 +135,7 @@ TEST_CASE("errors, models, SSE framing", "[serve]") {
   CHECK(std::string(kSseKeepAlive).front() == ':');
 }
 
-TEST_CASE("/metrics is Prometheus text with HELP and TYPE and cumulative histograms", "[serve]") {
+TEST_CASE("serve: /metrics is Prometheus text with HELP and TYPE and cumulative histograms", "[serve]") {
   nn::EngineStats e;
   e.prompt_tokens = 120;
   e.generation_tokens = 40;
@@ -170,7 +183,7 @@ TEST_CASE("/metrics is Prometheus text with HELP and TYPE and cumulative histogr
   has("ember_inter_token_latency_seconds_count 0");
 }
 
-TEST_CASE("the API key: Bearer, compared in full", "[serve]") {
+TEST_CASE("serve: the API key: Bearer, compared in full", "[serve]") {
   CHECK(constant_time_equal("secret", "secret"));
   CHECK(!constant_time_equal("secret", "secreT"));
   CHECK(!constant_time_equal("secret", "secret2"));
@@ -185,7 +198,7 @@ TEST_CASE("the API key: Bearer, compared in full", "[serve]") {
   CHECK(authorized("", ""));  // no key set: nothing needed
 }
 
-TEST_CASE("serve options: memory sizes, the served name, engine options", "[serve]") {
+TEST_CASE("serve: serve options: memory sizes, the served name, engine options", "[serve]") {
   CHECK(parse_memory_size("2GiB") == (size_t{2} << 30));
   CHECK(parse_memory_size("512MiB") == (size_t{512} << 20));
   CHECK(parse_memory_size("1.5g") == (size_t{3} << 29));
@@ -194,7 +207,8 @@ TEST_CASE("serve options: memory sizes, the served name, engine options", "[serv
   CHECK(parse_memory_size("1000B") == 1000);
   for (const char* bad : {"", "GiB", "-1", "2XB", "1.2.3G", "0", "2 GiB"}) {
     INFO(bad);
-    CHECK_THROWS_WITH(parse_memory_size(bad), Catch::Contains("--kv-memory") && Catch::Contains("memory size"));
+    CHECK_THROWS_WITH(parse_memory_size(bad),
+                      Catch::Contains("--kv-memory") && Catch::Contains("memory size"));
   }
   CHECK(default_served_name("/models/fortunes.h5") == "fortunes");
   CHECK(default_served_name("/runs/tiny/step_00000020.h5") == "tiny-step_00000020");

@@ -4,7 +4,6 @@
 // the text arrives), and the assembler from engine events (byte tokenizer:
 // token id = byte) with its logprob entries and text offsets.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <random>
 
@@ -54,7 +53,7 @@ const data::Tokenizer& byte_tokenizer() {
 
 }  // namespace
 
-TEST_CASE("incomplete_utf8_tail finds an unfinished character at the end", "[serve]") {
+TEST_CASE("serve: incomplete_utf8_tail finds an unfinished character at the end", "[serve]") {
   CHECK(incomplete_utf8_tail("") == 0);
   CHECK(incomplete_utf8_tail("abc") == 0);
   CHECK(incomplete_utf8_tail("a\xC3") == 1);
@@ -67,7 +66,7 @@ TEST_CASE("incomplete_utf8_tail finds an unfinished character at the end", "[ser
   CHECK(utf8_length("h\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80") == 4);
 }
 
-TEST_CASE("the UTF-8 assembler never splits a character, byte by byte", "[serve]") {
+TEST_CASE("serve: the UTF-8 assembler never splits a character, byte by byte", "[serve]") {
   const std::string text = "h\xC3\xA9llo \xE2\x82\xAC \xF0\x9F\x98\x80!";
   Utf8Assembler a;
   std::string joined;
@@ -83,7 +82,7 @@ TEST_CASE("the UTF-8 assembler never splits a character, byte by byte", "[serve]
   CHECK(b.finish() == "\xF0\x9F");  // the output ended inside a character: the bytes as they are
 }
 
-TEST_CASE("stop strings: the text before the first one, held back while one may start", "[serve]") {
+TEST_CASE("serve: stop strings: the text before the first one, held back while one may start", "[serve]") {
   StopMatcher m({"END"});
   CHECK(m.push("abcE") == "abc");
   CHECK(m.push("N") == "");
@@ -109,7 +108,7 @@ TEST_CASE("stop strings: the text before the first one, held back while one may 
   CHECK(overlap.stopped());
 }
 
-TEST_CASE("stop strings give the same output however the text is split", "[serve]") {
+TEST_CASE("serve: stop strings give the same output however the text is split", "[serve]") {
   std::mt19937 gen(17);
   const std::string alphabet = "abc\xC3\xA9";
   for (int trial = 0; trial < 400; ++trial) {
@@ -139,7 +138,7 @@ TEST_CASE("stop strings give the same output however the text is split", "[serve
   }
 }
 
-TEST_CASE("the assembler cuts at a stop string and counts the tokens up to its end", "[serve]") {
+TEST_CASE("serve: the assembler cuts at a stop string and counts the tokens up to its end", "[serve]") {
   const std::string output = "h\xC3\xA9llo END tail";
   OutputAssembler whole(byte_tokenizer(), {"END"});
   const OutputDelta d = whole.on_event(tokens_event(output));
@@ -170,7 +169,7 @@ TEST_CASE("the assembler cuts at a stop string and counts the tokens up to its e
   CHECK(streamed.completion_tokens() == whole.completion_tokens());
 }
 
-TEST_CASE("the assembler flushes held text when the engine finishes", "[serve]") {
+TEST_CASE("serve: the assembler flushes held text when the engine finishes", "[serve]") {
   OutputAssembler a(byte_tokenizer(), {"END"});
   CHECK(a.on_event(tokens_event("abE")).text == "ab");
   const OutputDelta d = a.on_event(tokens_event("N", true, nn::FinishReason::Length));
@@ -187,16 +186,18 @@ TEST_CASE("the assembler flushes held text when the engine finishes", "[serve]")
   CHECK(!end.by_stop_string);
 
   OutputAssembler c(byte_tokenizer(), {});
-  CHECK(c.on_event(tokens_event("", true, nn::FinishReason::Cancelled)).finish_reason == "cancelled");
+  CHECK(c.on_event(tokens_event("", true, nn::FinishReason::Cancelled)).finish_reason ==
+        "cancelled");
 }
 
-TEST_CASE("logprob entries carry token text, top alternatives and character offsets", "[serve]") {
+TEST_CASE("serve: logprob entries carry token text, top alternatives and character offsets", "[serve]") {
   OutputAssembler a(byte_tokenizer(), {}, /*text_offset0=*/3);
   nn::EngineEvent ev;
   ev.prompt_tokens = 3;
   ev.prompt_logprobs = {{'a', NAN, {}}, {0xC3, -1.5, {{'b', -0.5}}}, {0xA9, -0.25, {}}};
   ev.tokens = {'x', 0xE2, 0x82, 0xAC, 'y'};
-  for (int64_t t : ev.tokens) ev.logprobs.push_back({t, -0.1 * static_cast<double>(t % 7), {{'z', -0.01}}});
+  for (int64_t t : ev.tokens)
+    ev.logprobs.push_back({t, -0.1 * static_cast<double>(t % 7), {{'z', -0.01}}});
   ev.logprobs[0].top.push_back({300, -2.0});  // a row outside the tokenizer: empty text
   const OutputDelta d = a.on_event(ev);
   REQUIRE(d.prompt_logprobs.size() == 3);

@@ -8,37 +8,46 @@ namespace ember::apps {
 
 CommandRunner add_serve_command(CLI::App& app) {
   auto o = std::make_shared<serve::ServeOptions>();
-  CLI::App* sub = app.add_subcommand("serve", "Serve a checkpoint over HTTP in the form of the OpenAI API");
+  CLI::App* sub =
+      app.add_subcommand("serve", "Serve a checkpoint over HTTP in the form of the OpenAI API");
   sub->add_option("--checkpoint", o->checkpoint, "checkpoint (.h5): base, fine-tune or merged")
       ->required()
       ->check(CLI::ExistingFile);
-  sub->add_option("--host", o->host, "address to listen on (loopback by default; 0.0.0.0: every interface)");
+  sub->add_option("--host", o->host,
+                  "address to listen on (loopback by default; 0.0.0.0: every interface)");
   sub->add_option("--port", o->port, "TCP port (0: any free port, printed once listening)");
   sub->add_option("--api-key", o->api_key,
                   "require 'Authorization: Bearer KEY' on every /v1 route (default: no key)");
-  sub->add_option("--served-name", o->served_name,
-                  "the model's name in the API (default: the checkpoint's file stem; RUN/step_N.h5 gives "
-                  "RUN-step_N)");
+  sub->add_option(
+      "--served-name", o->served_name,
+      "the model's name in the API (default: the checkpoint's file stem; RUN/step_N.h5 gives "
+      "RUN-step_N)");
   sub->add_option("--tokenizer", o->tokenizer, "tokenizer.json to use instead of the checkpoint's")
       ->check(CLI::ExistingFile);
   sub->add_option("--max-seqs", o->max_seqs, "sequences in the running batch at most");
-  auto* blocks = sub->add_option("--kv-blocks", o->kv_blocks,
-                                 "KV-cache blocks of 16 tokens (0: from --kv-memory, else enough for --max-seqs "
-                                 "full contexts)");
-  sub->add_option("--kv-memory", o->kv_memory, "KV-cache memory, e.g. 2GiB or 512MiB (instead of --kv-blocks)")
+  auto* blocks = sub->add_option(
+      "--kv-blocks", o->kv_blocks,
+      "KV-cache blocks of 16 tokens (0: from --kv-memory, else enough for --max-seqs "
+      "full contexts)");
+  sub->add_option("--kv-memory", o->kv_memory,
+                  "KV-cache memory, e.g. 2GiB or 512MiB (instead of --kv-blocks)")
       ->excludes(blocks);
-  sub->add_option("--max-queue", o->max_queue, "requests waiting for a seat at most; past it: HTTP 429");
+  sub->add_option("--max-queue", o->max_queue,
+                  "requests waiting for a seat at most; past it: HTTP 429");
   sub->add_option("--max-batch-tokens", o->max_batch_tokens,
                   "tokens one engine step computes at most (decodes first, then prefill chunks)");
   sub->add_option("--max-tokens-cap", o->max_tokens_cap,
                   "a request's max_tokens at most (0: the model's context length)");
-  sub->add_option("--threads", o->threads,
-                  "HTTP worker threads, one per open connection (0: max-seqs + max-queue + 8, at most 1024)");
+  sub->add_option(
+      "--threads", o->threads,
+      "HTTP worker threads, one per open connection (0: max-seqs + max-queue + 8, at most 1024)");
   sub->add_option("--max-body-bytes", o->max_body_bytes, "largest request body; past it: HTTP 413");
-  sub->add_option("--shutdown-grace", o->shutdown_grace_seconds,
-                  "SIGTERM/SIGINT: seconds in-flight requests may still run before they are cancelled")
+  sub->add_option(
+         "--shutdown-grace", o->shutdown_grace_seconds,
+         "SIGTERM/SIGINT: seconds in-flight requests may still run before they are cancelled")
       ->check(CLI::Range(0.0, 8.0));
-  sub->add_flag("--no-prefix-cache", o->no_prefix_cache, "do not reuse the KV blocks of earlier prompts");
+  sub->add_flag("--no-prefix-cache", o->no_prefix_cache,
+                "do not reuse the KV blocks of earlier prompts");
   return [o]() { return serve::run_serve(*o); };
 }
 

@@ -11,7 +11,8 @@ ApiError::ApiError(int status, const std::string& message, std::string param, st
       param_(std::move(param)),
       code_(std::move(code)) {}
 
-ApiError bad_request(const std::string& message, const std::string& param, const std::string& code) {
+ApiError bad_request(const std::string& message, const std::string& param,
+                     const std::string& code) {
   return ApiError(400, message, param, code);
 }
 
@@ -22,7 +23,9 @@ std::string error_type_for(int status) {
 }
 
 nlohmann::ordered_json error_json(const ApiError& e) {
-  auto or_null = [](const std::string& s) { return s.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(s); };
+  auto or_null = [](const std::string& s) {
+    return s.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(s);
+  };
   nlohmann::ordered_json body;
   body["message"] = e.what();
   body["type"] = e.type();

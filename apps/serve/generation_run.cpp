@@ -21,7 +21,8 @@ void append(std::vector<LogprobEntry>& to, const std::vector<LogprobEntry>& from
 }  // namespace
 
 GenerationRun::GenerationRun(std::shared_ptr<nn::RequestHandle> handle, const ApiRequest& request,
-                             std::string echo_text, int64_t prompt_tokens, ResponseMeta meta, ServeState& state)
+                             std::string echo_text, int64_t prompt_tokens, ResponseMeta meta,
+                             ServeState& state)
     : handle_(std::move(handle)),
       endpoint_(request.endpoint),
       echo_(request.echo),
@@ -52,11 +53,15 @@ bool GenerationRun::write_checked(const Writer& write, const std::string& text) 
   return true;
 }
 
-ojson GenerationRun::usage() const { return usage_json(prompt_tokens_, out_.completion_tokens()); }
+ojson GenerationRun::usage() const {
+  return usage_json(prompt_tokens_, out_.completion_tokens());
+}
 
-std::optional<OutputDelta> GenerationRun::next_delta(const Writer& write, const std::string& keep_alive) {
+std::optional<OutputDelta> GenerationRun::next_delta(const Writer& write,
+                                                     const std::string& keep_alive,
+                                                     std::chrono::milliseconds interval) {
   while (true) {
-    if (std::chrono::steady_clock::now() - last_write_ >= state_.keep_alive_interval &&
+    if (std::chrono::steady_clock::now() - last_write_ >= interval &&
         !write_checked(write, keep_alive)) {
       return std::nullopt;
     }
@@ -75,12 +80,13 @@ bool GenerationRun::stream(const Writer& write) {
     return false;
   };
   auto send = [&](const ojson& chunk) { return write_checked(write, sse_event(chunk)); };
-  if (endpoint_ == Endpoint::Chat && !send(chunk_json(meta_, "", nullptr, std::nullopt, true, include_usage_))) {
+  if (endpoint_ == Endpoint::Chat &&
+      !send(chunk_json(meta_, "", nullptr, std::nullopt, true, include_usage_))) {
     return gone();
   }
   bool first = true;
   while (true) {
-    std::optional<OutputDelta> d = next_delta(write, kSseKeepAlive);
+    std::optional<OutputDelta> d = next_delta(write, kSseKeepAlive, 2 * state_.keep_alive_interval);
     if (!d) return gone();
     if (d->finish_reason == "cancelled") {
       write_checked(write, sse_event(error_json(shut_down_error())));
@@ -92,7 +98,8 @@ bool GenerationRun::stream(const Writer& write) {
     std::vector<LogprobEntry> entries = d->prompt_logprobs;
     append(entries, d->logprobs);
     first = false;
-    const std::optional<std::string> reason = d->finished ? std::optional(d->finish_reason) : std::nullopt;
+    const std::optional<std::string> reason =
+        d->finished ? std::optional(d->finish_reason) : std::nullopt;
     if (!text.empty() || !entries.empty() || reason) {
       const ojson logprobs = logprobs_json(endpoint_, wants_logprobs_ && !entries.empty(), entries);
       if (!send(chunk_json(meta_, text, logprobs, reason, false, include_usage_))) return gone();
@@ -110,7 +117,8 @@ bool GenerationRun::whole(const Writer& write) {
   std::string text = echo_ ? echo_text_ : "";
   std::vector<LogprobEntry> entries;
   while (true) {
-    std::optional<OutputDelta> d = next_delta(write, " ");  // JSON may start with spaces
+    std::optional<OutputDelta> d =
+        next_delta(write, " ", state_.keep_alive_interval);  // JSON may start with spaces
     if (!d) {
       handle_->cancel();
       finish("cancelled");

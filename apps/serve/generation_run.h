@@ -23,8 +23,8 @@ class GenerationRun {
   // Writes text to the client; false when the client is gone.
   using Writer = std::function<bool(const std::string&)>;
 
-  GenerationRun(std::shared_ptr<nn::RequestHandle> handle, const ApiRequest& request, std::string echo_text,
-                int64_t prompt_tokens, ResponseMeta meta, ServeState& state);
+  GenerationRun(std::shared_ptr<nn::RequestHandle> handle, const ApiRequest& request,
+                std::string echo_text, int64_t prompt_tokens, ResponseMeta meta, ServeState& state);
   ~GenerationRun();  // cancels the engine request if it did not finish
   GenerationRun(const GenerationRun&) = delete;
   GenerationRun& operator=(const GenerationRun&) = delete;
@@ -36,7 +36,8 @@ class GenerationRun {
  private:
   // The next engine output; writes `keep_alive` whenever nothing was written for the
   // keep-alive interval. nullopt: a write failed.
-  std::optional<OutputDelta> next_delta(const Writer& write, const std::string& keep_alive);
+  std::optional<OutputDelta> next_delta(const Writer& write, const std::string& keep_alive,
+                                        std::chrono::milliseconds interval);
   bool write_checked(const Writer& write, const std::string& text);
   void finish(const std::string& reason);
   ojson usage() const;

@@ -40,7 +40,9 @@ class Exposition {
   std::string text_;
 };
 
-uint64_t unsigned_of(int64_t x) { return x > 0 ? static_cast<uint64_t>(x) : 0; }
+uint64_t unsigned_of(int64_t x) {
+  return x > 0 ? static_cast<uint64_t>(x) : 0;
+}
 
 }  // namespace
 
@@ -62,26 +64,39 @@ ServerCounts ServerMetrics::snapshot() const {
 std::string prometheus_text(const nn::EngineStats& e, const ServerCounts& s) {
   Exposition x;
   x.family("ember_requests_total", "counter", "HTTP responses by status code.");
-  for (const auto& [status, n] : s.responses) x.sample("ember_requests_total", "status=\"" + std::to_string(status) + "\"", std::to_string(n));
-  x.family("ember_requests_finished_total", "counter",
-           "Generations by finish reason (cancelled: the client went away or the server shut down).");
-  for (const auto& [reason, n] : s.finished) x.sample("ember_requests_finished_total", "reason=\"" + reason + "\"", std::to_string(n));
-  x.scalar("ember_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.", e.prompt_tokens);
+  for (const auto& [status, n] : s.responses)
+    x.sample("ember_requests_total", "status=\"" + std::to_string(status) + "\"",
+             std::to_string(n));
+  x.family(
+      "ember_requests_finished_total", "counter",
+      "Generations by finish reason (cancelled: the client went away or the server shut down).");
+  for (const auto& [reason, n] : s.finished)
+    x.sample("ember_requests_finished_total", "reason=\"" + reason + "\"", std::to_string(n));
+  x.scalar("ember_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
+           e.prompt_tokens);
   x.scalar("ember_generation_tokens_total", "counter", "Generated tokens.", e.generation_tokens);
-  x.scalar("ember_requests_running", "gauge", "Sequences in the running batch.", unsigned_of(e.running));
-  x.scalar("ember_requests_waiting", "gauge", "Requests waiting for a seat or KV blocks.", unsigned_of(e.waiting));
-  x.scalar("ember_kv_blocks_total", "gauge", "KV-cache blocks (16 tokens each).", unsigned_of(e.kv_blocks_total));
-  x.scalar("ember_kv_blocks_used", "gauge", "KV-cache blocks held by sequences.", unsigned_of(e.kv_blocks_used));
-  x.scalar("ember_kv_blocks_free", "gauge", "KV-cache blocks free (cached prefixes included).", unsigned_of(e.kv_blocks_free));
-  x.scalar("ember_prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
-           e.prefix_cache_queries);
-  x.scalar("ember_prefix_cache_hits_total", "counter", "Prompt tokens the prefix cache supplied.", e.prefix_cache_hits);
-  x.scalar("ember_preemptions_total", "counter", "Sequences preempted when KV blocks ran out.", e.preemptions);
-  x.scalar("ember_engine_steps_total", "counter", "Engine steps (batched forward passes).", e.steps);
-  x.histogram("ember_time_to_first_token_seconds", "Time from submission to the first output token.",
-              e.ttft_seconds);
-  x.histogram("ember_inter_token_latency_seconds", "Time between consecutive output tokens of a request.",
-              e.itl_seconds);
+  x.scalar("ember_requests_running", "gauge", "Sequences in the running batch.",
+           unsigned_of(e.running));
+  x.scalar("ember_requests_waiting", "gauge", "Requests waiting for a seat or KV blocks.",
+           unsigned_of(e.waiting));
+  x.scalar("ember_kv_blocks_total", "gauge", "KV-cache blocks (16 tokens each).",
+           unsigned_of(e.kv_blocks_total));
+  x.scalar("ember_kv_blocks_used", "gauge", "KV-cache blocks held by sequences.",
+           unsigned_of(e.kv_blocks_used));
+  x.scalar("ember_kv_blocks_free", "gauge", "KV-cache blocks free (cached prefixes included).",
+           unsigned_of(e.kv_blocks_free));
+  x.scalar("ember_prefix_cache_queries_total", "counter",
+           "Prompt tokens looked up in the prefix cache.", e.prefix_cache_queries);
+  x.scalar("ember_prefix_cache_hits_total", "counter", "Prompt tokens the prefix cache supplied.",
+           e.prefix_cache_hits);
+  x.scalar("ember_preemptions_total", "counter", "Sequences preempted when KV blocks ran out.",
+           e.preemptions);
+  x.scalar("ember_engine_steps_total", "counter", "Engine steps (batched forward passes).",
+           e.steps);
+  x.histogram("ember_time_to_first_token_seconds",
+              "Time from submission to the first output token.", e.ttft_seconds);
+  x.histogram("ember_inter_token_latency_seconds",
+              "Time between consecutive output tokens of a request.", e.itl_seconds);
   return x.take();
 }
 

@@ -14,8 +14,8 @@
 namespace ember::apps::serve {
 
 struct ServerCounts {
-  std::map<int, uint64_t> responses;           // by HTTP status
-  std::map<std::string, uint64_t> finished;    // by finish reason ("stop", "length", "cancelled")
+  std::map<int, uint64_t> responses;         // by HTTP status
+  std::map<std::string, uint64_t> finished;  // by finish reason ("stop", "length", "cancelled")
 };
 
 // Thread-safe counters of the HTTP side.

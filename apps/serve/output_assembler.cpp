@@ -8,9 +8,12 @@ namespace {
 
 const char* reason_name(nn::FinishReason r) {
   switch (r) {
-    case nn::FinishReason::Stop: return "stop";
-    case nn::FinishReason::Length: return "length";
-    case nn::FinishReason::Cancelled: break;
+    case nn::FinishReason::Stop:
+      return "stop";
+    case nn::FinishReason::Length:
+      return "length";
+    case nn::FinishReason::Cancelled:
+      break;
   }
   return "cancelled";
 }
@@ -23,7 +26,8 @@ std::string token_text(const data::Tokenizer& tok, int64_t id) {
   return tok.decode(std::span<const uint32_t>(&u, 1));
 }
 
-OutputAssembler::OutputAssembler(const data::Tokenizer& tok, std::vector<std::string> stops, size_t text_offset0)
+OutputAssembler::OutputAssembler(const data::Tokenizer& tok, std::vector<std::string> stops,
+                                 size_t text_offset0)
     : tok_(tok), stop_(std::move(stops)), chars_(text_offset0) {}
 
 LogprobEntry OutputAssembler::entry(const nn::TokenLogprob& lp, size_t offset) const {

@@ -19,18 +19,18 @@ namespace ember::apps::serve {
 
 // One token's log-probability as the API shows it.
 struct LogprobEntry {
-  std::string token;               // its bytes (may hold part of a character)
-  std::optional<double> logprob;   // none: the prompt's first token (nothing before it)
+  std::string token;              // its bytes (may hold part of a character)
+  std::optional<double> logprob;  // none: the prompt's first token (nothing before it)
   std::vector<std::pair<std::string, double>> top;  // most likely first
-  size_t text_offset = 0;          // characters of the text before the token
+  size_t text_offset = 0;                           // characters of the text before the token
 };
 
 struct OutputDelta {
-  std::string text;                      // new output text
-  std::vector<LogprobEntry> logprobs;    // one per new token, when logprobs were asked for
+  std::string text;                           // new output text
+  std::vector<LogprobEntry> logprobs;         // one per new token, when logprobs were asked for
   std::vector<LogprobEntry> prompt_logprobs;  // the prompt's, in the first delta (echo)
   bool finished = false;
-  std::string finish_reason;  // "stop", "length" or "cancelled" (the engine cancelled it)
+  std::string finish_reason;    // "stop", "length" or "cancelled" (the engine cancelled it)
   bool by_stop_string = false;  // the caller cancels the engine request
 };
 
@@ -40,7 +40,8 @@ std::string token_text(const data::Tokenizer& tok, int64_t id);
 class OutputAssembler {
  public:
   // text_offset0: characters before the output (the echoed prompt's).
-  OutputAssembler(const data::Tokenizer& tok, std::vector<std::string> stops, size_t text_offset0 = 0);
+  OutputAssembler(const data::Tokenizer& tok, std::vector<std::string> stops,
+                  size_t text_offset0 = 0);
   OutputDelta on_event(const nn::EngineEvent& ev);
   bool finished() const { return finished_; }
   int64_t completion_tokens() const { return completion_tokens_; }  // up to the stop string's end

@@ -31,8 +31,9 @@ ApiError wrong_type(const std::string& field, const std::string& expected, const
 }
 
 int64_t integer(const json& v, const std::string& field) {
-  const bool fits = v.is_number_integer() &&
-                    !(v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX));
+  const bool fits =
+      v.is_number_integer() &&
+      !(v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX));
   if (!fits) throw wrong_type(field, "an integer", v);
   return v.get<int64_t>();
 }
@@ -40,11 +41,12 @@ int64_t integer(const json& v, const std::string& field) {
 int64_t integer_in(const json& v, const std::string& field, int64_t lo, int64_t hi) {
   const int64_t x = integer(v, field);
   if (x < lo || x > hi) {
-    throw bad_request(field + " must be " + (hi == INT64_MAX ? ">= " + std::to_string(lo)
-                                                             : "between " + std::to_string(lo) + " and " +
-                                                                   std::to_string(hi)) +
-                          ", got " + std::to_string(x),
-                      field, "invalid_value");
+    throw bad_request(
+        field + " must be " +
+            (hi == INT64_MAX ? ">= " + std::to_string(lo)
+                             : "between " + std::to_string(lo) + " and " + std::to_string(hi)) +
+            ", got " + std::to_string(x),
+        field, "invalid_value");
   }
   return x;
 }
@@ -80,15 +82,16 @@ std::vector<std::string> stop_strings(const json& v) {
                             std::to_string(v.size()),
                         "stop", "invalid_value");
     }
-    for (size_t i = 0; i < v.size(); ++i) out.push_back(string(v[i], "stop[" + std::to_string(i) + "]"));
+    for (size_t i = 0; i < v.size(); ++i)
+      out.push_back(string(v[i], "stop[" + std::to_string(i) + "]"));
   } else {
     throw wrong_type("stop", "a string or a list of strings", v);
   }
   for (const std::string& s : out) {
     if (s.empty()) throw bad_request("a stop string must not be empty", "stop", "invalid_value");
     if (s.size() > kMaxStopBytes) {
-      throw bad_request("a stop string holds at most " + std::to_string(kMaxStopBytes) + " bytes, got " +
-                            std::to_string(s.size()),
+      throw bad_request("a stop string holds at most " + std::to_string(kMaxStopBytes) +
+                            " bytes, got " + std::to_string(s.size()),
                         "stop", "invalid_value");
     }
   }
@@ -100,7 +103,8 @@ std::vector<int64_t> token_ids(const json& v, const std::string& field) {
   for (size_t i = 0; i < v.size(); ++i) {
     ids.push_back(integer_in(v[i], field + "[" + std::to_string(i) + "]", 0, INT64_MAX));
   }
-  if (ids.empty()) throw bad_request(field + " is an empty list of token ids", "prompt", "invalid_value");
+  if (ids.empty())
+    throw bad_request(field + " is an empty list of token ids", "prompt", "invalid_value");
   return ids;
 }
 
@@ -137,9 +141,11 @@ std::string message_content(const json& v, const std::string& field) {
   for (size_t i = 0; i < v.size(); ++i) {
     const std::string part = field + "[" + std::to_string(i) + "]";
     const json& p = v[i];
-    if (!p.is_object() || !p.contains("type") || p["type"] != "text" || !p.contains("text") || p.size() != 2) {
-      throw bad_request(part + " must be {\"type\": \"text\", \"text\": ...} (only text parts are supported)",
-                        field, "invalid_value");
+    if (!p.is_object() || !p.contains("type") || p["type"] != "text" || !p.contains("text") ||
+        p.size() != 2) {
+      throw bad_request(
+          part + " must be {\"type\": \"text\", \"text\": ...} (only text parts are supported)",
+          field, "invalid_value");
     }
     text += string(p["text"], part + ".text");
   }
@@ -162,12 +168,14 @@ void parse_messages(const json& v, ApiRequest& r) {
         m.content = message_content(value, field + ".content");
         has_content = true;
       } else {
-        throw bad_request("unknown field " + field + "." + key + " (a message has role and content)",
-                          field + "." + key, "unknown_field");
+        throw bad_request(
+            "unknown field " + field + "." + key + " (a message has role and content)",
+            field + "." + key, "unknown_field");
       }
     }
     if (!has_role || !has_content) {
-      throw bad_request(field + " needs " + (has_role ? "content" : "a role"), field, "missing_field");
+      throw bad_request(field + " needs " + (has_role ? "content" : "a role"), field,
+                        "missing_field");
     }
     if (m.role != "system" && m.role != "user" && m.role != "assistant") {
       throw bad_request(field + ".role '" + m.role + "' is unknown (system, user or assistant)",
@@ -179,7 +187,8 @@ void parse_messages(const json& v, ApiRequest& r) {
 
 void require_neutral(const json& v, const std::string& field, double neutral) {
   if (number(v, field) != neutral) {
-    throw bad_request(field + " is not supported (only " + number_text(neutral) + ")", field, "unsupported_value");
+    throw bad_request(field + " is not supported (only " + number_text(neutral) + ")", field,
+                      "unsupported_value");
   }
 }
 
@@ -197,23 +206,27 @@ std::map<std::string, FieldParser> common_fields() {
   return {
       {"model", [](const json& v, ParseState& s) { s.r.model = string(v, "model"); }},
       {"max_tokens",
-       [](const json& v, ParseState& s) { s.r.max_tokens = integer_in(v, "max_tokens", 0, INT64_MAX); }},
+       [](const json& v, ParseState& s) {
+         s.r.max_tokens = integer_in(v, "max_tokens", 0, INT64_MAX);
+       }},
       {"temperature",
        [](const json& v, ParseState& s) {
          s.r.temperature = number(v, "temperature");
          if (s.r.temperature < 0) {
-           throw bad_request("temperature must be >= 0, got " + number_text(s.r.temperature), "temperature",
-                             "invalid_value");
+           throw bad_request("temperature must be >= 0, got " + number_text(s.r.temperature),
+                             "temperature", "invalid_value");
          }
        }},
       {"top_p",
        [](const json& v, ParseState& s) {
          s.r.top_p = number(v, "top_p");
          if (!(s.r.top_p > 0 && s.r.top_p <= 1)) {
-           throw bad_request("top_p must be in (0, 1], got " + number_text(s.r.top_p), "top_p", "invalid_value");
+           throw bad_request("top_p must be in (0, 1], got " + number_text(s.r.top_p), "top_p",
+                             "invalid_value");
          }
        }},
-      {"top_k", [](const json& v, ParseState& s) { s.r.top_k = integer_in(v, "top_k", -1, INT64_MAX); }},
+      {"top_k",
+       [](const json& v, ParseState& s) { s.r.top_k = integer_in(v, "top_k", -1, INT64_MAX); }},
       {"seed", [](const json& v, ParseState& s) { s.r.seed = integer(v, "seed"); }},
       {"stop", [](const json& v, ParseState& s) { s.r.stop = stop_strings(v); }},
       {"stream", [](const json& v, ParseState& s) { s.r.stream = boolean(v, "stream"); }},
@@ -232,12 +245,15 @@ std::map<std::string, FieldParser> common_fields() {
       {"n",
        [](const json& v, ParseState&) {
          if (integer(v, "n") != 1) {
-           throw bad_request("n must be 1: this server returns one choice per request", "n", "unsupported_value");
+           throw bad_request("n must be 1: this server returns one choice per request", "n",
+                             "unsupported_value");
          }
        }},
       {"user", [](const json& v, ParseState&) { string(v, "user"); }},
-      {"presence_penalty", [](const json& v, ParseState&) { require_neutral(v, "presence_penalty", 0); }},
-      {"frequency_penalty", [](const json& v, ParseState&) { require_neutral(v, "frequency_penalty", 0); }},
+      {"presence_penalty",
+       [](const json& v, ParseState&) { require_neutral(v, "presence_penalty", 0); }},
+      {"frequency_penalty",
+       [](const json& v, ParseState&) { require_neutral(v, "frequency_penalty", 0); }},
       {"logit_bias",
        [](const json& v, ParseState&) {
          if (!v.is_object() || !v.empty()) {
@@ -257,7 +273,9 @@ std::map<std::string, FieldParser> endpoint_fields(Endpoint endpoint) {
          }},
         {"echo", [](const json& v, ParseState& s) { s.r.echo = boolean(v, "echo"); }},
         {"logprobs",
-         [](const json& v, ParseState& s) { s.r.logprobs = integer_in(v, "logprobs", 0, kMaxLogprobs); }},
+         [](const json& v, ParseState& s) {
+           s.r.logprobs = integer_in(v, "logprobs", 0, kMaxLogprobs);
+         }},
         {"best_of",
          [](const json& v, ParseState&) {
            if (integer(v, "best_of") != 1) {
@@ -266,7 +284,8 @@ std::map<std::string, FieldParser> endpoint_fields(Endpoint endpoint) {
          }},
         {"suffix",
          [](const json& v, ParseState&) {
-           if (!string(v, "suffix").empty()) throw bad_request("suffix is not supported", "suffix", "unsupported_value");
+           if (!string(v, "suffix").empty())
+             throw bad_request("suffix is not supported", "suffix", "unsupported_value");
          }},
     };
   }
@@ -274,7 +293,9 @@ std::map<std::string, FieldParser> endpoint_fields(Endpoint endpoint) {
       {"messages", [](const json& v, ParseState& s) { parse_messages(v, s.r); }},
       {"logprobs", [](const json& v, ParseState& s) { s.chat_logprobs = boolean(v, "logprobs"); }},
       {"top_logprobs",
-       [](const json& v, ParseState& s) { s.top_logprobs = integer_in(v, "top_logprobs", 0, kMaxLogprobs); }},
+       [](const json& v, ParseState& s) {
+         s.top_logprobs = integer_in(v, "top_logprobs", 0, kMaxLogprobs);
+       }},
       {"max_completion_tokens",
        [](const json& v, ParseState& s) {
          s.max_completion_tokens = integer_in(v, "max_completion_tokens", 0, INT64_MAX);
@@ -296,13 +317,15 @@ void check_together(ParseState& s) {
     if (s.chat_logprobs.value_or(false)) r.logprobs = s.top_logprobs.value_or(0);
     if (s.max_completion_tokens) {
       if (r.max_tokens && *r.max_tokens != *s.max_completion_tokens) {
-        throw bad_request("max_tokens and max_completion_tokens differ", "max_completion_tokens", "invalid_value");
+        throw bad_request("max_tokens and max_completion_tokens differ", "max_completion_tokens",
+                          "invalid_value");
       }
       r.max_tokens = s.max_completion_tokens;
     }
   }
   if (s.has_stream_options && !r.stream) {
-    throw bad_request("stream_options is only allowed with stream: true", "stream_options", "invalid_value");
+    throw bad_request("stream_options is only allowed with stream: true", "stream_options",
+                      "invalid_value");
   }
 }
 
@@ -310,9 +333,12 @@ void check_together(ParseState& s) {
 
 ApiRequest parse_request(std::string_view body, Endpoint endpoint) {
   json doc = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) throw bad_request("the request body is not valid JSON", "", "invalid_json");
-  if (!doc.is_object()) throw bad_request("the request body must be a JSON object, got " + kind_of(doc));
-  const std::map<std::string, FieldParser> common = common_fields(), own = endpoint_fields(endpoint);
+  if (doc.is_discarded())
+    throw bad_request("the request body is not valid JSON", "", "invalid_json");
+  if (!doc.is_object())
+    throw bad_request("the request body must be a JSON object, got " + kind_of(doc));
+  const std::map<std::string, FieldParser> common = common_fields(),
+                                           own = endpoint_fields(endpoint);
   ParseState s;
   s.r.endpoint = endpoint;
   for (const auto& [key, value] : doc.items()) {

@@ -32,7 +32,7 @@ struct ApiRequest {
   // both
   std::optional<int64_t> max_tokens;  // absent: request_plan.h's default
   double temperature = 1.0, top_p = 1.0;
-  int64_t top_k = 0;  // 0 or -1: off
+  int64_t top_k = 0;            // 0 or -1: off
   std::optional<int64_t> seed;  // absent: a random one
   std::vector<std::string> stop;
   bool stream = false, include_usage = false;

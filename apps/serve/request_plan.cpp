@@ -9,13 +9,16 @@
 namespace ember::apps::serve {
 namespace {
 
-std::vector<int64_t> widen(const std::vector<uint32_t>& ids) { return {ids.begin(), ids.end()}; }
+std::vector<int64_t> widen(const std::vector<uint32_t>& ids) {
+  return {ids.begin(), ids.end()};
+}
 
 std::vector<int64_t> chat_prompt(const ApiRequest& r, const data::Tokenizer& tok) {
   if (!tok.find_special(data::kImStart) || !tok.find_special(data::kImEnd)) {
-    throw bad_request("this model's tokenizer has no <|im_start|> and <|im_end|> tokens, which chat needs; "
-                      "use /v1/completions",
-                      "messages", "chat_unavailable");
+    throw bad_request(
+        "this model's tokenizer has no <|im_start|> and <|im_end|> tokens, which chat needs; "
+        "use /v1/completions",
+        "messages", "chat_unavailable");
   }
   return widen(data::chat_generation_prompt(tok, r.messages));
 }
@@ -55,9 +58,9 @@ int64_t max_tokens(const ApiRequest& r, const ServedModel& m, int64_t n_prompt) 
   const std::string prompt_field = r.endpoint == Endpoint::Chat ? "messages" : "prompt";
   const int64_t room = m.max_seq_len - n_prompt;
   if (room < 0 || (room == 0 && !r.max_tokens)) {
-    throw bad_request("this model's context holds " + std::to_string(m.max_seq_len) + " tokens; the " +
-                          prompt_field + " has " + std::to_string(n_prompt) + " tokens, which leaves no room" +
-                          (room == 0 ? " for a completion" : ""),
+    throw bad_request("this model's context holds " + std::to_string(m.max_seq_len) +
+                          " tokens; the " + prompt_field + " has " + std::to_string(n_prompt) +
+                          " tokens, which leaves no room" + (room == 0 ? " for a completion" : ""),
                       prompt_field, "context_length_exceeded");
   }
   const int64_t cap = m.max_tokens_cap > 0 ? m.max_tokens_cap : m.max_seq_len;
@@ -67,14 +70,15 @@ int64_t max_tokens(const ApiRequest& r, const ServedModel& m, int64_t n_prompt) 
   }
   const int64_t n = *r.max_tokens;
   if (n > room) {
-    throw bad_request("this model's context holds " + std::to_string(m.max_seq_len) + " tokens; the " +
-                          prompt_field + " has " + std::to_string(n_prompt) + " tokens and max_tokens asks for " +
-                          std::to_string(n) + " more (at most " + std::to_string(room) + " fit)",
+    throw bad_request("this model's context holds " + std::to_string(m.max_seq_len) +
+                          " tokens; the " + prompt_field + " has " + std::to_string(n_prompt) +
+                          " tokens and max_tokens asks for " + std::to_string(n) +
+                          " more (at most " + std::to_string(room) + " fit)",
                       "max_tokens", "context_length_exceeded");
   }
   if (n > cap) {
-    throw bad_request("max_tokens must be at most " + std::to_string(cap) + " on this server (--max-tokens-cap), got " +
-                          std::to_string(n),
+    throw bad_request("max_tokens must be at most " + std::to_string(cap) +
+                          " on this server (--max-tokens-cap), got " + std::to_string(n),
                       "max_tokens", "invalid_value");
   }
   return n;

@@ -51,7 +51,8 @@ ojson usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
 }
 
 ojson completion_logprobs_json(const std::vector<LogprobEntry>& entries) {
-  ojson tokens = ojson::array(), logprobs = ojson::array(), tops = ojson::array(), offsets = ojson::array();
+  ojson tokens = ojson::array(), logprobs = ojson::array(), tops = ojson::array(),
+        offsets = ojson::array();
   for (const LogprobEntry& e : entries) {
     tokens.push_back(e.token);
     logprobs.push_back(e.logprob ? ojson(*e.logprob) : ojson());
@@ -90,11 +91,12 @@ ojson chat_logprobs_json(const std::vector<LogprobEntry>& entries) {
 
 ojson logprobs_json(Endpoint endpoint, bool wanted, const std::vector<LogprobEntry>& entries) {
   if (!wanted) return nullptr;
-  return endpoint == Endpoint::Chat ? chat_logprobs_json(entries) : completion_logprobs_json(entries);
+  return endpoint == Endpoint::Chat ? chat_logprobs_json(entries)
+                                    : completion_logprobs_json(entries);
 }
 
-ojson response_json(const ResponseMeta& m, const std::string& text, const std::string& finish_reason,
-                    const ojson& logprobs, const ojson& usage) {
+ojson response_json(const ResponseMeta& m, const std::string& text,
+                    const std::string& finish_reason, const ojson& logprobs, const ojson& usage) {
   ojson j = head(m, false);
   ojson choice;
   choice["index"] = 0;
@@ -111,7 +113,8 @@ ojson response_json(const ResponseMeta& m, const std::string& text, const std::s
 }
 
 ojson chunk_json(const ResponseMeta& m, const std::string& text, const ojson& logprobs,
-                 const std::optional<std::string>& finish_reason, bool role_chunk, bool with_usage) {
+                 const std::optional<std::string>& finish_reason, bool role_chunk,
+                 bool with_usage) {
   ojson j = head(m, true);
   ojson choice;
   choice["index"] = 0;

@@ -35,8 +35,8 @@ ojson logprobs_json(Endpoint endpoint, bool wanted, const std::vector<LogprobEnt
 
 // A whole response: "text_completion" with choices[0].text, or "chat.completion"
 // with choices[0].message {role "assistant", content}.
-ojson response_json(const ResponseMeta& m, const std::string& text, const std::string& finish_reason,
-                    const ojson& logprobs, const ojson& usage);
+ojson response_json(const ResponseMeta& m, const std::string& text,
+                    const std::string& finish_reason, const ojson& logprobs, const ojson& usage);
 
 // A streamed chunk ("text_completion" / "chat.completion.chunk"). Chat: role_chunk
 // gives the delta {role: "assistant", content: ""}; a chunk with finish_reason has an

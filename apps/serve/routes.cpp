@@ -34,7 +34,8 @@ httplib::Server::Handler guarded(F f) {
     } catch (const ApiError& e) {
       send_error(res, e);
     } catch (const std::exception& e) {
-      send_error(res, ApiError(500, std::string("internal error: ") + e.what(), "", "internal_error"));
+      send_error(res,
+                 ApiError(500, std::string("internal error: ") + e.what(), "", "internal_error"));
     }
   };
 }
@@ -42,18 +43,22 @@ httplib::Server::Handler guarded(F f) {
 void require_key(const httplib::Request& req, const ServeState& st) {
   if (authorized(req.get_header_value("Authorization"), st.api_key)) return;
   throw ApiError(401,
-                 req.has_header("Authorization") ? "Incorrect API key provided"
-                                                 : "Missing API key: send the header 'Authorization: Bearer KEY'",
+                 req.has_header("Authorization")
+                     ? "Incorrect API key provided"
+                     : "Missing API key: send the header 'Authorization: Bearer KEY'",
                  "", "invalid_api_key");
 }
 
 void require_model(const std::string& name, const ServeState& st) {
   if (name == st.model.name) return;
-  throw ApiError(404, "The model '" + name + "' does not exist (this server serves '" + st.model.name + "')",
-                 "model", "model_not_found");
+  throw ApiError(
+      404, "The model '" + name + "' does not exist (this server serves '" + st.model.name + "')",
+      "model", "model_not_found");
 }
 
-ApiError shutting_down() { return ApiError(503, "the server is shutting down", "", "shutting_down"); }
+ApiError shutting_down() {
+  return ApiError(503, "the server is shutting down", "", "shutting_down");
+}
 
 uint64_t random_seed() {
   thread_local std::mt19937_64 gen{std::random_device{}()};
@@ -65,22 +70,25 @@ std::shared_ptr<nn::RequestHandle> submit(ServeState& st, nn::EngineRequest req)
     return st.engine->submit(std::move(req));
   } catch (const nn::QueueFull& e) {
     if (st.draining) throw shutting_down();
-    throw ApiError(429, std::string("the server is busy (") + e.what() + "); retry later", "", "queue_full");
+    throw ApiError(429, std::string("the server is busy (") + e.what() + "); retry later", "",
+                   "queue_full");
   } catch (const Error& e) {
     throw bad_request(e.what());
   }
 }
 
-void generation(const httplib::Request& req, httplib::Response& res, ServeState& st, Endpoint endpoint) {
+void generation(const httplib::Request& req, httplib::Response& res, ServeState& st,
+                Endpoint endpoint) {
   require_key(req, st);
   const ApiRequest r = parse_request(req.body, endpoint);
   if (r.model) require_model(*r.model, st);
   if (st.draining) throw shutting_down();
   PlannedRequest plan = plan_request(r, st.model, random_seed());
   std::shared_ptr<nn::RequestHandle> handle = submit(st, std::move(plan.engine));
-  const ResponseMeta meta{endpoint, response_id(endpoint, st.next_id++), static_cast<int64_t>(std::time(nullptr)),
-                          st.model.name};
-  auto run = std::make_shared<GenerationRun>(handle, r, plan.echo_text, plan.prompt_tokens, meta, st);
+  const ResponseMeta meta{endpoint, response_id(endpoint, st.next_id++),
+                          static_cast<int64_t>(std::time(nullptr)), st.model.name};
+  auto run =
+      std::make_shared<GenerationRun>(handle, r, plan.echo_text, plan.prompt_tokens, meta, st);
   auto provider = [run, stream = r.stream](size_t, httplib::DataSink& sink) {
     const GenerationRun::Writer write = [&sink](const std::string& s) {
       return sink.is_writable() && sink.write(s.data(), s.size());
@@ -101,7 +109,8 @@ void generation(const httplib::Request& req, httplib::Response& res, ServeState&
 // The methods a known path takes (for 405), or nullptr for an unknown path.
 const char* allowed_methods(const std::string& path) {
   if (path == "/v1/completions" || path == "/v1/chat/completions") return "POST";
-  if (path == "/health" || path == "/metrics" || path == "/v1/models" || path.rfind("/v1/models/", 0) == 0) {
+  if (path == "/health" || path == "/metrics" || path == "/v1/models" ||
+      path.rfind("/v1/models/", 0) == 0) {
     return "GET, HEAD";
   }
   return nullptr;
@@ -117,69 +126,85 @@ ApiError library_error(const httplib::Request& req, httplib::Response& res, size
   if (res.status == 413) {
     // The library caps form-encoded bodies (curl -d without a Content-Type) at 8192 bytes.
     if (req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0) {
-      return ApiError(413, "a form-encoded request body holds at most 8192 bytes: send the JSON with "
-                           "'Content-Type: application/json'", "", "request_too_large");
+      return ApiError(413,
+                      "a form-encoded request body holds at most 8192 bytes: send the JSON with "
+                      "'Content-Type: application/json'",
+                      "", "request_too_large");
     }
-    return ApiError(413, "the request body is larger than this server's limit of " +
-                             std::to_string(max_body_bytes) + " bytes", "", "request_too_large");
+    return ApiError(413,
+                    "the request body is larger than this server's limit of " +
+                        std::to_string(max_body_bytes) + " bytes",
+                    "", "request_too_large");
   }
   if ((res.status == 404 || res.status == 400) && !req.path.empty()) {
     const char* allow = allowed_methods(req.path);
     if (!allow) {
       res.status = 404;
-      return ApiError(404, "Unknown request URL: " + req.method + " " + req.path, "", "unknown_url");
+      return ApiError(404, "Unknown request URL: " + req.method + " " + req.path, "",
+                      "unknown_url");
     }
     if (!method_allowed(req.method, allow)) {
       res.status = 405;
       res.set_header("Allow", allow);
-      return ApiError(405, "method " + req.method + " is not allowed on " + req.path + " (allowed: " + allow + ")",
-                      "", "method_not_allowed");
+      return ApiError(
+          405,
+          "method " + req.method + " is not allowed on " + req.path + " (allowed: " + allow + ")",
+          "", "method_not_allowed");
     }
   }
-  return ApiError(res.status, "the HTTP request could not be handled (status " + std::to_string(res.status) + ")",
-                  "", "http_error");
+  return ApiError(
+      res.status,
+      "the HTTP request could not be handled (status " + std::to_string(res.status) + ")", "",
+      "http_error");
 }
 
 void add_error_handlers(httplib::Server& http, size_t max_body_bytes) {
-  const httplib::Server::HandlerWithResponse on_error = [max_body_bytes](const httplib::Request& req,
-                                                                          httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // our own error body
-    const ApiError e = library_error(req, res, max_body_bytes);
-    res.set_content(json_text(error_json(e)), kJson);
-    return httplib::Server::HandlerResponse::Handled;
-  };
+  const httplib::Server::HandlerWithResponse on_error =
+      [max_body_bytes](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty())
+          return httplib::Server::HandlerResponse::Unhandled;  // our own error body
+        const ApiError e = library_error(req, res, max_body_bytes);
+        res.set_content(json_text(error_json(e)), kJson);
+        return httplib::Server::HandlerResponse::Handled;
+      };
   http.set_error_handler(on_error);
-  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-    send_error(res, ApiError(500, "internal error", "", "internal_error"));
-  });
+  http.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+        send_error(res, ApiError(500, "internal error", "", "internal_error"));
+      });
 }
 
 }  // namespace
 
 void add_routes(httplib::Server& http, ServeState& st, size_t max_body_bytes) {
   http.Get("/health", guarded([&st](const httplib::Request&, httplib::Response& res) {
-    if (st.draining) throw shutting_down();
-    res.set_content("{\"status\":\"ok\"}", kJson);
-  }));
+             if (st.draining) throw shutting_down();
+             res.set_content("{\"status\":\"ok\"}", kJson);
+           }));
   http.Get("/v1/models", guarded([&st](const httplib::Request& req, httplib::Response& res) {
-    require_key(req, st);
-    res.set_content(json_text(model_list_json(st.model.name, st.model.created)), kJson);
-  }));
-  http.Get(R"(/v1/models/(.+))", guarded([&st](const httplib::Request& req, httplib::Response& res) {
-    require_key(req, st);
-    require_model(req.matches[1].str(), st);
-    res.set_content(json_text(model_json(st.model.name, st.model.created)), kJson);
-  }));
+             require_key(req, st);
+             res.set_content(json_text(model_list_json(st.model.name, st.model.created)), kJson);
+           }));
+  http.Get(R"(/v1/models/(.+))",
+           guarded([&st](const httplib::Request& req, httplib::Response& res) {
+             require_key(req, st);
+             require_model(req.matches[1].str(), st);
+             res.set_content(json_text(model_json(st.model.name, st.model.created)), kJson);
+           }));
   http.Post("/v1/completions", guarded([&st](const httplib::Request& req, httplib::Response& res) {
-    generation(req, res, st, Endpoint::Completions);
-  }));
-  http.Post("/v1/chat/completions", guarded([&st](const httplib::Request& req, httplib::Response& res) {
-    generation(req, res, st, Endpoint::Chat);
-  }));
+              generation(req, res, st, Endpoint::Completions);
+            }));
+  http.Post("/v1/chat/completions",
+            guarded([&st](const httplib::Request& req, httplib::Response& res) {
+              generation(req, res, st, Endpoint::Chat);
+            }));
   http.Get("/metrics", guarded([&st](const httplib::Request&, httplib::Response& res) {
-    res.set_content(prometheus_text(st.engine->stats(), st.metrics.snapshot()), "text/plain; version=0.0.4; charset=utf-8");
-  }));
-  http.set_logger([&st](const httplib::Request&, const httplib::Response& res) { st.metrics.count_response(res.status); });
+             res.set_content(prometheus_text(st.engine->stats(), st.metrics.snapshot()),
+                             "text/plain; version=0.0.4; charset=utf-8");
+           }));
+  http.set_logger([&st](const httplib::Request&, const httplib::Response& res) {
+    st.metrics.count_response(res.status);
+  });
   add_error_handlers(http, max_body_bytes);
 }
 

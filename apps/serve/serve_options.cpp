@@ -12,14 +12,18 @@ namespace ember::apps::serve {
 
 size_t parse_memory_size(const std::string& text, const std::string& option) {
   size_t i = 0;
-  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+    ++i;
   std::string unit = text.substr(i);
-  std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return std::toupper(c); });
+  std::transform(unit.begin(), unit.end(), unit.begin(),
+                 [](unsigned char c) { return std::toupper(c); });
   double scale = 0;
   if (unit.empty() || unit == "B") scale = 1;
-  for (const auto& [letter, s] : {std::pair{'K', 0x1p10}, {'M', 0x1p20}, {'G', 0x1p30}, {'T', 0x1p40}}) {
+  for (const auto& [letter, s] :
+       {std::pair{'K', 0x1p10}, {'M', 0x1p20}, {'G', 0x1p30}, {'T', 0x1p40}}) {
     if (!unit.empty() && unit[0] == letter &&
-        (unit.size() == 1 || unit.substr(1) == "B" || unit.substr(1) == "I" || unit.substr(1) == "IB")) {
+        (unit.size() == 1 || unit.substr(1) == "B" || unit.substr(1) == "I" ||
+         unit.substr(1) == "IB")) {
       scale = s;
     }
   }
@@ -31,16 +35,18 @@ size_t parse_memory_size(const std::string& text, const std::string& option) {
   } catch (const std::exception&) {
     value = -1;
   }
-  EMBER_CHECK(scale > 0 && value > 0 && std::isfinite(value * scale) && value * scale < 0x1p62, option,
-              ": '", text, "' is not a memory size (e.g. 2GiB, 512MiB, 1.5G or a number of bytes)");
+  EMBER_CHECK(scale > 0 && value > 0 && std::isfinite(value * scale) && value * scale < 0x1p62,
+              option, ": '", text,
+              "' is not a memory size (e.g. 2GiB, 512MiB, 1.5G or a number of bytes)");
   return static_cast<size_t>(value * scale);
 }
 
 std::string default_served_name(const std::string& checkpoint) {
   const std::filesystem::path path(checkpoint);
   const std::string stem = path.stem().string();
-  const bool run_step = stem.size() > 5 && stem.rfind("step_", 0) == 0 &&
-                        std::all_of(stem.begin() + 5, stem.end(), [](unsigned char c) { return std::isdigit(c); });
+  const bool run_step =
+      stem.size() > 5 && stem.rfind("step_", 0) == 0 &&
+      std::all_of(stem.begin() + 5, stem.end(), [](unsigned char c) { return std::isdigit(c); });
   if (!run_step) return stem;
   const std::string run = std::filesystem::absolute(path).parent_path().filename().string();
   return run.empty() ? stem : run + "-" + stem;
@@ -50,11 +56,13 @@ void check_serve_options(const ServeOptions& o) {
   EMBER_CHECK(o.port >= 0 && o.port <= 65535, "--port must be between 0 and 65535, got ", o.port);
   EMBER_CHECK(o.max_seqs > 0, "--max-seqs must be positive, got ", o.max_seqs);
   EMBER_CHECK(o.max_queue >= 0, "--max-queue must be >= 0, got ", o.max_queue);
-  EMBER_CHECK(o.max_batch_tokens > 0, "--max-batch-tokens must be positive, got ", o.max_batch_tokens);
+  EMBER_CHECK(o.max_batch_tokens > 0, "--max-batch-tokens must be positive, got ",
+              o.max_batch_tokens);
   EMBER_CHECK(o.kv_blocks >= 0, "--kv-blocks must be >= 0, got ", o.kv_blocks);
   EMBER_CHECK(o.kv_blocks == 0 || o.kv_memory.empty(), "give --kv-blocks or --kv-memory, not both");
   EMBER_CHECK(o.max_tokens_cap >= 0, "--max-tokens-cap must be >= 0, got ", o.max_tokens_cap);
-  EMBER_CHECK(o.threads >= 0 && o.threads <= 4096, "--threads must be between 0 and 4096, got ", o.threads);
+  EMBER_CHECK(o.threads >= 0 && o.threads <= 4096, "--threads must be between 0 and 4096, got ",
+              o.threads);
   if (!o.kv_memory.empty()) parse_memory_size(o.kv_memory);
   if (!o.served_name.empty()) {
     EMBER_CHECK(std::none_of(o.served_name.begin(), o.served_name.end(),

@@ -12,20 +12,20 @@ namespace ember::apps::serve {
 struct ServeOptions {
   std::string checkpoint, tokenizer;
   std::string host = "127.0.0.1";
-  int port = 8000;  // 0: any free port (the line printed once listening names it)
+  int port = 8000;          // 0: any free port (the line printed once listening names it)
   std::string api_key;      // "": no key needed
   std::string served_name;  // "": default_served_name(checkpoint)
   int64_t max_seqs = 16;
-  int64_t kv_blocks = 0;        // 0: from kv_memory, else enough for max_seqs full contexts
-  std::string kv_memory;        // e.g. "2GiB"; "": unset
+  int64_t kv_blocks = 0;  // 0: from kv_memory, else enough for max_seqs full contexts
+  std::string kv_memory;  // e.g. "2GiB"; "": unset
   int64_t max_queue = 256;
   int64_t max_batch_tokens = 256;
-  int64_t max_tokens_cap = 0;   // a request's max_tokens at most; 0: the context length
-  int64_t threads = 0;          // HTTP worker threads; 0: max_seqs + max_queue + 8, at most 1024
+  int64_t max_tokens_cap = 0;  // a request's max_tokens at most; 0: the context length
+  int64_t threads = 0;         // HTTP worker threads; 0: max_seqs + max_queue + 8, at most 1024
   size_t max_body_bytes = size_t{4} << 20;
-  int read_timeout_seconds = 5;    // a request's every read (headers and body)
-  int write_timeout_seconds = 10;  // a response's every write (a client that stops reading)
-  int keep_alive_seconds = 5;      // an idle connection is closed after this long
+  int read_timeout_seconds = 5;       // a request's every read (headers and body)
+  int write_timeout_seconds = 10;     // a response's every write (a client that stops reading)
+  int keep_alive_seconds = 5;         // an idle connection is closed after this long
   double shutdown_grace_seconds = 5;  // SIGTERM: in-flight requests run this long at most
   bool no_prefix_cache = false;
 };

@@ -16,11 +16,12 @@ struct ServeState {
   ServedModel model;
   nn::Engine* engine = nullptr;
   ServerMetrics metrics;
-  std::string api_key;                 // "": none needed
-  std::atomic<bool> draining{false};   // SIGTERM: new generations get 503
+  std::string api_key;                // "": none needed
+  std::atomic<bool> draining{false};  // SIGTERM: new generations get 503
   std::atomic<uint64_t> next_id{1};
-  // A response that wrote nothing for this long writes a keep-alive (an SSE comment,
-  // or a space before a JSON body): the write fails once the client is gone.
+  // A response that wrote nothing for this long writes a keep-alive (a space before a
+  // JSON body; an SSE comment line in a stream, twice as far apart): the write fails
+  // once the client is gone, and its request is cancelled.
   std::chrono::milliseconds keep_alive_interval{1000};
 };
 

@@ -44,13 +44,15 @@ LoadedModel load_served_model(const ServeOptions& o) {
   if (!o.tokenizer.empty()) {
     lm.tokenizer = data::Tokenizer::load(o.tokenizer);
     lm.has_tokenizer = true;
-    EMBER_CHECK(static_cast<int64_t>(lm.tokenizer.vocab_size()) <= lm.model->config().vocab_size, "--tokenizer ",
-                o.tokenizer, ": ", lm.tokenizer.vocab_size(), " tokens, more than the model's vocab_size ",
-                lm.model->config().vocab_size);
+    EMBER_CHECK(static_cast<int64_t>(lm.tokenizer.vocab_size()) <= lm.model->config().vocab_size,
+                "--tokenizer ", o.tokenizer, ": ", lm.tokenizer.vocab_size(),
+                " tokens, more than the model's vocab_size ", lm.model->config().vocab_size);
   }
-  EMBER_CHECK(lm.has_tokenizer, o.checkpoint, ": the checkpoint stores no tokenizer and its vocabulary (",
+  EMBER_CHECK(lm.has_tokenizer, o.checkpoint,
+              ": the checkpoint stores no tokenizer and its vocabulary (",
               lm.model->config().vocab_size,
-              " tokens) is not bytes; give --tokenizer FILE (the tokenizer.json its training data was encoded with)");
+              " tokens) is not bytes; give --tokenizer FILE (the tokenizer.json its training data "
+              "was encoded with)");
   return lm;
 }
 
@@ -110,9 +112,14 @@ int run_serve(const ServeOptions& o) {
   HttpServer http;
   configure(http, o);
   add_routes(http, st, o.max_body_bytes);
-  const int port = o.port == 0 ? http.bind_to_any_port(o.host) : (http.bind_to_port(o.host, o.port) ? o.port : -1);
-  EMBER_CHECK(port > 0, "cannot listen on ", o.host, ":", o.port, " (", std::strerror(errno),
-              "); is another server on that port? --port 0 picks a free one");
+  errno = 0;
+  const int port =
+      o.port == 0 ? http.bind_to_any_port(o.host) : (http.bind_to_port(o.host, o.port) ? o.port : -1);
+  const int bind_errno = errno;
+  EMBER_CHECK(port > 0, "cannot listen on ", o.host, ":", o.port, ": ",
+              bind_errno == EADDRINUSE ? "the port is in use (another server?); --port 0 picks a free one"
+              : bind_errno != 0        ? std::strerror(bind_errno)
+                                       : "--host is not an address of this machine");
   http.deepen_backlog();
   engine.start();
   std::promise<bool> listened;
@@ -124,7 +131,10 @@ int run_serve(const ServeOptions& o) {
 
   const int sig = wait_for_stop(signals, listening);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(9);
-  std::fprintf(stderr, "ember serve: %s, shutting down\n", sig == SIGINT ? "SIGINT" : sig ? "SIGTERM" : "the listener stopped");
+  std::fprintf(stderr, "ember serve: %s, shutting down\n",
+               sig == SIGINT ? "SIGINT"
+               : sig         ? "SIGTERM"
+                             : "the listener stopped");
   st.draining = true;
   http.stop();  // closes the listening socket; open connections end after their current request
   engine.shutdown(std::chrono::milliseconds(static_cast<int64_t>(o.shutdown_grace_seconds * 1000)));
@@ -135,7 +145,8 @@ int run_serve(const ServeOptions& o) {
     std::_Exit(0);
   }
   listener.join();
-  EMBER_CHECK(sig != 0, "the HTTP server on ", o.host, ":", port, " stopped listening unexpectedly");
+  EMBER_CHECK(sig != 0, "the HTTP server on ", o.host, ":", port,
+              " stopped listening unexpectedly");
   std::fprintf(stderr, "ember serve: stopped\n");
   return 0;
 }

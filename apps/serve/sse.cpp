@@ -5,7 +5,11 @@
 
 namespace ember::apps::serve {
 
-std::string sse_event(const nlohmann::ordered_json& chunk) { return "data: " + json_text(chunk) + "\n\n"; }
-std::string sse_event(const nlohmann::json& chunk) { return "data: " + json_text(chunk) + "\n\n"; }
+std::string sse_event(const nlohmann::ordered_json& chunk) {
+  return "data: " + json_text(chunk) + "\n\n";
+}
+std::string sse_event(const nlohmann::json& chunk) {
+  return "data: " + json_text(chunk) + "\n\n";
+}
 
 }  // namespace ember::apps::serve

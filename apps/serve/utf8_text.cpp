@@ -16,8 +16,8 @@ size_t incomplete_utf8_tail(std::string_view s) {
 }
 
 size_t utf8_length(std::string_view s) {
-  return static_cast<size_t>(
-      std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+  return static_cast<size_t>(std::count_if(
+      s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
 }
 
 std::string Utf8Assembler::push(std::string_view bytes) {
