@@ -80,7 +80,10 @@ class DeadlineStream : public httplib::Stream {
   ssize_t read(char* ptr, size_t size) override {
     if (buffered_ == 0) {
       if (!is_readable()) return -1;
-      const ssize_t n = ::recv(sock_, buffer_.data(), buffer_.size(), 0);
+      ssize_t n;
+      do {
+        n = ::recv(sock_, buffer_.data(), buffer_.size(), 0);
+      } while (n < 0 && errno == EINTR);
       if (n <= 0) return n;
       offset_ = 0;
       buffered_ = static_cast<size_t>(n);
@@ -94,7 +97,11 @@ class DeadlineStream : public httplib::Stream {
   }
   ssize_t write(const char* ptr, size_t size) override {
     if (!is_writable()) return -1;
-    return ::send(sock_, ptr, size, MSG_NOSIGNAL);
+    ssize_t n;
+    do {
+      n = ::send(sock_, ptr, size, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    return n;
   }
   void get_remote_ip_and_port(std::string& ip, int& port) const override {
     ip_and_port(false, sock_, ip, port);
