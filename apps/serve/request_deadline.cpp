@@ -67,7 +67,7 @@ class DeadlineStream : public httplib::Stream {
   bool is_readable() const override {
     if (t_request_cut != RequestCut::none) return false;
     const int64_t left = ms_until(deadline_);
-    if (wait_socket(sock_, POLLIN, std::min(read_ms_, std::max<int64_t>(left, 0))) > 0) return true;
+    if (left > 0 && wait_socket(sock_, POLLIN, std::min(read_ms_, left)) > 0) return true;
     if (Clock::now() >= deadline_) t_request_cut = RequestCut::timeout;
     return false;
   }
