@@ -2,7 +2,8 @@
 // line, headers and body must arrive within --request-timeout seconds of the
 // connection's start (or of the previous response on a kept-alive connection),
 // and the request line plus headers within kMaxHeaderBytes; a request cut short
-// is answered 408 or 431 and its connection closed. A running handler has no deadline.
+// is answered 408 or 431 (nothing if its request line never came) and its
+// connection closed. A running handler has no deadline.
 #pragma once
 #include <cstddef>
 #include <memory>
