@@ -226,4 +226,10 @@ TEST_CASE("serve: serve options: memory sizes, the served name, engine options",
   o = ServeOptions();
   o.max_seqs = 0;
   CHECK_THROWS_WITH(check_serve_options(o), Catch::Contains("--max-seqs"));
+  o = ServeOptions();
+  CHECK(o.request_timeout_seconds == 30);
+  o.request_timeout_seconds = 0;
+  CHECK_THROWS_WITH(check_serve_options(o), Catch::Contains("--request-timeout"));
+  o.request_timeout_seconds = 0.5;
+  CHECK_NOTHROW(check_serve_options(o));
 }

@@ -43,6 +43,10 @@ CommandRunner add_serve_command(CLI::App& app) {
       "HTTP worker threads, one per open connection (0: max-seqs + max-queue + 8, at most 1024)");
   sub->add_option("--max-body-bytes", o->max_body_bytes, "largest request body; past it: HTTP 413");
   sub->add_option(
+      "--request-timeout", o->request_timeout_seconds,
+      "seconds a request's line, headers and body have to arrive (from the connection's "
+      "start or the previous response; past it: HTTP 408 and the connection closed)");
+  sub->add_option(
          "--shutdown-grace", o->shutdown_grace_seconds,
          "SIGTERM/SIGINT: seconds in-flight requests may still run before they are cancelled")
       ->check(CLI::Range(0.0, 8.0));

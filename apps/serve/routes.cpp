@@ -11,6 +11,7 @@
 #include "apps/serve/api_error.h"
 #include "apps/serve/auth.h"
 #include "apps/serve/generation_run.h"
+#include "apps/serve/request_deadline.h"
 #include "apps/serve/request_plan.h"
 #include "apps/serve/serve_state.h"
 
@@ -123,6 +124,20 @@ bool method_allowed(const std::string& method, const char* allowed) {
 // The body of an error the HTTP library answered by itself (no route matched, a body over
 // the limit, a malformed request).
 ApiError library_error(const httplib::Request& req, httplib::Response& res, size_t max_body_bytes) {
+  if (request_cut() == RequestCut::timeout) {
+    res.status = 408;
+    return ApiError(408,
+                    "the request did not arrive in time: its request line, headers and body must "
+                    "arrive within the server's request timeout (ember serve --request-timeout)",
+                    "", "request_timeout");
+  }
+  if (request_cut() == RequestCut::headers_too_large) {
+    res.status = 431;
+    return ApiError(431,
+                    "the request line and headers are larger than this server's limit of " +
+                        std::to_string(kMaxHeaderBytes) + " bytes",
+                    "", "headers_too_large");
+  }
   if (res.status == 413) {
     // The library caps form-encoded bodies (curl -d without a Content-Type) at 8192 bytes.
     if (req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0) {

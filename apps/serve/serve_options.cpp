@@ -63,6 +63,9 @@ void check_serve_options(const ServeOptions& o) {
   EMBER_CHECK(o.max_tokens_cap >= 0, "--max-tokens-cap must be >= 0, got ", o.max_tokens_cap);
   EMBER_CHECK(o.threads >= 0 && o.threads <= 4096, "--threads must be between 0 and 4096, got ",
               o.threads);
+  EMBER_CHECK(o.request_timeout_seconds > 0 && o.request_timeout_seconds <= 86400,
+              "--request-timeout must be between 0 (excluded) and 86400 seconds, got ",
+              o.request_timeout_seconds);
   if (!o.kv_memory.empty()) parse_memory_size(o.kv_memory);
   if (!o.served_name.empty()) {
     EMBER_CHECK(std::none_of(o.served_name.begin(), o.served_name.end(),

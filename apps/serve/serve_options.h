@@ -23,10 +23,11 @@ struct ServeOptions {
   int64_t max_tokens_cap = 0;  // a request's max_tokens at most; 0: the context length
   int64_t threads = 0;         // HTTP worker threads; 0: max_seqs + max_queue + 8, at most 1024
   size_t max_body_bytes = size_t{4} << 20;
-  int read_timeout_seconds = 5;       // a request's every read (headers and body)
-  int write_timeout_seconds = 10;     // a response's every write (a client that stops reading)
-  int keep_alive_seconds = 5;         // an idle connection is closed after this long
-  double shutdown_grace_seconds = 5;  // SIGTERM: in-flight requests run this long at most
+  int read_timeout_seconds = 5;         // a request's every read (headers and body)
+  int write_timeout_seconds = 10;       // a response's every write (a client that stops reading)
+  int keep_alive_seconds = 5;           // an idle connection is closed after this long
+  double request_timeout_seconds = 30;  // a request's line, headers and body, all of them
+  double shutdown_grace_seconds = 5;    // SIGTERM: in-flight requests run this long at most
   bool no_prefix_cache = false;
 };
 

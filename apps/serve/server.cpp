@@ -1,11 +1,10 @@
 // The life of `ember serve` (apps/serve/server.h): model, engine, HTTP server
-// with its limits (body size, read/write timeouts, keep-alive), the signal wait
-// and the bounded shutdown.
+// with its limits (body size, read/write timeouts, keep-alive, request deadline),
+// the signal wait and the bounded shutdown.
 #include "apps/serve/server.h"
 
 #include <httplib.h>
 #include <pthread.h>
-#include <sys/socket.h>
 
 #include <atomic>
 #include <cerrno>
@@ -14,8 +13,10 @@
 #include <cstring>
 #include <ctime>
 #include <future>
+#include <memory>
 #include <thread>
 
+#include "apps/serve/request_deadline.h"
 #include "apps/serve/routes.h"
 #include "apps/serve/serve_state.h"
 #include "apps/train/model_io.h"
@@ -25,19 +26,6 @@ namespace ember::apps::serve {
 namespace {
 
 constexpr int kListenBacklog = 128;  // the library listens with 5; bursts of clients need more
-
-// httplib::Server with a deeper accept queue and SO_REUSEADDR only (the library's default also
-// sets SO_REUSEPORT, which would let a second server share the port unnoticed).
-class HttpServer : public httplib::Server {
- public:
-  HttpServer() {
-    set_socket_options([](socket_t sock) {
-      int yes = 1;
-      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    });
-  }
-  void deepen_backlog() { ::listen(svr_sock_, kListenBacklog); }
-};
 
 LoadedModel load_served_model(const ServeOptions& o) {
   LoadedModel lm = load_model(o.checkpoint);
@@ -56,7 +44,7 @@ LoadedModel load_served_model(const ServeOptions& o) {
   return lm;
 }
 
-void configure(HttpServer& http, const ServeOptions& o) {
+void configure(httplib::Server& http, const ServeOptions& o) {
   const size_t threads = static_cast<size_t>(worker_threads(o));
   http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http.set_payload_max_length(o.max_body_bytes);
@@ -109,7 +97,8 @@ int run_serve(const ServeOptions& o) {
   st.engine = &engine;
   st.api_key = o.api_key;
 
-  HttpServer http;
+  const std::unique_ptr<httplib::Server> server = make_http_server(o.request_timeout_seconds);
+  httplib::Server& http = *server;
   configure(http, o);
   add_routes(http, st, o.max_body_bytes);
   errno = 0;
@@ -120,7 +109,7 @@ int run_serve(const ServeOptions& o) {
               bind_errno == EADDRINUSE ? "the port is in use (another server?); --port 0 picks a free one"
               : bind_errno != 0        ? std::strerror(bind_errno)
                                        : "--host is not an address of this machine");
-  http.deepen_backlog();
+  deepen_backlog(http, kListenBacklog);
   engine.start();
   std::promise<bool> listened;
   std::future<bool> listening = listened.get_future();
