@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/kernels/fast_math.h"
 #include "core/simd.h"
 
 namespace ember::nn::paged {
@@ -51,28 +52,31 @@ void rope_rows(float* x, int64_t R, int64_t ld, int64_t H, int64_t D, const int6
 }
 
 namespace {
-float gelu(float v) { return static_cast<float>(0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)))); }
-float gelu_tanh(float v) {
-  const double k = std::sqrt(2.0 / M_PI);
-  return static_cast<float>(0.5 * v * (1.0 + std::tanh(k * (v + 0.044715 * v * v * v))));
+
+constexpr float kSqrt2OverPi = 0.79788456080286535588f, kGeluCubic = 0.044715f;
+
+// One element, by the float formulas of the training path (core/kernels/unary.cpp):
+// silu x sigmoid(x), gelu x Phi(x), gelu_tanh x sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)).
+// Out of line, so the loop over elements stays scalar: every element runs the same
+// instructions whatever n and the thread split (a vector body and its tail could differ).
+__attribute__((noinline)) float act_one(int kind, float g, float u) {
+  switch (kind) {
+    case 0: return g * kernels::fast::sigmoid(g) * u;
+    case 1: return g * kernels::fast::normal_cdf(g) * u;
+    case 2: return u * kernels::fast::normal_cdf(u);
+    case 3: return u * kernels::fast::sigmoid(2.0f * (kSqrt2OverPi * (u + kGeluCubic * u * u * u)));
+    default: return std::max(u, 0.0f);
+  }
 }
-float silu(float v) { return static_cast<float>(v / (1.0 + std::exp(-static_cast<double>(v)))); }
+
 }  // namespace
 
 void activate(const std::string& act, const float* gate, const float* up, float* out, int64_t n) {
   EMBER_CHECK(act == "swiglu" || act == "geglu" || act == "gelu" || act == "gelu_tanh" || act == "relu",
               "paged forward: unknown activation ", act);
   const int kind = act == "swiglu" ? 0 : act == "geglu" ? 1 : act == "gelu" ? 2 : act == "gelu_tanh" ? 3 : 4;
-#pragma omp parallel for if (n > (1 << 16))
-  for (int64_t i = 0; i < n; ++i) {
-    switch (kind) {
-      case 0: out[i] = silu(gate[i]) * up[i]; break;
-      case 1: out[i] = gelu(gate[i]) * up[i]; break;
-      case 2: out[i] = gelu(up[i]); break;
-      case 3: out[i] = gelu_tanh(up[i]); break;
-      default: out[i] = std::max(up[i], 0.0f); break;
-    }
-  }
+#pragma omp parallel for schedule(static) if (n >= (1 << 13))
+  for (int64_t i = 0; i < n; ++i) out[i] = act_one(kind, gate ? gate[i] : 0.0f, up[i]);
 }
 
 namespace {
