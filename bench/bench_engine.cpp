@@ -8,6 +8,7 @@
 // Usage: bench_engine [--prompt P] [--tokens N] [--reps R] [--batches 1,4,16] [--engine-only]
 //                     [CONFIG.json]
 #include <omp.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -74,8 +75,15 @@ std::vector<int64_t> random_prompt(int64_t P, int64_t vocab, uint64_t seed) {
   return u.to(DType::Int64).to_vector<int64_t>();
 }
 
+// CPU seconds of the process (all threads): the work, whatever else loads the machine.
+double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 struct EngineRun {
-  double prefill_s = 0, decode_s = 0;
+  double prefill_s = 0, decode_s = 0, decode_cpu_s = 0;
   int64_t decode_steps = 0, decode_tokens = 0;
 };
 
@@ -101,6 +109,7 @@ EngineRun run_engine(const std::shared_ptr<const nn::InferenceModel>& im, int64_
   apps::Stopwatch watch;
   std::vector<int64_t> got(static_cast<size_t>(B), 0);
   bool prefilled = false;
+  double cpu0 = 0;
   for (;;) {
     const bool worked = engine.step();
     int64_t with_first = 0;
@@ -113,12 +122,14 @@ EngineRun run_engine(const std::shared_ptr<const nn::InferenceModel>& im, int64_
       if (with_first == B) {
         prefilled = true;
         run.prefill_s = watch.lap();
+        cpu0 = cpu_seconds();
       }
     } else {
       ++run.decode_steps;
     }
   }
   run.decode_s = watch.seconds();
+  run.decode_cpu_s = cpu_seconds() - cpu0;
   for (const int64_t g : got) run.decode_tokens += g - 1;
   return run;
 }
@@ -201,28 +212,29 @@ int main(int argc, char** argv) {
     for (int r = 0; r < a.reps; ++r) old.push_back(old_path_decode(model, P, N));
     old_tps = median(old);
   }
-  std::printf("\n%4s %11s %13s %13s %9s %10s %10s\n", "B", "prefill ms", "decode step/s",
-              "decode tok/s", "ms/step", "x B=1", "x old");
+  std::printf("\n%4s %11s %13s %13s %9s %12s %10s %10s\n", "B", "prefill ms", "decode step/s",
+              "decode tok/s", "ms/step", "cpu ms/step", "x B=1", "x old");
   run_engine(im, 1, P, 4, 1);  // warm-up
   double base = 0;
   for (const int64_t B : a.batches) {
-    std::vector<double> pre, steps, toks, ms;
+    std::vector<double> pre, steps, toks, ms, cpu;
     for (int r = 0; r < a.reps; ++r) {
       const EngineRun run = run_engine(im, B, P, N, 1000 * static_cast<uint64_t>(r + 1));
       pre.push_back(run.prefill_s * 1e3);
       steps.push_back(run.decode_steps / run.decode_s);
       toks.push_back(run.decode_tokens / run.decode_s);
       ms.push_back(run.decode_s / run.decode_steps * 1e3);
+      cpu.push_back(run.decode_cpu_s / run.decode_steps * 1e3);
     }
     const double tps = median(toks);
     if (B == 1) base = tps;
-    std::printf("%4ld %11.1f %13.2f %13.1f %9.2f %10.2f %10.2f\n", static_cast<long>(B),
-                median(pre), median(steps), tps, median(ms), base > 0 ? tps / base : 0,
+    std::printf("%4ld %11.1f %13.2f %13.1f %9.2f %12.2f %10.2f %10.2f\n", static_cast<long>(B),
+                median(pre), median(steps), tps, median(ms), median(cpu), base > 0 ? tps / base : 0,
                 tps / old_tps);
   }
   if (a.engine_only) return 0;
-  std::printf("%4s %11s %13s %13.1f %9.2f   (old: Transformer::forward_cached, batch 1)\n", "old",
-              "", "", old_tps, 1e3 / old_tps);
+  std::printf("%4s %11s %13s %13.1f %9.2f %12s   (old: Transformer::forward_cached, batch 1)\n", "old",
+              "", "", old_tps, 1e3 / old_tps, "");
   const int64_t LP = std::min<int64_t>(512, cfg.max_seq_len);
   std::vector<double> pf;
   for (int r = 0; r < a.reps; ++r) pf.push_back(engine_prefill(im, LP));

@@ -176,19 +176,23 @@ void attention(const Weights& w, const ModelConfig& cfg, int64_t layer, const fl
   a.v = vc;
   a.Hkv = Hkv;
   a.D = D;
+  a.group = Hq / Hkv;
   a.scale = 1.0 / std::sqrt(static_cast<double>(D));
   a.softcap = cfg.attn_softcap;
-  const int64_t window = cfg.layer_window(layer), group = Hq / Hkv;
+  const int64_t window = cfg.layer_window(layer);
   const int64_t max_pos = *std::max_element(rows.pos.begin(), rows.pos.end());
-#pragma omp parallel if (R * Hq * (max_pos + 1) * D >= (1 << 16))
+  // Work items: (row, group of heads); few rows are split into more head groups so that both
+  // threads have work. A head's output does not depend on its group.
+  const int64_t groups = std::clamp<int64_t>(16 / R, 1, Hq);
+#pragma omp parallel if (R * Hq * (max_pos + 1) * D >= (1 << 15))
   {
-    std::vector<double> probs(static_cast<size_t>(max_pos + 1 + D));
-#pragma omp for schedule(dynamic, 4)
-    for (int64_t i = 0; i < R * Hq; ++i) {
-      const int64_t r = i / Hq, head = i % Hq, p = rows.pos[r];
+    std::vector<double> probs(static_cast<size_t>((Hq + 1) * (max_pos + 2)));
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t i = 0; i < R * groups; ++i) {
+      const int64_t r = i / groups, g = i % groups, p = rows.pos[r];
       const int64_t lo = window > 0 ? std::max<int64_t>(0, p - window + 1) : 0;
-      paged::attend_one(a, &q[(r * Hq + head) * D], head / group, *chunks[rows.chunk[r]].block_table,
-                        lo, p, out + (r * Hq + head) * D, probs.data());
+      paged::attend_row(a, q + r * Hq * D, Hq * g / groups, Hq * (g + 1) / groups,
+                        *chunks[rows.chunk[r]].block_table, lo, p, out + r * Hq * D, probs.data());
     }
   }
 }

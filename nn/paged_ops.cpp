@@ -99,29 +99,40 @@ inline float dot(const float* __restrict q, const float* __restrict k, int64_t D
 
 }  // namespace
 
-// Scores in float (fixed-order dot), softmax in double (max, exp, sum in position order),
-// out[d] = sum_t p_t v_t[d] in float, t increasing.
-EMBER_TARGET_CLONES void attend_one(const AttnArgs& a, const float* q, int64_t g,
+// Scores in float (fixed-order dot), softmax in double per head (max, exp, sum in position
+// order), out_h[d] = sum_t p_t v_t[d] in float, t increasing.
+EMBER_TARGET_CLONES void attend_row(const AttnArgs& a, const float* q, int64_t h0, int64_t h1,
                                     const std::vector<int32_t>& blocks, int64_t lo, int64_t p,
                                     float* out, double* scratch) {
-  const int64_t D = a.D, row = a.Hkv * D, block = 16 * row;
+  const int64_t D = a.D, row = a.Hkv * D, block = 16 * row, T = p - lo + 1, nh = h1 - h0;
   auto at = [&](const float* base, int64_t t) {
-    return base + blocks[static_cast<size_t>(t / 16)] * block + (t % 16) * row + g * D;
+    return base + blocks[static_cast<size_t>(t / 16)] * block + (t % 16) * row;
   };
-  double mx = -INFINITY;
+  double* sums = scratch + nh * T;  // per head: max, then the sum of exps
   for (int64_t t = lo; t <= p; ++t) {
-    double s = static_cast<double>(dot(q, at(a.k, t), D)) * a.scale;
-    if (a.softcap > 0) s = a.softcap * std::tanh(s / a.softcap);
-    scratch[t - lo] = s;
-    mx = std::max(mx, s);
+    const float* kr = at(a.k, t);
+    for (int64_t h = h0; h < h1; ++h) {
+      double s = static_cast<double>(dot(q + h * D, kr + (h / a.group) * D, D)) * a.scale;
+      if (a.softcap > 0) s = a.softcap * std::tanh(s / a.softcap);
+      scratch[(h - h0) * T + (t - lo)] = s;
+    }
   }
-  double sum = 0;
-  for (int64_t t = lo; t <= p; ++t) sum += (scratch[t - lo] = std::exp(scratch[t - lo] - mx));
-  std::fill(out, out + D, 0.0f);
+  for (int64_t i = 0; i < nh; ++i) {
+    double* s = scratch + i * T;
+    const double mx = *std::max_element(s, s + T);
+    double sum = 0;
+    for (int64_t t = 0; t < T; ++t) sum += (s[t] = std::exp(s[t] - mx));
+    sums[i] = sum;
+  }
+  std::fill(out + h0 * D, out + h1 * D, 0.0f);
   for (int64_t t = lo; t <= p; ++t) {
-    const float* __restrict vr = at(a.v, t);
-    const float wt = static_cast<float>(scratch[t - lo] / sum);
-    for (int64_t d = 0; d < D; ++d) out[d] += wt * vr[d];
+    const float* vr = at(a.v, t);
+    for (int64_t h = h0; h < h1; ++h) {
+      const float wt = static_cast<float>(scratch[(h - h0) * T + (t - lo)] / sums[h - h0]);
+      const float* __restrict vh = vr + (h / a.group) * D;
+      float* __restrict o = out + h * D;
+      for (int64_t d = 0; d < D; ++d) o[d] += wt * vh[d];
+    }
   }
 }
 
