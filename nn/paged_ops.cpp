@@ -55,17 +55,33 @@ namespace {
 
 constexpr float kSqrt2OverPi = 0.79788456080286535588f, kGeluCubic = 0.044715f;
 
-// One element, by the float formulas of the training path (core/kernels/unary.cpp):
+// 16 elements, by the float formulas of the training path (core/kernels/unary.cpp):
 // silu x sigmoid(x), gelu x Phi(x), gelu_tanh x sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)).
-// Out of line, so the loop over elements stays scalar: every element runs the same
-// instructions whatever n and the thread split (a vector body and its tail could differ).
-__attribute__((noinline)) float act_one(int kind, float g, float u) {
+// Every element goes through this one function, 16 at a time (a tail padded), so each runs
+// the same vector instructions whatever n and the thread split (a vectorized loop's scalar
+// tail could round differently).
+constexpr int64_t kActBlock = 16;
+EMBER_TARGET_CLONES void act_block(int kind, const float* __restrict g, const float* __restrict u,
+                                   float* __restrict o) {
+  namespace f = kernels::fast;
   switch (kind) {
-    case 0: return g * kernels::fast::sigmoid(g) * u;
-    case 1: return g * kernels::fast::normal_cdf(g) * u;
-    case 2: return u * kernels::fast::normal_cdf(u);
-    case 3: return u * kernels::fast::sigmoid(2.0f * (kSqrt2OverPi * (u + kGeluCubic * u * u * u)));
-    default: return std::max(u, 0.0f);
+    case 0:
+      for (int j = 0; j < kActBlock; ++j) o[j] = g[j] * f::sigmoid(g[j]) * u[j];
+      break;
+    case 1:
+      for (int j = 0; j < kActBlock; ++j) o[j] = g[j] * f::normal_cdf(g[j]) * u[j];
+      break;
+    case 2:
+      for (int j = 0; j < kActBlock; ++j) o[j] = u[j] * f::normal_cdf(u[j]);
+      break;
+    case 3:
+      for (int j = 0; j < kActBlock; ++j) {
+        o[j] = u[j] * f::sigmoid(2.0f * (kSqrt2OverPi * (u[j] + kGeluCubic * u[j] * u[j] * u[j])));
+      }
+      break;
+    default:
+      for (int j = 0; j < kActBlock; ++j) o[j] = std::max(u[j], 0.0f);
+      break;
   }
 }
 
@@ -75,8 +91,20 @@ void activate(const std::string& act, const float* gate, const float* up, float*
   EMBER_CHECK(act == "swiglu" || act == "geglu" || act == "gelu" || act == "gelu_tanh" || act == "relu",
               "paged forward: unknown activation ", act);
   const int kind = act == "swiglu" ? 0 : act == "geglu" ? 1 : act == "gelu" ? 2 : act == "gelu_tanh" ? 3 : 4;
+  static const float zeros[kActBlock] = {};
+  const int64_t blocks = n / kActBlock;
 #pragma omp parallel for schedule(static) if (n >= (1 << 13))
-  for (int64_t i = 0; i < n; ++i) out[i] = act_one(kind, gate ? gate[i] : 0.0f, up[i]);
+  for (int64_t i = 0; i < blocks; ++i) {
+    const int64_t at = i * kActBlock;
+    act_block(kind, gate ? gate + at : zeros, up + at, out + at);
+  }
+  const int64_t at = blocks * kActBlock, rest = n - at;
+  if (rest == 0) return;
+  float g[kActBlock] = {}, u[kActBlock] = {}, o[kActBlock];
+  std::copy(up + at, up + n, u);
+  if (gate) std::copy(gate + at, gate + n, g);
+  act_block(kind, g, u, o);
+  std::copy(o, o + rest, out + at);
 }
 
 namespace {
