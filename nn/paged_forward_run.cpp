@@ -8,6 +8,8 @@
 #include <cstring>
 #include <numeric>
 
+#include <omp.h>
+
 #include "core/kernels/matmul_rows.h"
 #include "nn/paged_forward.h"
 #include "nn/paged_ops.h"
@@ -56,6 +58,34 @@ void linear(const Weights& w, const std::string& prefix, const float* in, int64_
                        out, N);
 }
 
+// outs[i] [R, N_i] = in [R, K] W_i^T (+ b_i) for the Linears `prefixes` of one input, in one
+// parallel region (one fork-join instead of one each): every thread computes its share of each
+// output's columns, and matmul_rows gives the same bits however the columns are split.
+void linears(const Weights& w, const std::vector<std::string>& prefixes, const float* in, int64_t R,
+             int64_t K, const std::vector<float*>& outs) {
+  struct One {
+    const float *w, *b;
+    int64_t N;
+    float* y;
+  };
+  std::vector<One> ls;
+  int64_t work = 0;
+  for (size_t i = 0; i < prefixes.size(); ++i) {
+    const int64_t N = rows_of(w, prefixes[i] + ".weight");
+    ls.push_back({weight(w, prefixes[i] + ".weight"), maybe(w, prefixes[i] + ".bias"), N, outs[i]});
+    work += N * K * std::min<int64_t>(R, 8);
+  }
+#pragma omp parallel if (work >= (int64_t{1} << 17))
+  {
+    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    for (const One& l : ls) {
+      const int64_t n0 = l.N * t / threads, n1 = l.N * (t + 1) / threads;
+      kernels::matmul_rows(R, n1 - n0, K, in, K, l.w + n0 * K, K, l.b ? l.b + n0 : nullptr,
+                           l.y + n0, l.N);
+    }
+  }
+}
+
 void norm(const Weights& w, const ModelConfig& cfg, const std::string& prefix, float* in, int64_t R,
           int64_t C, float* out) {
   paged::norm_rows(cfg.norm, in, R, C, C, weight(w, prefix + ".weight"), maybe(w, prefix + ".bias"),
@@ -69,8 +99,11 @@ void ffn(const Weights& w, const ModelConfig& cfg, const std::string& prefix, co
   float* up = scratch(kUp, R * H);
   float* gate = cfg.gated_ffn() ? scratch(kGate, R * H) : nullptr;
   float* act = scratch(kAct, R * H);
-  linear(w, prefix + ".up_proj", in, R, C, up);
-  if (gate) linear(w, prefix + ".gate_proj", in, R, C, gate);
+  if (gate) {
+    linears(w, {prefix + ".up_proj", prefix + ".gate_proj"}, in, R, C, {up, gate});
+  } else {
+    linear(w, prefix + ".up_proj", in, R, C, up);
+  }
   paged::activate(cfg.ffn_act, gate, up, act, R * H);
   linear(w, prefix + ".down_proj", act, R, H, out);
 }
@@ -147,9 +180,7 @@ void attention(const Weights& w, const ModelConfig& cfg, int64_t layer, const fl
   float* q = scratch(kQ, R * Hq * D);
   float* k = scratch(kK, R * Hkv * D);
   float* v = scratch(kV, R * Hkv * D);
-  linear(w, prefix + ".q_proj", h, R, C, q);
-  linear(w, prefix + ".k_proj", h, R, C, k);
-  linear(w, prefix + ".v_proj", h, R, C, v);
+  linears(w, {prefix + ".q_proj", prefix + ".k_proj", prefix + ".v_proj"}, h, R, C, {q, k, v});
   if (cfg.qk_norm) {
     paged::norm_rows("rmsnorm", q, R * Hq, D, D, weight(w, prefix + ".q_norm.weight"), nullptr,
                      cfg.norm_eps, q, D);
