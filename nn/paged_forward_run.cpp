@@ -8,6 +8,8 @@
 #include <cstring>
 #include <numeric>
 
+#include <omp.h>
+
 #include "core/kernels/matmul_rows.h"
 #include "nn/paged_forward.h"
 #include "nn/paged_ops.h"
@@ -22,6 +24,16 @@ struct Rows {
 };
 
 using Weights = std::map<std::string, Tensor>;
+
+// Buffers of the forward, kept between calls on a thread (grow-only, never zeroed), so a
+// decode step neither allocates nor faults in fresh pages.
+enum Buf { kX, kH, kAtt, kO, kM, kQ, kK, kV, kUp, kGate, kAct, kSel, kHead, kNBufs };
+float* scratch(Buf b, int64_t n) {
+  thread_local std::vector<float> bufs[kNBufs];
+  std::vector<float>& v = bufs[b];
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
 
 const float* weight(const Weights& w, const std::string& name) {
   const auto it = w.find(name);
@@ -46,6 +58,34 @@ void linear(const Weights& w, const std::string& prefix, const float* in, int64_
                        out, N);
 }
 
+// outs[i] [R, N_i] = in [R, K] W_i^T (+ b_i) for the Linears `prefixes` of one input, in one
+// parallel region (one fork-join instead of one each): every thread computes its share of each
+// output's columns, and matmul_rows gives the same bits however the columns are split.
+void linears(const Weights& w, const std::vector<std::string>& prefixes, const float* in, int64_t R,
+             int64_t K, const std::vector<float*>& outs) {
+  struct One {
+    const float *w, *b;
+    int64_t N;
+    float* y;
+  };
+  std::vector<One> ls;
+  int64_t work = 0;
+  for (size_t i = 0; i < prefixes.size(); ++i) {
+    const int64_t N = rows_of(w, prefixes[i] + ".weight");
+    ls.push_back({weight(w, prefixes[i] + ".weight"), maybe(w, prefixes[i] + ".bias"), N, outs[i]});
+    work += N * K * std::min<int64_t>(R, 8);
+  }
+#pragma omp parallel if (work >= (int64_t{1} << 17))
+  {
+    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    for (const One& l : ls) {
+      const int64_t n0 = l.N * t / threads, n1 = l.N * (t + 1) / threads;
+      kernels::matmul_rows(R, n1 - n0, K, in, K, l.w + n0 * K, K, l.b ? l.b + n0 : nullptr,
+                           l.y + n0, l.N);
+    }
+  }
+}
+
 void norm(const Weights& w, const ModelConfig& cfg, const std::string& prefix, float* in, int64_t R,
           int64_t C, float* out) {
   paged::norm_rows(cfg.norm, in, R, C, C, weight(w, prefix + ".weight"), maybe(w, prefix + ".bias"),
@@ -56,14 +96,16 @@ void norm(const Weights& w, const ModelConfig& cfg, const std::string& prefix, f
 void ffn(const Weights& w, const ModelConfig& cfg, const std::string& prefix, const float* in,
          int64_t R, float* out) {
   const int64_t C = cfg.d_model, H = rows_of(w, prefix + ".up_proj.weight");
-  std::vector<float> up(static_cast<size_t>(R * H)), gate, act(static_cast<size_t>(R * H));
-  linear(w, prefix + ".up_proj", in, R, C, up.data());
-  if (cfg.gated_ffn()) {
-    gate.resize(static_cast<size_t>(R * H));
-    linear(w, prefix + ".gate_proj", in, R, C, gate.data());
+  float* up = scratch(kUp, R * H);
+  float* gate = cfg.gated_ffn() ? scratch(kGate, R * H) : nullptr;
+  float* act = scratch(kAct, R * H);
+  if (gate) {
+    linears(w, {prefix + ".up_proj", prefix + ".gate_proj"}, in, R, C, {up, gate});
+  } else {
+    linear(w, prefix + ".up_proj", in, R, C, up);
   }
-  paged::activate(cfg.ffn_act, gate.empty() ? nullptr : gate.data(), up.data(), act.data(), R * H);
-  linear(w, prefix + ".down_proj", act.data(), R, H, out);
+  paged::activate(cfg.ffn_act, gate, up, act, R * H);
+  linear(w, prefix + ".down_proj", act, R, H, out);
 }
 
 // MoE of nn/moe.cpp at inference: p = softmax(router(x)), the top-k p (ties: lower index),
@@ -135,22 +177,21 @@ void attention(const Weights& w, const ModelConfig& cfg, int64_t layer, const fl
   const std::string prefix = "model.layers." + std::to_string(layer) + ".self_attn";
   const int64_t R = rows.R, C = cfg.d_model, Hq = cfg.n_heads, Hkv = cfg.n_kv_heads,
                 D = cfg.head_dim;
-  std::vector<float> q(static_cast<size_t>(R * Hq * D)), k(static_cast<size_t>(R * Hkv * D)),
-      v(static_cast<size_t>(R * Hkv * D));
-  linear(w, prefix + ".q_proj", h, R, C, q.data());
-  linear(w, prefix + ".k_proj", h, R, C, k.data());
-  linear(w, prefix + ".v_proj", h, R, C, v.data());
+  float* q = scratch(kQ, R * Hq * D);
+  float* k = scratch(kK, R * Hkv * D);
+  float* v = scratch(kV, R * Hkv * D);
+  linears(w, {prefix + ".q_proj", prefix + ".k_proj", prefix + ".v_proj"}, h, R, C, {q, k, v});
   if (cfg.qk_norm) {
-    paged::norm_rows("rmsnorm", q.data(), R * Hq, D, D, weight(w, prefix + ".q_norm.weight"), nullptr,
-                     cfg.norm_eps, q.data(), D);
-    paged::norm_rows("rmsnorm", k.data(), R * Hkv, D, D, weight(w, prefix + ".k_norm.weight"),
-                     nullptr, cfg.norm_eps, k.data(), D);
+    paged::norm_rows("rmsnorm", q, R * Hq, D, D, weight(w, prefix + ".q_norm.weight"), nullptr,
+                     cfg.norm_eps, q, D);
+    paged::norm_rows("rmsnorm", k, R * Hkv, D, D, weight(w, prefix + ".k_norm.weight"), nullptr,
+                     cfg.norm_eps, k, D);
   }
   if (cfg.pos == "rope") {
     const float* cs = weight(w, "#rope.cos");
     const float* sn = weight(w, "#rope.sin");
-    paged::rope_rows(q.data(), R, Hq * D, Hq, D, rows.pos.data(), cs, sn);
-    paged::rope_rows(k.data(), R, Hkv * D, Hkv, D, rows.pos.data(), cs, sn);
+    paged::rope_rows(q, R, Hq * D, Hq, D, rows.pos.data(), cs, sn);
+    paged::rope_rows(k, R, Hkv * D, Hkv, D, rows.pos.data(), cs, sn);
   }
   float* kc = kv.k(layer).data<float>();
   float* vc = kv.v(layer).data<float>();
@@ -166,19 +207,23 @@ void attention(const Weights& w, const ModelConfig& cfg, int64_t layer, const fl
   a.v = vc;
   a.Hkv = Hkv;
   a.D = D;
+  a.group = Hq / Hkv;
   a.scale = 1.0 / std::sqrt(static_cast<double>(D));
   a.softcap = cfg.attn_softcap;
-  const int64_t window = cfg.layer_window(layer), group = Hq / Hkv;
+  const int64_t window = cfg.layer_window(layer);
   const int64_t max_pos = *std::max_element(rows.pos.begin(), rows.pos.end());
-#pragma omp parallel if (R * Hq * (max_pos + 1) * D >= (1 << 16))
+  // Work items: (row, group of heads); few rows are split into more head groups so that both
+  // threads have work. A head's output does not depend on its group.
+  const int64_t groups = std::clamp<int64_t>(16 / R, 1, Hq);
+#pragma omp parallel if (R * Hq * (max_pos + 1) * D >= (1 << 15))
   {
-    std::vector<double> scratch(static_cast<size_t>(max_pos + 1 + D));
-#pragma omp for schedule(dynamic, 4)
-    for (int64_t i = 0; i < R * Hq; ++i) {
-      const int64_t r = i / Hq, head = i % Hq, p = rows.pos[r];
+    std::vector<double> probs(static_cast<size_t>((Hq + 1) * (max_pos + 2)));
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t i = 0; i < R * groups; ++i) {
+      const int64_t r = i / groups, g = i % groups, p = rows.pos[r];
       const int64_t lo = window > 0 ? std::max<int64_t>(0, p - window + 1) : 0;
-      paged::attend_one(a, &q[(r * Hq + head) * D], head / group, *chunks[rows.chunk[r]].block_table,
-                        lo, p, out + (r * Hq + head) * D, scratch.data());
+      paged::attend_row(a, q + r * Hq * D, Hq * g / groups, Hq * (g + 1) / groups,
+                        *chunks[rows.chunk[r]].block_table, lo, p, out + r * Hq * D, probs.data());
     }
   }
 }
@@ -187,19 +232,21 @@ void block(const Weights& w, const ModelConfig& cfg, int64_t layer, float* x, co
            const std::vector<SeqChunk>& chunks, PagedKVStore& kv) {
   const int64_t R = rows.R, C = cfg.d_model, HD = cfg.n_heads * cfg.head_dim;
   const std::string p = "model.layers." + std::to_string(layer);
-  std::vector<float> h(static_cast<size_t>(R * C)), att(static_cast<size_t>(R * HD)),
-      o(static_cast<size_t>(R * C)), m(static_cast<size_t>(R * C));
-  norm(w, cfg, p + ".input_layernorm", x, R, C, h.data());
-  attention(w, cfg, layer, h.data(), rows, chunks, kv, att.data());
-  linear(w, p + ".self_attn.o_proj", att.data(), R, HD, o.data());
+  float* h = scratch(kH, R * C);
+  float* att = scratch(kAtt, R * HD);
+  float* o = scratch(kO, R * C);
+  float* m = scratch(kM, R * C);
+  norm(w, cfg, p + ".input_layernorm", x, R, C, h);
+  attention(w, cfg, layer, h, rows, chunks, kv, att);
+  linear(w, p + ".self_attn.o_proj", att, R, HD, o);
   if (cfg.parallel_block) {
-    mlp(w, cfg, layer, h.data(), R, m.data());
+    mlp(w, cfg, layer, h, R, m);
     for (int64_t i = 0; i < R * C; ++i) x[i] = (x[i] + o[i]) + m[i];
     return;
   }
   for (int64_t i = 0; i < R * C; ++i) x[i] += o[i];
-  norm(w, cfg, p + ".post_attention_layernorm", x, R, C, h.data());
-  mlp(w, cfg, layer, h.data(), R, m.data());
+  norm(w, cfg, p + ".post_attention_layernorm", x, R, C, h);
+  mlp(w, cfg, layer, h, R, m);
   for (int64_t i = 0; i < R * C; ++i) x[i] += m[i];
 }
 
@@ -236,7 +283,7 @@ Tensor InferenceModel::forward(const std::vector<SeqChunk>& chunks, PagedKVStore
   EMBER_CHECK(!chunks.empty(), "InferenceModel: forward needs at least one chunk");
   const Rows rows = collect_rows(cfg_, chunks, kv);
   const int64_t R = rows.R, C = cfg_.d_model, V = cfg_.vocab_size;
-  std::vector<float> x(static_cast<size_t>(R * C));
+  float* x = scratch(kX, R * C);
   const float* emb = weight(w_, "model.embed_tokens.weight");
   const float* pos_table = cfg_.pos == "learned"      ? weight(w_, "model.embed_positions.weight")
                            : cfg_.pos == "sinusoidal" ? weight(w_, "#sinusoidal")
@@ -246,7 +293,7 @@ Tensor InferenceModel::forward(const std::vector<SeqChunk>& chunks, PagedKVStore
       x[r * C + c] = emb[rows.token[r] * C + c] + (pos_table ? pos_table[rows.pos[r] * C + c] : 0.0f);
     }
   }
-  for (int64_t l = 0; l < cfg_.n_layers; ++l) block(w_, cfg_, l, x.data(), rows, chunks, kv);
+  for (int64_t l = 0; l < cfg_.n_layers; ++l) block(w_, cfg_, l, x, rows, chunks, kv);
   std::vector<int64_t> out_rows;
   int64_t r0 = 0;
   for (const SeqChunk& s : chunks) {
@@ -254,13 +301,14 @@ Tensor InferenceModel::forward(const std::vector<SeqChunk>& chunks, PagedKVStore
     r0 += s.n_tokens;
   }
   const int64_t RL = static_cast<int64_t>(out_rows.size());
-  std::vector<float> sel(static_cast<size_t>(RL * C)), h(static_cast<size_t>(RL * C));
+  float* sel = scratch(kSel, RL * C);
+  float* h = scratch(kHead, RL * C);
   for (int64_t i = 0; i < RL; ++i) std::memcpy(&sel[i * C], &x[out_rows[i] * C], C * sizeof(float));
-  norm(w_, cfg_, "model.norm", sel.data(), RL, C, h.data());
+  norm(w_, cfg_, "model.norm", sel, RL, C, h);
   Tensor logits = Tensor::empty({RL, V});
   float* lp = logits.data<float>();
   const bool tied = cfg_.tie_embeddings;
-  kernels::matmul_rows(RL, V, C, h.data(), C, weight(w_, tied ? "model.embed_tokens.weight" : "lm_head.weight"),
+  kernels::matmul_rows(RL, V, C, h, C, weight(w_, tied ? "model.embed_tokens.weight" : "lm_head.weight"),
                        C, nullptr, lp, V);
   if (cfg_.final_softcap > 0) {
     const float cap = static_cast<float>(cfg_.final_softcap);

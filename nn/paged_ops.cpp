@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/kernels/fast_math.h"
 #include "core/simd.h"
 
 namespace ember::nn::paged {
@@ -51,28 +52,59 @@ void rope_rows(float* x, int64_t R, int64_t ld, int64_t H, int64_t D, const int6
 }
 
 namespace {
-float gelu(float v) { return static_cast<float>(0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)))); }
-float gelu_tanh(float v) {
-  const double k = std::sqrt(2.0 / M_PI);
-  return static_cast<float>(0.5 * v * (1.0 + std::tanh(k * (v + 0.044715 * v * v * v))));
+
+constexpr float kSqrt2OverPi = 0.79788456080286535588f, kGeluCubic = 0.044715f;
+
+// 16 elements, by the float formulas of the training path (core/kernels/unary.cpp):
+// silu x sigmoid(x), gelu x Phi(x), gelu_tanh x sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)).
+// Every element goes through this one function, 16 at a time (a tail padded), so each runs
+// the same vector instructions whatever n and the thread split (a vectorized loop's scalar
+// tail could round differently).
+constexpr int64_t kActBlock = 16;
+EMBER_TARGET_CLONES void act_block(int kind, const float* __restrict g, const float* __restrict u,
+                                   float* __restrict o) {
+  namespace f = kernels::fast;
+  switch (kind) {
+    case 0:
+      for (int j = 0; j < kActBlock; ++j) o[j] = g[j] * f::sigmoid(g[j]) * u[j];
+      break;
+    case 1:
+      for (int j = 0; j < kActBlock; ++j) o[j] = g[j] * f::normal_cdf(g[j]) * u[j];
+      break;
+    case 2:
+      for (int j = 0; j < kActBlock; ++j) o[j] = u[j] * f::normal_cdf(u[j]);
+      break;
+    case 3:
+      for (int j = 0; j < kActBlock; ++j) {
+        o[j] = u[j] * f::sigmoid(2.0f * (kSqrt2OverPi * (u[j] + kGeluCubic * u[j] * u[j] * u[j])));
+      }
+      break;
+    default:
+      for (int j = 0; j < kActBlock; ++j) o[j] = std::max(u[j], 0.0f);
+      break;
+  }
 }
-float silu(float v) { return static_cast<float>(v / (1.0 + std::exp(-static_cast<double>(v)))); }
+
 }  // namespace
 
 void activate(const std::string& act, const float* gate, const float* up, float* out, int64_t n) {
   EMBER_CHECK(act == "swiglu" || act == "geglu" || act == "gelu" || act == "gelu_tanh" || act == "relu",
               "paged forward: unknown activation ", act);
   const int kind = act == "swiglu" ? 0 : act == "geglu" ? 1 : act == "gelu" ? 2 : act == "gelu_tanh" ? 3 : 4;
-#pragma omp parallel for if (n > (1 << 16))
-  for (int64_t i = 0; i < n; ++i) {
-    switch (kind) {
-      case 0: out[i] = silu(gate[i]) * up[i]; break;
-      case 1: out[i] = gelu(gate[i]) * up[i]; break;
-      case 2: out[i] = gelu(up[i]); break;
-      case 3: out[i] = gelu_tanh(up[i]); break;
-      default: out[i] = std::max(up[i], 0.0f); break;
-    }
+  static const float zeros[kActBlock] = {};
+  const int64_t blocks = n / kActBlock;
+#pragma omp parallel for schedule(static) if (n >= (1 << 13))
+  for (int64_t i = 0; i < blocks; ++i) {
+    const int64_t at = i * kActBlock;
+    act_block(kind, gate ? gate + at : zeros, up + at, out + at);
   }
+  const int64_t at = blocks * kActBlock, rest = n - at;
+  if (rest == 0) return;
+  float g[kActBlock] = {}, u[kActBlock] = {}, o[kActBlock];
+  std::copy(up + at, up + n, u);
+  if (gate) std::copy(gate + at, gate + n, g);
+  act_block(kind, g, u, o);
+  std::copy(o, o + rest, out + at);
 }
 
 namespace {
@@ -95,29 +127,40 @@ inline float dot(const float* __restrict q, const float* __restrict k, int64_t D
 
 }  // namespace
 
-// Scores in float (fixed-order dot), softmax in double (max, exp, sum in position order),
-// out[d] = sum_t p_t v_t[d] in float, t increasing.
-EMBER_TARGET_CLONES void attend_one(const AttnArgs& a, const float* q, int64_t g,
+// Scores in float (fixed-order dot), softmax in double per head (max, exp, sum in position
+// order), out_h[d] = sum_t p_t v_t[d] in float, t increasing.
+EMBER_TARGET_CLONES void attend_row(const AttnArgs& a, const float* q, int64_t h0, int64_t h1,
                                     const std::vector<int32_t>& blocks, int64_t lo, int64_t p,
                                     float* out, double* scratch) {
-  const int64_t D = a.D, row = a.Hkv * D, block = 16 * row;
+  const int64_t D = a.D, row = a.Hkv * D, block = 16 * row, T = p - lo + 1, nh = h1 - h0;
   auto at = [&](const float* base, int64_t t) {
-    return base + blocks[static_cast<size_t>(t / 16)] * block + (t % 16) * row + g * D;
+    return base + blocks[static_cast<size_t>(t / 16)] * block + (t % 16) * row;
   };
-  double mx = -INFINITY;
+  double* sums = scratch + nh * T;  // per head: max, then the sum of exps
   for (int64_t t = lo; t <= p; ++t) {
-    double s = static_cast<double>(dot(q, at(a.k, t), D)) * a.scale;
-    if (a.softcap > 0) s = a.softcap * std::tanh(s / a.softcap);
-    scratch[t - lo] = s;
-    mx = std::max(mx, s);
+    const float* kr = at(a.k, t);
+    for (int64_t h = h0; h < h1; ++h) {
+      double s = static_cast<double>(dot(q + h * D, kr + (h / a.group) * D, D)) * a.scale;
+      if (a.softcap > 0) s = a.softcap * std::tanh(s / a.softcap);
+      scratch[(h - h0) * T + (t - lo)] = s;
+    }
   }
-  double sum = 0;
-  for (int64_t t = lo; t <= p; ++t) sum += (scratch[t - lo] = std::exp(scratch[t - lo] - mx));
-  std::fill(out, out + D, 0.0f);
+  for (int64_t i = 0; i < nh; ++i) {
+    double* s = scratch + i * T;
+    const double mx = *std::max_element(s, s + T);
+    double sum = 0;
+    for (int64_t t = 0; t < T; ++t) sum += (s[t] = std::exp(s[t] - mx));
+    sums[i] = sum;
+  }
+  std::fill(out + h0 * D, out + h1 * D, 0.0f);
   for (int64_t t = lo; t <= p; ++t) {
-    const float* __restrict vr = at(a.v, t);
-    const float wt = static_cast<float>(scratch[t - lo] / sum);
-    for (int64_t d = 0; d < D; ++d) out[d] += wt * vr[d];
+    const float* vr = at(a.v, t);
+    for (int64_t h = h0; h < h1; ++h) {
+      const float wt = static_cast<float>(scratch[(h - h0) * T + (t - lo)] / sums[h - h0]);
+      const float* __restrict vh = vr + (h / a.group) * D;
+      float* __restrict o = out + h * D;
+      for (int64_t d = 0; d < D; ++d) o[d] += wt * vh[d];
+    }
   }
 }
 

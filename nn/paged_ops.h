@@ -23,17 +23,20 @@ void rope_rows(float* x, int64_t R, int64_t ld, int64_t H, int64_t D, const int6
 // act(gate, up) -> out, n values: swiglu, geglu (gate used), gelu, gelu_tanh, relu (up only).
 void activate(const std::string& act, const float* gate, const float* up, float* out, int64_t n);
 
-// One query row's attention for one head: keys/values of positions [lo, p] of a
-// sequence, read through its block table from K, V [n_blocks, 16, Hkv, D] at kv head g.
-// s_t = scale q.k_t (softcap c > 0: c tanh(s_t / c)); out = sum_t softmax(s)_t v_t.
-// scratch holds p - lo + 1 doubles.
+// One query row's attention for heads [h0, h1): keys/values of positions [lo, p] of a
+// sequence, read through its block table from K, V [n_blocks, 16, Hkv, D], head h at kv head
+// h / group. s_t = scale q_h.k_t (softcap c > 0: c tanh(s_t / c)); out_h = sum_t softmax(s)_t v_t.
+// q and out hold the row's heads [Hq, D]. Each position's K and V rows are read once for all
+// the heads (locality); a head's result is the same whatever [h0, h1) it is computed in.
+// scratch holds (h1 - h0) * (p - lo + 2) doubles.
 struct AttnArgs {
   const float* k = nullptr;
   const float* v = nullptr;
-  int64_t Hkv = 0, D = 0;
+  int64_t Hkv = 0, D = 0, group = 1;
   double scale = 1, softcap = 0;
 };
-void attend_one(const AttnArgs& a, const float* q, int64_t g, const std::vector<int32_t>& blocks,
-                int64_t lo, int64_t p, float* out, double* scratch);
+void attend_row(const AttnArgs& a, const float* q, int64_t h0, int64_t h1,
+                const std::vector<int32_t>& blocks, int64_t lo, int64_t p, float* out,
+                double* scratch);
 
 }  // namespace ember::nn::paged

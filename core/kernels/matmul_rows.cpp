@@ -53,7 +53,7 @@ __attribute__((always_inline)) inline void load16(v16& v, const float* p) {
 template <int MR, int NR>
 __attribute__((always_inline)) inline void tile(const Args& a, int64_t m, int64_t n, int64_t k0,
                                                 int64_t k1, v16* acc_mem, int64_t ld, bool first,
-                                                bool last) {
+                                                bool last, const float* prefetch) {
   const float* xr[MR];
   const float* wr[NR];
   for (int i = 0; i < MR; ++i) xr[i] = a.x + (m + i) * a.ldx;
@@ -64,6 +64,10 @@ __attribute__((always_inline)) inline void tile(const Args& a, int64_t m, int64_
 #pragma GCC unroll 4
     for (int j = 0; j < NR; ++j) acc[i][j] = first ? v16{} : acc_mem[i * ld + j];
   for (int64_t k = k0; k < k1; k += kLanes) {
+    if (prefetch) {  // the next weight rows, into L2 while this tile computes
+#pragma GCC unroll 4
+      for (int j = 0; j < NR; ++j) __builtin_prefetch(prefetch + j * a.ldw + k, 0, 1);
+    }
     v16 wv[NR];
 #pragma GCC unroll 4
     for (int j = 0; j < NR; ++j) load16(wv[j], wr[j] + k);
@@ -94,22 +98,24 @@ __attribute__((always_inline)) inline void tile(const Args& a, int64_t m, int64_
   }
 }
 
-// One k-range step of the mr x nr tile at (m, n) (see tile).
+// One k-range step of the mr x nr tile at (m, n) (see tile); prefetch: rows of w to fetch
+// meanwhile (nr of them, at the same k), or null. Prefetches never change a result.
 struct Step {
   int64_t k0, k1;
   v16* acc;
   int64_t ld;
   bool first, last;
+  const float* prefetch = nullptr;
 };
 
 template <int MR>
 __attribute__((always_inline)) inline void tile_nr(const Args& a, int64_t m, int64_t n, int64_t nr,
                                                    const Step& st) {
   switch (nr) {
-    case 4: return tile<MR, 4>(a, m, n, st.k0, st.k1, st.acc, st.ld, st.first, st.last);
-    case 3: return tile<MR, 3>(a, m, n, st.k0, st.k1, st.acc, st.ld, st.first, st.last);
-    case 2: return tile<MR, 2>(a, m, n, st.k0, st.k1, st.acc, st.ld, st.first, st.last);
-    default: return tile<MR, 1>(a, m, n, st.k0, st.k1, st.acc, st.ld, st.first, st.last);
+    case 4: return tile<MR, 4>(a, m, n, st.k0, st.k1, st.acc, st.ld, st.first, st.last, st.prefetch);
+    case 3: return tile<MR, 3>(a, m, n, st.k0, st.k1, st.acc, st.ld, st.first, st.last, st.prefetch);
+    case 2: return tile<MR, 2>(a, m, n, st.k0, st.k1, st.acc, st.ld, st.first, st.last, st.prefetch);
+    default: return tile<MR, 1>(a, m, n, st.k0, st.k1, st.acc, st.ld, st.first, st.last, st.prefetch);
   }
 }
 
@@ -128,12 +134,15 @@ __attribute__((always_inline)) inline void tile_any(const Args& a, int64_t m, in
 // comes from memory once per chunk.
 EMBER_TARGET_CLONES void block_direct(const Args& a, int64_t M, int64_t n0, int64_t n1,
                                       int64_t nr_max) {
-  const Step st{0, a.K - a.K % kLanes, nullptr, 0, true, true};
+  Step st{0, a.K - a.K % kLanes, nullptr, 0, true, true};
   const int64_t chunk = std::clamp<int64_t>((int64_t{1} << 17) / std::max<int64_t>(a.K, 1), 64, 256) / 4 * 4;
   for (int64_t m0 = 0; m0 < M; m0 += chunk) {
     const int64_t m1 = std::min(M, m0 + chunk);
     for (int64_t n = n0; n < n1; n += nr_max) {
+      // The first m-tile of each group of weight rows brings the next group into L2.
+      const bool more = n + 2 * nr_max <= n1;
       for (int64_t m = m0; m < m1; m += kMaxMR) {
+        st.prefetch = m == m0 && more ? a.w + (n + nr_max) * a.ldw : nullptr;
         tile_any(a, m, n, std::min(kMaxMR, m1 - m), std::min(nr_max, n1 - n), st);
       }
     }
@@ -155,7 +164,7 @@ EMBER_TARGET_CLONES void block_tiled(const Args& a, int64_t M, int64_t n0, int64
         const int64_t k1 = std::min(k_main, k0 + kKB);
         for (int64_t n = nb; n < nb1; n += nr_max) {
           for (int64_t m = m0; m < m1; m += kMaxMR) {
-            const Step st{k0, k1, acc + (m - m0) * kNB + (n - nb), kNB, k0 == 0, k1 == k_main};
+            const Step st{k0, k1, acc + (m - m0) * kNB + (n - nb), kNB, k0 == 0, k1 == k_main, nullptr};
             tile_any(a, m, n, std::min(kMaxMR, m1 - m), std::min(nr_max, nb1 - n), st);
           }
         }

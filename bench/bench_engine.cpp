@@ -1,0 +1,252 @@
+// Batched decode speed of the serving engine (nn::Engine, synchronous step())
+// on a model config (gpt2-small by default, random weights): for B concurrent
+// greedy requests of P random prompt tokens and N output tokens (prefix cache
+// off), the prefill time, decode steps/s, aggregate decode tokens/s and ms per
+// step; the old contiguous path (Transformer::forward_cached via the KVCache
+// overload of nn::generate, batch 1) for reference; a 512-token prompt's
+// prefill; and matmul_rows GFLOP/s at the model's shapes (where a step goes).
+// Usage: bench_engine [--prompt P] [--tokens N] [--reps R] [--batches 1,4,16]
+//                     [--engine-only | --matmuls-only] [CONFIG.json]
+#include <omp.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "apps/bench/stopwatch.h"
+#include "autograd/grad_mode.h"
+#include "core/kernels/matmul_rows.h"
+#include "nn/engine.h"
+#include "nn/generate.h"
+#include "nn/transformer.h"
+
+using namespace ember;
+
+namespace {
+
+struct Args {
+  int64_t prompt_len = 128, new_tokens = 64;
+  int reps = 3;
+  bool engine_only = false;   // --engine-only: just the B table (for a profiler)
+  bool matmuls_only = false;  // --matmuls-only: just the matmul_rows table
+  std::vector<int64_t> batches{1, 4, 16};
+  std::string config = "configs/gpt2-small.json";
+};
+
+bool parse_args(int argc, char** argv, Args& a) {
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--prompt") && i + 1 < argc) {
+      a.prompt_len = std::atoll(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--tokens") && i + 1 < argc) {
+      a.new_tokens = std::atoll(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) {
+      a.reps = std::atoi(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--batches") && i + 1 < argc) {
+      a.batches.clear();
+      for (char* s = argv[++i]; *s;) {
+        a.batches.push_back(std::strtoll(s, &s, 10));
+        if (*s == ',') ++s;
+      }
+    } else if (!std::strcmp(argv[i], "--engine-only")) {
+      a.engine_only = true;
+    } else if (!std::strcmp(argv[i], "--matmuls-only")) {
+      a.matmuls_only = true;
+    } else if (argv[i][0] == '-') {
+      std::fprintf(stderr,
+                   "usage: bench_engine [--prompt P] [--tokens N] [--reps R] [--batches 1,4,16] "
+                   "[--engine-only | --matmuls-only] [CONFIG.json]\n");
+      return false;
+    } else {
+      a.config = argv[i];
+    }
+  }
+  return true;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+std::vector<int64_t> random_prompt(int64_t P, int64_t vocab, uint64_t seed) {
+  const Tensor u = Tensor::rand({P}, seed, 0, DType::Float64, 0, static_cast<double>(vocab));
+  return u.to(DType::Int64).to_vector<int64_t>();
+}
+
+// CPU seconds of the process (all threads): the work, whatever else loads the machine.
+double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+struct EngineRun {
+  double prefill_s = 0, decode_s = 0, decode_cpu_s = 0;
+  int64_t decode_steps = 0, decode_tokens = 0;
+};
+
+// B greedy requests at once, every prompt prefilled in the first step (budget B * P), then
+// decode steps until all finish. Prefill: until every request has its first token.
+EngineRun run_engine(const std::shared_ptr<const nn::InferenceModel>& im, int64_t B, int64_t P,
+                     int64_t N, uint64_t seed) {
+  nn::EngineOptions opt;
+  opt.max_seqs = B;
+  opt.prefix_cache = false;
+  opt.max_batch_tokens = std::max<int64_t>(256, B * P);
+  opt.kv_blocks = B * ((P + N + nn::kKVBlockSize - 1) / nn::kKVBlockSize);
+  nn::Engine engine(im, opt);
+  std::vector<std::shared_ptr<nn::RequestHandle>> handles;
+  for (int64_t b = 0; b < B; ++b) {
+    nn::EngineRequest req;
+    req.prompt = random_prompt(P, im->config().vocab_size, seed + static_cast<uint64_t>(b));
+    req.sampling.temperature = 0;
+    req.sampling.max_tokens = N;
+    handles.push_back(engine.submit(std::move(req)));
+  }
+  EngineRun run;
+  apps::Stopwatch watch;
+  std::vector<int64_t> got(static_cast<size_t>(B), 0);
+  bool prefilled = false;
+  double cpu0 = 0;
+  for (;;) {
+    const bool worked = engine.step();
+    int64_t with_first = 0;
+    for (int64_t b = 0; b < B; ++b) {
+      while (auto ev = handles[b]->next(std::chrono::milliseconds(0))) got[b] += static_cast<int64_t>(ev->tokens.size());
+      with_first += got[b] > 0;
+    }
+    if (!worked) break;
+    if (!prefilled) {
+      if (with_first == B) {
+        prefilled = true;
+        run.prefill_s = watch.lap();
+        cpu0 = cpu_seconds();
+      }
+    } else {
+      ++run.decode_steps;
+    }
+  }
+  run.decode_s = watch.seconds();
+  run.decode_cpu_s = cpu_seconds() - cpu0;
+  for (const int64_t g : got) run.decode_tokens += g - 1;
+  return run;
+}
+
+// One request of P tokens at the engine's default budget (chunks of 256): seconds to its first token.
+double engine_prefill(const std::shared_ptr<const nn::InferenceModel>& im, int64_t P) {
+  nn::EngineOptions opt;
+  opt.max_seqs = 1;
+  opt.prefix_cache = false;
+  opt.kv_blocks = (P + nn::kKVBlockSize - 1) / nn::kKVBlockSize;
+  nn::Engine engine(im, opt);
+  nn::EngineRequest req;
+  req.prompt = random_prompt(P, im->config().vocab_size, 99);
+  req.sampling.temperature = 0;
+  req.sampling.max_tokens = 1;
+  auto h = engine.submit(std::move(req));
+  apps::Stopwatch watch;
+  while (engine.step()) {
+  }
+  return watch.seconds();
+}
+
+// GFLOP/s of matmul_rows y[M, N] = x[M, K] W[N, K]^T (+ b), W cycling through copies that span
+// 256 MB, so it comes from memory as in a decode step (a model's weights do not stay in cache).
+double matmul_gflops(int64_t M, int64_t N, int64_t K) {
+  const Tensor x = Tensor::randn({M, K}, 1), b = Tensor::randn({N}, 3);
+  const int64_t copies = std::max<int64_t>(1, (int64_t{256} << 20) / (N * K * 4));
+  std::vector<Tensor> ws;
+  for (int64_t i = 0; i < copies; ++i) ws.push_back(Tensor::randn({N, K}, 2 + static_cast<uint64_t>(i)));
+  Tensor y = Tensor::empty({M, N});
+  const double s = apps::best_seconds({.warmup = 1, .min = 3, .max = 3}, [&] {
+    for (const Tensor& w : ws) {
+      kernels::matmul_rows(M, N, K, x.data<float>(), K, w.data<float>(), K, b.data<float>(),
+                           y.data<float>(), N);
+    }
+  });
+  return 2.0 * M * N * K * static_cast<double>(copies) / s / 1e9;
+}
+
+void print_matmuls(const nn::ModelConfig& cfg) {
+  const int64_t C = cfg.d_model, H = cfg.ffn_hidden, V = cfg.vocab_size;
+  std::printf("\nmatmul_rows GFLOP/s, W from memory (best of 3)\n%-22s %8s %8s %8s %8s\n",
+              "shape N x K", "M=1", "M=4", "M=16", "M=64");
+  const std::vector<std::pair<int64_t, int64_t>> shapes{{C, C}, {H, C}, {C, H}, {V, C}};
+  for (const auto& [N, K] : shapes) {
+    std::printf("%8ld x %-11ld", static_cast<long>(N), static_cast<long>(K));
+    for (const int64_t M : {1, 4, 16, 64}) std::printf(" %8.1f", matmul_gflops(M, N, K));
+    std::printf("\n");
+  }
+}
+
+// The old contiguous path: nn::generate over a KVCache (forward_cached), batch 1; decode tokens/s.
+double old_path_decode(const nn::Transformer& model, int64_t P, int64_t N) {
+  nn::SamplingOptions opt;
+  opt.temperature = 0;
+  opt.max_tokens = N;
+  const std::vector<int64_t> prompt = random_prompt(P, model.config().vocab_size, 7);
+  nn::KVCache cache = model.make_cache();
+  return nn::generate(model, cache, prompt, opt).decode_tokens_per_second();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  if (!parse_args(argc, argv, a)) return 2;
+  const nn::ModelConfig cfg = nn::ModelConfig::from_file(a.config);
+  nn::Transformer model(cfg, 1);
+  model.eval();
+  NoGradGuard no_grad;
+  const auto im = std::make_shared<const nn::InferenceModel>(model);
+  const int64_t P = a.prompt_len, N = a.new_tokens;
+  std::printf("%s, %d threads, prompt %ld, output %ld tokens, greedy, prefix cache off, median of %d\n",
+              a.config.c_str(), omp_get_max_threads(), static_cast<long>(P), static_cast<long>(N),
+              a.reps);
+  double old_tps = 1;
+  if (a.matmuls_only) {
+    print_matmuls(cfg);
+    return 0;
+  }
+  if (!a.engine_only) {
+    old_path_decode(model, P, 4);  // warm-up (oneDNN primitives)
+    std::vector<double> old;
+    for (int r = 0; r < a.reps; ++r) old.push_back(old_path_decode(model, P, N));
+    old_tps = median(old);
+  }
+  std::printf("\n%4s %11s %13s %13s %9s %12s %10s %10s\n", "B", "prefill ms", "decode step/s",
+              "decode tok/s", "ms/step", "cpu ms/step", "x B=1", "x old");
+  run_engine(im, 1, P, 4, 1);  // warm-up
+  double base = 0;
+  for (const int64_t B : a.batches) {
+    std::vector<double> pre, steps, toks, ms, cpu;
+    for (int r = 0; r < a.reps; ++r) {
+      const EngineRun run = run_engine(im, B, P, N, 1000 * static_cast<uint64_t>(r + 1));
+      pre.push_back(run.prefill_s * 1e3);
+      steps.push_back(run.decode_steps / run.decode_s);
+      toks.push_back(run.decode_tokens / run.decode_s);
+      ms.push_back(run.decode_s / run.decode_steps * 1e3);
+      cpu.push_back(run.decode_cpu_s / run.decode_steps * 1e3);
+    }
+    const double tps = median(toks);
+    if (B == 1) base = tps;
+    std::printf("%4ld %11.1f %13.2f %13.1f %9.2f %12.2f %10.2f %10.2f\n", static_cast<long>(B),
+                median(pre), median(steps), tps, median(ms), median(cpu), base > 0 ? tps / base : 0,
+                tps / old_tps);
+  }
+  if (a.engine_only) return 0;
+  std::printf("%4s %11s %13s %13.1f %9.2f %12s   (old: Transformer::forward_cached, batch 1)\n", "old",
+              "", "", old_tps, 1e3 / old_tps, "");
+  const int64_t LP = std::min<int64_t>(512, cfg.max_seq_len);
+  std::vector<double> pf;
+  for (int r = 0; r < a.reps; ++r) pf.push_back(engine_prefill(im, LP));
+  std::printf("\nprefill of a %ld-token prompt (engine, chunks of 256): %.1f ms (%.0f tokens/s)\n",
+              static_cast<long>(LP), median(pf) * 1e3, LP / median(pf));
+  print_matmuls(cfg);
+  return 0;
+}
