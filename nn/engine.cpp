@@ -111,10 +111,12 @@ void Engine::Impl::check_request(const EngineRequest& r) const {
   check_sampling_options(r.sampling);
   EMBER_CHECK(r.logprobs >= -1 && r.logprobs <= 5, "engine: logprobs must be in [-1, 5], got ",
               r.logprobs);
-  // The last output token is drawn, never fed back: P + max_tokens - 1 positions at most.
+  // The last output token is drawn, never fed back: P + max_tokens - 1 positions at most
+  // (compared without forming the sum, which a huge max_tokens would overflow).
+  EMBER_CHECK(P <= L && r.sampling.max_tokens <= L - P + 1, "engine: the prompt's ", P,
+              " tokens and max_tokens ", r.sampling.max_tokens,
+              " exceed the model's max_seq_len of ", L);
   const int64_t positions = std::max(P, P + r.sampling.max_tokens - 1);
-  EMBER_CHECK(positions <= L, "engine: the prompt's ", P, " tokens and max_tokens ",
-              r.sampling.max_tokens, " exceed the model's max_seq_len of ", L);
   const int64_t need = (positions + kKVBlockSize - 1) / kKVBlockSize;
   EMBER_CHECK(need <= opt.kv_blocks, "engine: the request needs ", need,
               " KV blocks, more than the cache's ", opt.kv_blocks);
@@ -247,7 +249,10 @@ void Engine::Impl::run() {
     }
     std::lock_guard<std::mutex> one_step(step_mu);
     try {
-      step();
+      if (!step()) {  // requests that cannot run yet: wait for a change, never spin
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait_for(lock, std::chrono::milliseconds(10));
+      }
     } catch (const std::exception&) {  // a failed forward: end every request rather than spin
       std::lock_guard<std::mutex> lock(mu);
       cancel_all = true;
@@ -290,7 +295,8 @@ std::shared_ptr<RequestHandle> Engine::submit(EngineRequest req) {
     r.prompt_logprobs.push_back({req.prompt[0], std::numeric_limits<double>::quiet_NaN(), {}});
   }
   m.stats.prompt_tokens += static_cast<uint64_t>(seq->prompt_len);
-  m.sched.add(std::move(seq));
+  const bool queued = m.sched.add(std::move(seq));
+  EMBER_CHECK(queued, "engine: the scheduler's queue is full");  // the check above holds the lock
   m.requests.emplace(id, std::move(r));
   m.cv.notify_all();
   return handle;

@@ -2,6 +2,9 @@
 // log 1/V) the four hand-worked items of test_evaluate.cpp give acc 0.5 and
 // acc_norm 0.75 in the table and in --json; --limit; the text mode's bits per
 // byte is log2(V); a bad task line is one error line naming FILE:LINE (exit 1).
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
@@ -10,8 +13,6 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "autograd/grad_mode.h"
 #include "data/tokenizer/tokenizer.h"
@@ -34,7 +35,9 @@ std::string read_text(const fs::path& path) {
   return ss.str();
 }
 
-void write_text(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
 
 // A temporary folder with a zeroed 257-token model over bytes + <|endoftext|>.
 struct Fixture {
@@ -54,10 +57,12 @@ struct Fixture {
   ~Fixture() { fs::remove_all(dir); }
 
   Run ember(const std::string& args) const {
-    const std::string cmd = std::string(EMBER_BINARY) + " " + args + " > " + (dir / "out").string() + " 2> " +
-                            (dir / "err").string() + " < /dev/null";
+    const std::string cmd = std::string(EMBER_BINARY) + " " + args + " > " +
+                            (dir / "out").string() + " 2> " + (dir / "err").string() +
+                            " < /dev/null";
     const int status = std::system(cmd.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_text(dir / "out"), read_text(dir / "err")};
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_text(dir / "out"),
+            read_text(dir / "err")};
   }
   std::string path(const std::string& name) const { return (dir / name).string(); }
 };
@@ -73,7 +78,8 @@ const std::string kItems =
 TEST_CASE("ember evaluate --tasks: the table and --json on hand-worked items", "[cli][evaluate]") {
   const Fixture f;
   write_text(f.dir / "t.jsonl", kItems);
-  const std::string base = "evaluate --checkpoint " + f.path("zero.h5") + " --tasks " + f.path("t.jsonl");
+  const std::string base =
+      "evaluate --checkpoint " + f.path("zero.h5") + " --tasks " + f.path("t.jsonl");
   const Run table = f.ember(base + " --batch-size 2");
   REQUIRE(table.code == 0);
   CHECK(table.out.find("4 items (chance 0.5000)") != std::string::npos);
@@ -97,8 +103,8 @@ TEST_CASE("ember evaluate --tasks: the table and --json on hand-worked items", "
 TEST_CASE("ember evaluate --text: bits per byte of a uniform model is log2(V)", "[cli][evaluate]") {
   const Fixture f;
   write_text(f.dir / "a.txt", "hello, world: a text longer than one window of sixteen tokens\n");
-  const Run r = f.ember("evaluate --checkpoint " + f.path("zero.h5") + " --text " + f.path("a.txt") +
-                        " --seq-len 8 --stride 4 --json");
+  const Run r = f.ember("evaluate --checkpoint " + f.path("zero.h5") + " --text " +
+                        f.path("a.txt") + " --seq-len 8 --stride 4 --json");
   REQUIRE(r.code == 0);
   const nlohmann::json j = nlohmann::json::parse(r.out);
   CHECK(j["tokens"] == 62);
@@ -111,11 +117,14 @@ TEST_CASE("ember evaluate --text: bits per byte of a uniform model is log2(V)", 
 
 TEST_CASE("ember evaluate: a bad task line is one error line naming FILE:LINE", "[cli][evaluate]") {
   const Fixture f;
-  write_text(f.dir / "bad.jsonl", kItems + "{\"context\": \"Q\", \"choices\": [\"a\"], \"gold\": 0}\n");
-  const Run r = f.ember("evaluate --checkpoint " + f.path("zero.h5") + " --tasks " + f.path("bad.jsonl"));
+  write_text(f.dir / "bad.jsonl",
+             kItems + "{\"context\": \"Q\", \"choices\": [\"a\"], \"gold\": 0}\n");
+  const Run r =
+      f.ember("evaluate --checkpoint " + f.path("zero.h5") + " --tasks " + f.path("bad.jsonl"));
   CHECK(r.code == 1);
   CHECK(r.out.empty());
-  CHECK(r.err == "ember: error: " + f.path("bad.jsonl") + ":5: \"choices\" needs at least 2 entries, got 1\n");
+  CHECK(r.err == "ember: error: " + f.path("bad.jsonl") +
+                     ":5: \"choices\" needs at least 2 entries, got 1\n");
   const Run usage = f.ember("evaluate --checkpoint " + f.path("zero.h5"));
   CHECK(usage.code == 1);
   CHECK(usage.err == "ember: error: give --tasks FILE.jsonl or --text FILE\n");

@@ -27,8 +27,10 @@ namespace {
 const data::Tokenizer kBytes = data::Tokenizer::bytes({"<|endoftext|>"});  // V = 257, eot 256
 
 nn::ModelConfig tiny_config(int64_t max_seq_len) {
-  return nn::ModelConfig::from_json(R"({"vocab_size": 257, "d_model": 16, "n_layers": 2, "n_heads": 2,
-      "ffn_hidden": 32, "max_seq_len": )" + std::to_string(max_seq_len) + "}");
+  return nn::ModelConfig::from_json(
+      R"({"vocab_size": 257, "d_model": 16, "n_layers": 2, "n_heads": 2,
+      "ffn_hidden": 32, "max_seq_len": )" +
+      std::to_string(max_seq_len) + "}");
 }
 
 void zero_weights(nn::Transformer& model) {
@@ -43,10 +45,12 @@ std::vector<int64_t> ids_of(const std::string& text) {
 
 // Sum of log softmax(logits of one forward over inputs)[target] at the given
 // positions, in double, by a plain loop (independent of loglikelihood.cpp).
-double reference_logprob(const nn::Transformer& model, const std::vector<int64_t>& inputs, int64_t target) {
+double reference_logprob(const nn::Transformer& model, const std::vector<int64_t>& inputs,
+                         int64_t target) {
   NoGradGuard no_grad;
   const Tensor logits =
-      model.forward(Tensor::from_vector(inputs, {1, static_cast<int64_t>(inputs.size())})).logits.data();
+      model.forward(Tensor::from_vector(inputs, {1, static_cast<int64_t>(inputs.size())}))
+          .logits.data();
   const int64_t t = inputs.size() - 1, V = logits.size(2);
   double m = -1e300, sum = 0;
   for (int64_t v = 0; v < V; ++v) m = std::max(m, logits.at({0, t, v}));
@@ -65,10 +69,12 @@ std::string error_of(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("evaluate: task file: items, blank lines, and one error line naming FILE:LINE", "[evaluate]") {
-  const std::vector<ChoiceItem> items =
-      parse_tasks("{\"context\": \"a\", \"choices\": [\"b\", \"c\"], \"gold\": 1}\n\n"
-                  "{\"id\": 7, \"context\": \"\", \"choices\": [\"x\", \"y\", \"z\"], \"gold\": 0}\n", "t.jsonl");
+TEST_CASE("evaluate: task file: items, blank lines, and one error line naming FILE:LINE",
+          "[evaluate]") {
+  const std::vector<ChoiceItem> items = parse_tasks(
+      "{\"context\": \"a\", \"choices\": [\"b\", \"c\"], \"gold\": 1}\n\n"
+      "{\"id\": 7, \"context\": \"\", \"choices\": [\"x\", \"y\", \"z\"], \"gold\": 0}\n",
+      "t.jsonl");
   REQUIRE(items.size() == 2);
   CHECK(items[0].gold == 1);
   CHECK(items[1].line == 3);
@@ -89,10 +95,15 @@ TEST_CASE("evaluate: task file: items, blank lines, and one error line naming FI
         "t.jsonl:1: \"gold\" must be an integer, got \"0\"");
   CHECK(error_of("{\"context\": \"a\", \"choices\": [\"b\", \"\"], \"gold\": 0}") ==
         "t.jsonl:1: choice 1 is empty (acc_norm divides by its length)");
-  CHECK(error_of("\n\n") == "t.jsonl: no items (one JSON object per line: {\"context\": ..., \"choices\": [...], \"gold\": i})");
+  CHECK(error_of("\n\n") ==
+        "t.jsonl: no items (one JSON object per line: {\"context\": ..., \"choices\": [...], "
+        "\"gold\": i})");
 }
 
-TEST_CASE("evaluate: split: trailing white space moves to the continuation; an empty context gets <|endoftext|>", "[evaluate]") {
+TEST_CASE(
+    "evaluate: split: trailing white space moves to the continuation; an empty context gets "
+    "<|endoftext|>",
+    "[evaluate]") {
   SplitPair p = split_pair(kBytes, "The cat  ", "sat");
   CHECK(p.context == ids_of("The cat"));
   CHECK(p.continuation == ids_of("  sat"));
@@ -104,7 +115,8 @@ TEST_CASE("evaluate: split: trailing white space moves to the continuation; an e
   CHECK(p.continuation == ids_of(" sat"));
 }
 
-TEST_CASE("evaluate: split with BPE: the moved space is scored inside the choice's first token", "[evaluate]") {
+TEST_CASE("evaluate: split with BPE: the moved space is scored inside the choice's first token",
+          "[evaluate]") {
   std::string text;
   for (int i = 0; i < 30; ++i) text += "the cat sat on the mat. ";
   const data::Tokenizer bpe = data::train_bpe_on_text(text, {.vocab_size = 280});
@@ -115,11 +127,13 @@ TEST_CASE("evaluate: split with BPE: the moved space is scored inside the choice
   const SplitPair p = split_pair(bpe, "the cat ", "sat");
   CHECK(p.context == enc("the cat"));
   CHECK(p.continuation == enc(" sat"));
-  CHECK(enc(" sat").size() == 1);  // " sat" is one token; "the cat " + "sat" encoded apart would not be
+  CHECK(enc(" sat").size() ==
+        1);  // " sat" is one token; "the cat " + "sat" encoded apart would not be
   CHECK(enc("the cat ").size() + enc("sat").size() > enc("the cat sat").size());
 }
 
-TEST_CASE("evaluate: a context + continuation longer than the model's context is cut from the left", "[evaluate]") {
+TEST_CASE("evaluate: a context + continuation longer than the model's context is cut from the left",
+          "[evaluate]") {
   const SplitPair p{ids_of("0123456789"), ids_of("abc")};
   const ScoredSequence s = scored_pair(p, 8);
   CHECK(s.tokens == ids_of("456789abc"));  // max_len + 1 tokens: 8 inputs
@@ -128,7 +142,8 @@ TEST_CASE("evaluate: a context + continuation longer than the model's context is
                     "a choice of 9 tokens is longer than the model's context (8 tokens)");
 }
 
-TEST_CASE("evaluate: batched scores equal one forward per sequence with a double log-softmax", "[evaluate]") {
+TEST_CASE("evaluate: batched scores equal one forward per sequence with a double log-softmax",
+          "[evaluate]") {
   nn::Transformer model(tiny_config(12), 7);
   const std::vector<ScoredSequence> seqs = {
       {ids_of("hello"), 2}, {ids_of("a longer one!"), 5}, {ids_of("ab"), 1}, {ids_of("xyz"), 0}};
@@ -145,7 +160,10 @@ TEST_CASE("evaluate: batched scores equal one forward per sequence with a double
   CHECK(model.is_training());  // the mode is restored
 }
 
-TEST_CASE("evaluate: acc, acc_norm and standard errors on four items by hand (zeroed model: log 1/V per token)", "[evaluate]") {
+TEST_CASE(
+    "evaluate: acc, acc_norm and standard errors on four items by hand (zeroed model: log 1/V per "
+    "token)",
+    "[evaluate]") {
   nn::Transformer model(tiny_config(16), 1);
   zero_weights(model);
   // Scores in units of log(1/257) per byte token; acc_norm divides by code points.
@@ -157,13 +175,15 @@ TEST_CASE("evaluate: acc, acc_norm and standard errors on four items by hand (ze
       "{\"context\": \"Q:\", \"choices\": [\"ab\", \"abc\"], \"gold\": 0}\n"
       "{\"context\": \"Q:\", \"choices\": [\"\u00e9\", \"ab\"], \"gold\": 1}\n"
       "{\"context\": \"Q: \", \"choices\": [\"xyz\", \"xy\"], \"gold\": 0}\n"
-      "{\"context\": \"\", \"choices\": [\"aaaa\", \"b\"], \"gold\": 1}\n", "hand.jsonl");
+      "{\"context\": \"\", \"choices\": [\"aaaa\", \"b\"], \"gold\": 1}\n",
+      "hand.jsonl");
   const std::vector<double> s = score_sequences(model, choice_sequences(kBytes, items[2], 16), 4);
   CHECK(s[0] == Approx(-4 * std::log(257.0)).epsilon(1e-6));
   CHECK(s[1] == Approx(-3 * std::log(257.0)).epsilon(1e-6));
   std::vector<int64_t> seen;
-  const ChoiceMetrics m = evaluate_choices(model, kBytes, items, 3, "hand.jsonl",
-                                           [&](int64_t done, int64_t, double) { seen.push_back(done); });
+  const ChoiceMetrics m =
+      evaluate_choices(model, kBytes, items, 3, "hand.jsonl",
+                       [&](int64_t done, int64_t, double) { seen.push_back(done); });
   CHECK(m.n == 4);
   CHECK(m.acc == 0.5);
   CHECK(m.acc_norm == 0.75);
@@ -173,15 +193,19 @@ TEST_CASE("evaluate: acc, acc_norm and standard errors on four items by hand (ze
   CHECK(std::isnan(share_stderr(1.0, 1)));
 }
 
-TEST_CASE("evaluate: a choice too long for the model is an error naming the item's line", "[evaluate]") {
+TEST_CASE("evaluate: a choice too long for the model is an error naming the item's line",
+          "[evaluate]") {
   nn::Transformer model(tiny_config(4), 1);
-  const std::vector<ChoiceItem> items =
-      parse_tasks("\n{\"context\": \"Q\", \"choices\": [\"a\", \"abcdefg\"], \"gold\": 0}\n", "long.jsonl");
-  CHECK_THROWS_WITH(evaluate_choices(model, kBytes, items, 2, "long.jsonl"),
-                    "long.jsonl:2: a choice of 7 tokens is longer than the model's context (4 tokens)");
+  const std::vector<ChoiceItem> items = parse_tasks(
+      "\n{\"context\": \"Q\", \"choices\": [\"a\", \"abcdefg\"], \"gold\": 0}\n", "long.jsonl");
+  CHECK_THROWS_WITH(
+      evaluate_choices(model, kBytes, items, 2, "long.jsonl"),
+      "long.jsonl:2: a choice of 7 tokens is longer than the model's context (4 tokens)");
 }
 
-TEST_CASE("evaluate: text windows score every token once with the longest context the stride allows", "[evaluate]") {
+TEST_CASE(
+    "evaluate: text windows score every token once with the longest context the stride allows",
+    "[evaluate]") {
   std::vector<int64_t> ids(30);
   for (int64_t i = 0; i < 30; ++i) ids[i] = i;
   for (const int64_t stride : {1, 3, 8}) {
@@ -208,9 +232,11 @@ TEST_CASE("evaluate: text: nats and bits per byte equal a per-token computation"
   for (const int64_t stride : {1, 3, 8}) {
     double nats = 0;
     for (int64_t i = 1; i < n; ++i) {  // target i: inputs from its window's start (perplexity.h)
-      const int64_t hi = i <= T ? std::min(n, T + 1) : std::min(n, T + 1 + stride * ((i - T - 1) / stride + 1));
+      const int64_t hi =
+          i <= T ? std::min(n, T + 1) : std::min(n, T + 1 + stride * ((i - T - 1) / stride + 1));
       const int64_t start = std::max<int64_t>(0, hi - 1 - T);
-      nats -= reference_logprob(model, std::vector<int64_t>(all.begin() + start, all.begin() + i), all[i]);
+      nats -= reference_logprob(model, std::vector<int64_t>(all.begin() + start, all.begin() + i),
+                                all[i]);
     }
     const TextMetrics m = evaluate_text(model, kBytes, text, T, stride, 2);
     CHECK(m.tokens == 36);
@@ -220,7 +246,10 @@ TEST_CASE("evaluate: text: nats and bits per byte equal a per-token computation"
     CHECK(m.perplexity == Approx(std::exp(nats / 36)).epsilon(1e-5));
   }
   zero_weights(model);
-  CHECK(evaluate_text(model, kBytes, "é!", 8, 8, 2).bits_per_byte == Approx(std::log2(257.0)));  // 3 tokens, 3 bytes
-  CHECK_THROWS_WITH(evaluate_text(model, kBytes, "x", 9, 0, 2), "--seq-len must be 1 to the model's max_seq_len 8, got 9");
-  CHECK_THROWS_WITH(evaluate_text(model, kBytes, "x", 4, 5, 2), "--stride must be 1 to --seq-len (4), got 5");
+  CHECK(evaluate_text(model, kBytes, "é!", 8, 8, 2).bits_per_byte ==
+        Approx(std::log2(257.0)));  // 3 tokens, 3 bytes
+  CHECK_THROWS_WITH(evaluate_text(model, kBytes, "x", 9, 0, 2),
+                    "--seq-len must be 1 to the model's max_seq_len 8, got 9");
+  CHECK_THROWS_WITH(evaluate_text(model, kBytes, "x", 4, 5, 2),
+                    "--stride must be 1 to --seq-len (4), got 5");
 }

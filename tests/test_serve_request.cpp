@@ -279,10 +279,31 @@ TEST_CASE("serve: prompts of token ids, and an empty prompt", "[serve]") {
   // 259 is a row of the model's padded vocabulary but no token of the tokenizer.
   CHECK(plan_error(parse_request(R"({"prompt": [1, 259]})", Endpoint::Completions), s.m).param() ==
         "prompt");
-  CHECK(plan_request(parse_request(R"({"prompt": ""})", Endpoint::Completions), s.m, 1)
-            .engine.prompt == std::vector<int64_t>{kEot});
+  // Nothing is prepended to a prompt: an empty one is a 400 naming the <|endoftext|> id to send.
+  const std::string message =
+      plan_error(parse_request(R"({"prompt": ""})", Endpoint::Completions), s.m).what();
+  CHECK(message.find("send the prompt [256]") != std::string::npos);  // kEot
   data::Tokenizer plain = data::Tokenizer::bytes();
   s.m.tokenizer = &plain;
   CHECK(plan_error(parse_request(R"({"prompt": ""})", Endpoint::Completions), s.m).param() ==
         "prompt");
+}
+
+TEST_CASE("serve: a default max_tokens fits a small KV cache; a given one is not lowered",
+          "[serve]") {
+  Served s(64);
+  auto completion = [](const std::string& prompt, const std::string& extra) {
+    return parse_request(R"({"prompt": ")" + prompt + "\"" + extra + "}", Endpoint::Completions);
+  };
+  s.m.kv_tokens =
+      32;  // two blocks: a 20-token prompt leaves 13 (the last token drawn is not stored)
+  CHECK(plan_request(completion(std::string(20, 'x'), ""), s.m, 1).engine.sampling.max_tokens ==
+        13);
+  s.m.kv_tokens = 24;
+  CHECK(plan_request(completion(std::string(20, 'x'), ""), s.m, 1).engine.sampling.max_tokens == 5);
+  // Given: passed on as asked (the engine refuses what its blocks cannot hold).
+  CHECK(plan_request(completion(std::string(20, 'x'), R"(, "max_tokens": 40)"), s.m, 1)
+            .engine.sampling.max_tokens == 40);
+  const PlannedRequest c = plan_request(chat(), s.m, 1);  // chat's default: the rest, within 24
+  CHECK(c.engine.sampling.max_tokens == 24 - c.prompt_tokens + 1);
 }

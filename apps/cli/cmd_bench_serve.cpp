@@ -29,9 +29,11 @@ using nlohmann::json;
 constexpr int kMaxConcurrency = 1024;  // one thread per client
 
 struct BenchServeOptions {
-  std::string url, api_key, model, endpoint = "completions", concurrency = "1", arrival = "fixed", prompt_file;
+  std::string url, api_key, model, endpoint = "completions", concurrency = "1", arrival = "fixed",
+                                   prompt_file;
   int64_t requests = 0, prompt_tokens = 128, output_tokens = 128;
-  double rate = std::numeric_limits<double>::infinity(), duration = 0, disconnect_fraction = 0, temperature = 0;
+  double rate = std::numeric_limits<double>::infinity(), duration = 0, disconnect_fraction = 0,
+         temperature = 0;
   uint64_t seed = 0;
   int timeout = 300;
   bool json = false;
@@ -45,7 +47,8 @@ std::vector<int> parse_concurrency_list(const std::string& text) {
   const std::string usage = "--concurrency must be a comma-separated list of integers from 1 to " +
                             std::to_string(kMaxConcurrency) + ", got '" + text + "'";
   while (std::getline(in, item, ',')) {
-    EMBER_CHECK(!item.empty() && item.size() <= 5 && item.find_first_not_of("0123456789") == std::string::npos,
+    EMBER_CHECK(!item.empty() && item.size() <= 5 &&
+                    item.find_first_not_of("0123456789") == std::string::npos,
                 usage);
     const int level = std::stoi(item);
     EMBER_CHECK(level >= 1 && level <= kMaxConcurrency, usage);
@@ -57,32 +60,35 @@ std::vector<int> parse_concurrency_list(const std::string& text) {
 
 // Each option's range, each error naming its option, before anything is sent.
 void check_bench_serve_options(const BenchServeOptions& o) {
-  EMBER_CHECK(o.requests >= 0, "--requests must be positive (or 0: 4 x the concurrency), got ", o.requests);
-  EMBER_CHECK(o.duration >= 0 && std::isfinite(o.duration), "--duration must be a number of seconds, got ",
-              o.duration);
+  EMBER_CHECK(o.requests >= 0, "--requests must be positive (or 0: 4 x the concurrency), got ",
+              o.requests);
+  EMBER_CHECK(o.duration >= 0 && std::isfinite(o.duration),
+              "--duration must be a number of seconds, got ", o.duration);
   EMBER_CHECK(o.requests == 0 || o.duration == 0, "give --requests or --duration, not both");
   EMBER_CHECK(o.prompt_tokens >= 1, "--prompt-tokens must be positive, got ", o.prompt_tokens);
   EMBER_CHECK(o.output_tokens >= 1, "--output-tokens must be positive, got ", o.output_tokens);
   EMBER_CHECK(o.rate > 0, "--rate must be positive (requests/s; inf: closed loop), got ", o.rate);
-  EMBER_CHECK(o.arrival == "fixed" || std::isfinite(o.rate), "--arrival poisson needs a --rate (the mean "
+  EMBER_CHECK(o.arrival == "fixed" || std::isfinite(o.rate),
+              "--arrival poisson needs a --rate (the mean "
               "requests/s)");
   EMBER_CHECK(o.disconnect_fraction >= 0 && o.disconnect_fraction <= 1,
               "--disconnect-fraction must be between 0 and 1, got ", o.disconnect_fraction);
-  EMBER_CHECK(o.temperature >= 0 && std::isfinite(o.temperature), "--temperature must be >= 0, got ",
-              o.temperature);
+  EMBER_CHECK(o.temperature >= 0 && std::isfinite(o.temperature),
+              "--temperature must be >= 0, got ", o.temperature);
   EMBER_CHECK(o.timeout >= 1, "--timeout must be at least 1 second, got ", o.timeout);
 }
 
 // The request of index i: its prompt, sampling seed and whether the client drops it (and when).
-StreamRequest request_for(const BenchServeOptions& o, const std::string& model, const BenchPrompts& prompts,
-                          uint64_t index) {
+StreamRequest request_for(const BenchServeOptions& o, const std::string& model,
+                          const BenchPrompts& prompts, uint64_t index) {
   StreamRequest r;
   r.endpoint = o.endpoint == "chat" ? ServeEndpoint::Chat : ServeEndpoint::Completions;
   r.model = model;
   r.prompt = prompts.prompt(index);
   r.max_tokens = o.output_tokens;
   r.temperature = o.temperature;
-  if (o.temperature > 0) r.seed = request_seed(o.seed, index) >> 33;  // fits any server's integer seed
+  if (o.temperature > 0)
+    r.seed = request_seed(o.seed, index) >> 33;  // fits any server's integer seed
   std::mt19937_64 rng(request_seed(o.seed ^ 0xD15C0ULL, index));
   if (std::uniform_real_distribution<double>(0, 1)(rng) < o.disconnect_fraction) {
     const int64_t last = std::max<int64_t>(1, o.output_tokens - 1);  // before the stream's end
@@ -96,7 +102,8 @@ std::string load_description(const BenchServeOptions& o) {
   if (!std::isfinite(o.rate)) {
     std::snprintf(buf, sizeof buf, "closed loop");
   } else {
-    std::snprintf(buf, sizeof buf, "%s arrivals at %s%g req/s", o.arrival == "poisson" ? "Poisson" : "fixed",
+    std::snprintf(buf, sizeof buf, "%s arrivals at %s%g req/s",
+                  o.arrival == "poisson" ? "Poisson" : "fixed",
                   o.arrival == "poisson" ? "a mean " : "", o.rate);
   }
   std::string text = buf;
@@ -124,8 +131,9 @@ json run_header_json(const BenchServeOptions& o, const std::string& model) {
           {"levels", json::array()}};
 }
 
-LevelReport run_level(const BenchServeOptions& o, const ServerTarget& target, const std::string& model,
-                      const BenchPrompts& prompts, int concurrency, uint64_t& next_index) {
+LevelReport run_level(const BenchServeOptions& o, const ServerTarget& target,
+                      const std::string& model, const BenchPrompts& prompts, int concurrency,
+                      uint64_t& next_index) {
   LoadPlan plan;
   plan.concurrency = concurrency;
   plan.requests = o.requests > 0 ? o.requests : 4 * static_cast<int64_t>(concurrency);
@@ -133,13 +141,19 @@ LevelReport run_level(const BenchServeOptions& o, const ServerTarget& target, co
   plan.rate = o.rate;
   plan.poisson = o.arrival == "poisson";
   plan.seed = request_seed(o.seed, next_index);
-  const uint64_t first = next_index;  // every level sends prompts of its own (no prefix shared across levels)
+  const uint64_t first =
+      next_index;  // every level sends prompts of its own (no prefix shared across levels)
   const auto progress = [&](double elapsed, int64_t ok, int64_t failed, int64_t dropped) {
-    std::fprintf(stderr, "bench-serve: concurrency %d: %.0f s, %lld ok, %lld failed, %lld dropped\n", concurrency,
-                 elapsed, static_cast<long long>(ok), static_cast<long long>(failed), static_cast<long long>(dropped));
+    std::fprintf(stderr,
+                 "bench-serve: concurrency %d: %.0f s, %lld ok, %lld failed, %lld dropped\n",
+                 concurrency, elapsed, static_cast<long long>(ok), static_cast<long long>(failed),
+                 static_cast<long long>(dropped));
   };
   const LevelRun run = run_load(
-      plan, [&](uint64_t i) { return run_stream_request(target, request_for(o, model, prompts, first + i)); },
+      plan,
+      [&](uint64_t i) {
+        return run_stream_request(target, request_for(o, model, prompts, first + i));
+      },
       o.duration > 0 ? ProgressReport(progress) : nullptr);
   next_index += run.records.size();
   return level_report(concurrency, run);
@@ -155,11 +169,14 @@ int run_bench_serve(const BenchServeOptions& o) {
   const std::string model = o.model.empty() ? first_served_model(target) : o.model;
   json report = run_header_json(o, model);
   if (!o.json) {
-    std::printf("ember bench-serve: %s%s/v1/%s, model %s, prompts of %lld words, max_tokens %lld, temperature %g, "
-                "%s\n%s\n", target.origin.c_str(), target.path_prefix.c_str(),
-                o.endpoint == "chat" ? "chat/completions" : "completions", model.c_str(),
-                static_cast<long long>(o.prompt_tokens), static_cast<long long>(o.output_tokens), o.temperature,
-                load_description(o).c_str(), level_table_header().c_str());
+    std::printf(
+        "ember bench-serve: %s%s/v1/%s, model %s, prompts of %lld words, max_tokens %lld, "
+        "temperature %g, "
+        "%s\n%s\n",
+        target.origin.c_str(), target.path_prefix.c_str(),
+        o.endpoint == "chat" ? "chat/completions" : "completions", model.c_str(),
+        static_cast<long long>(o.prompt_tokens), static_cast<long long>(o.output_tokens),
+        o.temperature, load_description(o).c_str(), level_table_header().c_str());
     std::fflush(stdout);
   }
   uint64_t next_index = 0;
@@ -179,34 +196,53 @@ int run_bench_serve(const BenchServeOptions& o) {
 
 CommandRunner add_bench_serve_command(CLI::App& app) {
   auto o = std::make_shared<BenchServeOptions>();
-  CLI::App* sub = app.add_subcommand("bench-serve", "Load-test an OpenAI-compatible server with streamed requests: "
-                                                    "req/s, output tok/s, TTFT, TPOT, ITL and E2E per concurrency");
+  CLI::App* sub =
+      app.add_subcommand("bench-serve",
+                         "Load-test an OpenAI-compatible server with streamed requests: "
+                         "req/s, output tok/s, TTFT, TPOT, ITL and E2E per concurrency");
   sub->add_option("--url", o->url, "the server, http://HOST:PORT")->required();
   sub->add_option("--api-key", o->api_key, "sent as 'Authorization: Bearer KEY'");
-  sub->add_option("--model", o->model, "model name in the requests (default: the first of GET /v1/models)");
-  sub->add_option("--endpoint", o->endpoint, "completions (/v1/completions) or chat (/v1/chat/completions)")
-      ->capture_default_str()->check(CLI::IsMember({"completions", "chat"}));
-  sub->add_option("--concurrency", o->concurrency, "comma-separated concurrency levels, one table row each")
+  sub->add_option("--model", o->model,
+                  "model name in the requests (default: the first of GET /v1/models)");
+  sub->add_option("--endpoint", o->endpoint,
+                  "completions (/v1/completions) or chat (/v1/chat/completions)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"completions", "chat"}));
+  sub->add_option("--concurrency", o->concurrency,
+                  "comma-separated concurrency levels, one table row each")
       ->capture_default_str();
-  sub->add_option("--requests", o->requests, "requests per level (0: 4 x the concurrency)")->capture_default_str();
-  sub->add_option("--prompt-tokens", o->prompt_tokens, "words per prompt (a word is ~1 GPT-2 token)")
+  sub->add_option("--requests", o->requests, "requests per level (0: 4 x the concurrency)")
       ->capture_default_str();
-  sub->add_option("--output-tokens", o->output_tokens, "max_tokens of each request")->capture_default_str();
-  sub->add_option("--arrival", o->arrival, "fixed or poisson arrivals at --rate")->capture_default_str()
+  sub->add_option("--prompt-tokens", o->prompt_tokens,
+                  "words per prompt (a word is ~1 GPT-2 token)")
+      ->capture_default_str();
+  sub->add_option("--output-tokens", o->output_tokens, "max_tokens of each request")
+      ->capture_default_str();
+  sub->add_option("--arrival", o->arrival, "fixed or poisson arrivals at --rate")
+      ->capture_default_str()
       ->check(CLI::IsMember({"fixed", "poisson"}));
-  sub->add_option("--rate", o->rate, "requests/s (poisson: the mean; inf: closed loop at the concurrency)")
+  sub->add_option("--rate", o->rate,
+                  "requests/s (poisson: the mean; inf: closed loop at the concurrency)")
       ->capture_default_str();
-  sub->add_option("--seed", o->seed, "seed of the prompts, arrivals, disconnects and sampling")->capture_default_str();
-  sub->add_option("--prompt-file", o->prompt_file, "text to cut prompts from (default: generated words)")
+  sub->add_option("--seed", o->seed, "seed of the prompts, arrivals, disconnects and sampling")
+      ->capture_default_str();
+  sub->add_option("--prompt-file", o->prompt_file,
+                  "text to cut prompts from (default: generated words)")
       ->check(CLI::ExistingFile);
-  sub->add_option("--duration", o->duration, "a soak: keep the concurrency busy this many seconds per level "
-                                             "(instead of --requests)")->capture_default_str();
-  sub->add_option("--disconnect-fraction", o->disconnect_fraction, "share of requests the client closes mid-stream "
-                                                                   "(counted as dropped)")->capture_default_str();
-  sub->add_option("--temperature", o->temperature, "sampling temperature of the requests")->capture_default_str();
+  sub->add_option("--duration", o->duration,
+                  "a soak: keep the concurrency busy this many seconds per level "
+                  "(instead of --requests)")
+      ->capture_default_str();
+  sub->add_option("--disconnect-fraction", o->disconnect_fraction,
+                  "share of requests the client closes mid-stream "
+                  "(counted as dropped)")
+      ->capture_default_str();
+  sub->add_option("--temperature", o->temperature, "sampling temperature of the requests")
+      ->capture_default_str();
   sub->add_option("--timeout", o->timeout, "seconds of silence before a request counts as failed")
       ->capture_default_str();
-  sub->add_flag("--json", o->json, "print the results as one JSON object {levels: [...]} instead of the table");
+  sub->add_flag("--json", o->json,
+                "print the results as one JSON object {levels: [...]} instead of the table");
   return [o] { return run_bench_serve(*o); };
 }
 

@@ -43,13 +43,16 @@ LoadedModel load_with_tokenizer(const EvaluateOptions& o) {
   if (!o.tokenizer.empty()) {
     lm.tokenizer = data::Tokenizer::load(o.tokenizer);
     lm.has_tokenizer = true;
-    EMBER_CHECK(static_cast<int64_t>(lm.tokenizer.vocab_size()) <= lm.model->config().vocab_size, "--tokenizer ",
-                o.tokenizer, ": ", lm.tokenizer.vocab_size(), " tokens, more than the model's vocab_size ",
-                lm.model->config().vocab_size, " (not the tokenizer its training data was encoded with)");
+    EMBER_CHECK(static_cast<int64_t>(lm.tokenizer.vocab_size()) <= lm.model->config().vocab_size,
+                "--tokenizer ", o.tokenizer, ": ", lm.tokenizer.vocab_size(),
+                " tokens, more than the model's vocab_size ", lm.model->config().vocab_size,
+                " (not the tokenizer its training data was encoded with)");
   }
-  EMBER_CHECK(lm.has_tokenizer, o.checkpoint, ": the checkpoint stores no tokenizer and its vocabulary (",
+  EMBER_CHECK(lm.has_tokenizer, o.checkpoint,
+              ": the checkpoint stores no tokenizer and its vocabulary (",
               lm.model->config().vocab_size,
-              " tokens) is not bytes; give --tokenizer FILE (the tokenizer.json its training data was encoded with)");
+              " tokens) is not bytes; give --tokenizer FILE (the tokenizer.json its training data "
+              "was encoded with)");
   return lm;
 }
 
@@ -66,18 +69,18 @@ int run_tasks(const EvaluateOptions& o) {
   if (o.limit > 0 && static_cast<int64_t>(items.size()) > o.limit) items.resize(o.limit);
   LoadedModel lm = load_with_tokenizer(o);
   ProgressLine line;
-  const ChoiceMetrics m = evaluate_choices(*lm.model, lm.tokenizer, items, o.batch_size, o.tasks,
-                                           [&](int64_t done, int64_t total, double acc) {
-                                             if (done < total && line.due()) {
-                                               std::fprintf(stderr, "evaluate: %lld/%lld items, acc %.4f\n",
-                                                            static_cast<long long>(done),
-                                                            static_cast<long long>(total), acc);
-                                             }
-                                           });
+  const ChoiceMetrics m = evaluate_choices(
+      *lm.model, lm.tokenizer, items, o.batch_size, o.tasks,
+      [&](int64_t done, int64_t total, double acc) {
+        if (done < total && line.due()) {
+          std::fprintf(stderr, "evaluate: %lld/%lld items, acc %.4f\n",
+                       static_cast<long long>(done), static_cast<long long>(total), acc);
+        }
+      });
   if (o.json) {
-    const nlohmann::json j = {{"tasks", o.tasks},           {"n", m.n},
-                              {"acc", m.acc},               {"acc_stderr", m.acc_stderr},
-                              {"acc_norm", m.acc_norm},     {"acc_norm_stderr", m.acc_norm_stderr}};
+    const nlohmann::json j = {{"tasks", o.tasks},       {"n", m.n},
+                              {"acc", m.acc},           {"acc_stderr", m.acc_stderr},
+                              {"acc_norm", m.acc_norm}, {"acc_norm_stderr", m.acc_norm_stderr}};
     std::printf("%s\n", j.dump().c_str());  // NaN (one item) is null
     return 0;
   }
@@ -97,25 +100,30 @@ int run_text(const EvaluateOptions& o) {
   ProgressLine line;
   const int64_t seq_len = o.seq_len > 0 ? o.seq_len : lm.model->config().max_seq_len;
   const int64_t stride = o.stride > 0 ? o.stride : seq_len;
-  const TextMetrics m = evaluate_text(*lm.model, lm.tokenizer, text, seq_len, stride, o.batch_size,
-                                      [&](int64_t done, int64_t total) {
-                                        if (done < total && line.due()) {
-                                          std::fprintf(stderr, "evaluate: %lld/%lld windows\n",
-                                                       static_cast<long long>(done), static_cast<long long>(total));
-                                        }
-                                      });
+  const TextMetrics m =
+      evaluate_text(*lm.model, lm.tokenizer, text, seq_len, stride, o.batch_size,
+                    [&](int64_t done, int64_t total) {
+                      if (done < total && line.due()) {
+                        std::fprintf(stderr, "evaluate: %lld/%lld windows\n",
+                                     static_cast<long long>(done), static_cast<long long>(total));
+                      }
+                    });
   if (o.json) {
-    const nlohmann::json j = {{"text", o.text},       {"tokens", m.tokens},
-                              {"bytes", m.bytes},     {"windows", m.windows},
-                              {"seq_len", seq_len},   {"stride", stride},
-                              {"nats_per_token", m.nats_per_token}, {"perplexity", m.perplexity},
+    const nlohmann::json j = {{"text", o.text},
+                              {"tokens", m.tokens},
+                              {"bytes", m.bytes},
+                              {"windows", m.windows},
+                              {"seq_len", seq_len},
+                              {"stride", stride},
+                              {"nats_per_token", m.nats_per_token},
+                              {"perplexity", m.perplexity},
                               {"bits_per_byte", m.bits_per_byte}};
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
   std::printf("text %s: %lld bytes, %lld windows of %lld tokens, stride %lld\n", o.text.c_str(),
-              static_cast<long long>(m.bytes), static_cast<long long>(m.windows), static_cast<long long>(seq_len),
-              static_cast<long long>(stride));
+              static_cast<long long>(m.bytes), static_cast<long long>(m.windows),
+              static_cast<long long>(seq_len), static_cast<long long>(stride));
   std::printf("%-12s %lld\n", "tokens", static_cast<long long>(m.tokens));
   std::printf("%-12s %.6f\n", "nats/token", m.nats_per_token);
   std::printf("%-12s %.4f\n", "perplexity", m.perplexity);
@@ -128,22 +136,29 @@ int run_text(const EvaluateOptions& o) {
 CommandRunner add_evaluate_command(CLI::App& app) {
   auto o = std::make_shared<EvaluateOptions>();
   CLI::App* sub = app.add_subcommand(
-      "evaluate", "Multiple-choice accuracy (lm-evaluation-harness scoring) or perplexity of a checkpoint");
+      "evaluate",
+      "Multiple-choice accuracy (lm-evaluation-harness scoring) or perplexity of a checkpoint");
   sub->add_option("--checkpoint", o->checkpoint, "checkpoint (.h5): base, fine-tune or merged")
       ->required()
       ->check(CLI::ExistingFile);
-  auto* tasks = sub->add_option("--tasks", o->tasks,
-                                "multiple-choice items, one JSON per line: {\"context\", \"choices\", \"gold\"}")
-                    ->check(CLI::ExistingFile);
+  auto* tasks =
+      sub->add_option(
+             "--tasks", o->tasks,
+             "multiple-choice items, one JSON per line: {\"context\", \"choices\", \"gold\"}")
+          ->check(CLI::ExistingFile);
   auto* text = sub->add_option("--text", o->text, "a UTF-8 text file: perplexity and bits per byte")
                    ->check(CLI::ExistingFile)
                    ->excludes(tasks);
   tasks->excludes(text);
-  sub->add_option("--limit", o->limit, "with --tasks: only the first N items (0: all)")->needs(tasks);
-  sub->add_option("--batch-size", o->batch_size, "sequences per forward pass")->capture_default_str();
-  sub->add_option("--seq-len", o->seq_len, "with --text: tokens per window (0: the model's max_seq_len)")
+  sub->add_option("--limit", o->limit, "with --tasks: only the first N items (0: all)")
+      ->needs(tasks);
+  sub->add_option("--batch-size", o->batch_size, "sequences per forward pass")
+      ->capture_default_str();
+  sub->add_option("--seq-len", o->seq_len,
+                  "with --text: tokens per window (0: the model's max_seq_len)")
       ->needs(text);
-  sub->add_option("--stride", o->stride, "with --text: tokens a window advances by (0: --seq-len)")->needs(text);
+  sub->add_option("--stride", o->stride, "with --text: tokens a window advances by (0: --seq-len)")
+      ->needs(text);
   sub->add_flag("--json", o->json, "print one JSON object instead of a table");
   sub->add_option("--tokenizer", o->tokenizer, "tokenizer.json to use instead of the checkpoint's")
       ->check(CLI::ExistingFile);
@@ -151,7 +166,8 @@ CommandRunner add_evaluate_command(CLI::App& app) {
     EMBER_CHECK(!o->tasks.empty() || !o->text.empty(), "give --tasks FILE.jsonl or --text FILE");
     EMBER_CHECK(o->batch_size > 0, "--batch-size must be positive, got ", o->batch_size);
     EMBER_CHECK(o->limit >= 0, "--limit must be positive (or 0: all items), got ", o->limit);
-    EMBER_CHECK(o->seq_len >= 0 && o->stride >= 0, "--seq-len and --stride must be positive (or 0: the default)");
+    EMBER_CHECK(o->seq_len >= 0 && o->stride >= 0,
+                "--seq-len and --stride must be positive (or 0: the default)");
     return o->tasks.empty() ? run_text(*o) : run_tasks(*o);
   };
 }

@@ -14,7 +14,9 @@ namespace {
 // Restores the model's training mode at the end of the scope.
 class EvalScope {
  public:
-  explicit EvalScope(nn::Transformer& model) : model_(model), was_training_(model.is_training()) { model.eval(); }
+  explicit EvalScope(nn::Transformer& model) : model_(model), was_training_(model.is_training()) {
+    model.eval();
+  }
   ~EvalScope() { model_.train(was_training_); }
   EvalScope(const EvalScope&) = delete;
   EvalScope& operator=(const EvalScope&) = delete;
@@ -35,17 +37,19 @@ double log_prob(const T* row, int64_t V, int64_t target) {
 }
 
 // Scores sequences[first .. first + count) with one forward; writes out[first ..].
-void score_batch(const nn::Transformer& model, const std::vector<ScoredSequence>& sequences, size_t first,
-                 size_t count, std::vector<double>& out) {
+void score_batch(const nn::Transformer& model, const std::vector<ScoredSequence>& sequences,
+                 size_t first, size_t count, std::vector<double>& out) {
   int64_t L = 1;
-  for (size_t r = 0; r < count; ++r) L = std::max<int64_t>(L, sequences[first + r].tokens.size() - 1);
+  for (size_t r = 0; r < count; ++r)
+    L = std::max<int64_t>(L, sequences[first + r].tokens.size() - 1);
   std::vector<int64_t> ids(count * L, 0);  // right padding with token 0
   for (size_t r = 0; r < count; ++r) {
     const std::vector<int64_t>& s = sequences[first + r].tokens;
     std::copy(s.begin(), s.end() - 1, ids.begin() + r * L);
   }
-  const Tensor logits =
-      model.forward(Tensor::from_vector(ids, {static_cast<int64_t>(count), L})).logits.data().contiguous();
+  const Tensor logits = model.forward(Tensor::from_vector(ids, {static_cast<int64_t>(count), L}))
+                            .logits.data()
+                            .contiguous();
   const int64_t V = logits.size(2);
   dispatch_float(logits.dtype(), "score_sequences", [&](auto tag) {
     using T = decltype(tag);
@@ -64,7 +68,8 @@ void score_batch(const nn::Transformer& model, const std::vector<ScoredSequence>
 
 }  // namespace
 
-std::vector<double> score_sequences(nn::Transformer& model, const std::vector<ScoredSequence>& sequences,
+std::vector<double> score_sequences(nn::Transformer& model,
+                                    const std::vector<ScoredSequence>& sequences,
                                     int64_t batch_size) {
   EMBER_CHECK(batch_size > 0, "score_sequences: batch size must be positive, got ", batch_size);
   const int64_t max_len = model.config().max_seq_len, V = model.config().vocab_size;
@@ -73,9 +78,10 @@ std::vector<double> score_sequences(nn::Transformer& model, const std::vector<Sc
     const ScoredSequence& s = sequences[i];
     const int64_t n = s.tokens.size();
     EMBER_CHECK(s.targets >= 0 && s.targets < std::max<int64_t>(n, 1) && n - 1 <= max_len,
-                "score_sequences: sequence ", i, " has ", n, " tokens and ", s.targets, " targets (model context ",
-                max_len, ")");
-    for (const int64_t t : s.tokens) EMBER_CHECK(t >= 0 && t < V, "token id ", t, " is outside the model's vocabulary (", V, ")");
+                "score_sequences: sequence ", i, " has ", n, " tokens and ", s.targets,
+                " targets (model context ", max_len, ")");
+    for (const int64_t t : s.tokens)
+      EMBER_CHECK(t >= 0 && t < V, "token id ", t, " is outside the model's vocabulary (", V, ")");
     if (s.targets > 0) pending.push_back(i);
   }
   std::vector<ScoredSequence> packed;  // the pending ones, contiguous for score_batch
@@ -84,7 +90,8 @@ std::vector<double> score_sequences(nn::Transformer& model, const std::vector<Sc
   EvalScope eval(model);
   NoGradGuard no_grad;
   for (size_t first = 0; first < packed.size(); first += batch_size) {
-    score_batch(model, packed, first, std::min<size_t>(batch_size, packed.size() - first), packed_scores);
+    score_batch(model, packed, first, std::min<size_t>(batch_size, packed.size() - first),
+                packed_scores);
   }
   for (size_t k = 0; k < pending.size(); ++k) scores[pending[k]] = packed_scores[k];
   return scores;
@@ -96,8 +103,10 @@ std::vector<int64_t> document_prefix(const data::Tokenizer& tokenizer) {
   return std::vector<int64_t>(newline.begin(), newline.end());
 }
 
-SplitPair split_pair(const data::Tokenizer& tokenizer, const std::string& context, const std::string& continuation) {
-  const size_t keep = context.find_last_not_of(" \t\n\r\f\v") + 1;  // npos + 1 == 0: all white space
+SplitPair split_pair(const data::Tokenizer& tokenizer, const std::string& context,
+                     const std::string& continuation) {
+  const size_t keep =
+      context.find_last_not_of(" \t\n\r\f\v") + 1;  // npos + 1 == 0: all white space
   const std::string head = context.substr(0, keep), tail = context.substr(keep) + continuation;
   auto encode = [&](const std::string& text) {
     const std::vector<uint32_t> ids = tokenizer.encode(text);
@@ -118,7 +127,8 @@ SplitPair split_pair(const data::Tokenizer& tokenizer, const std::string& contex
 
 ScoredSequence scored_pair(const SplitPair& pair, int64_t max_len) {
   const int64_t k = pair.continuation.size();
-  EMBER_CHECK(k <= max_len, "a choice of ", k, " tokens is longer than the model's context (", max_len, " tokens)");
+  EMBER_CHECK(k <= max_len, "a choice of ", k, " tokens is longer than the model's context (",
+              max_len, " tokens)");
   ScoredSequence s;
   s.tokens = pair.context;
   s.tokens.insert(s.tokens.end(), pair.continuation.begin(), pair.continuation.end());

@@ -21,7 +21,8 @@ struct ScoredSequence {
 
 // The sum of log-probabilities of each sequence's targets, in order; batch_size
 // sequences per forward. The model is put in eval mode for the call.
-std::vector<double> score_sequences(nn::Transformer& model, const std::vector<ScoredSequence>& sequences,
+std::vector<double> score_sequences(nn::Transformer& model,
+                                    const std::vector<ScoredSequence>& sequences,
                                     int64_t batch_size);
 
 // The tokens put before text that has no context: <|endoftext|> when the tokenizer has
@@ -36,7 +37,8 @@ std::vector<int64_t> document_prefix(const data::Tokenizer& tokenizer);
 struct SplitPair {
   std::vector<int64_t> context, continuation;
 };
-SplitPair split_pair(const data::Tokenizer& tokenizer, const std::string& context, const std::string& continuation);
+SplitPair split_pair(const data::Tokenizer& tokenizer, const std::string& context,
+                     const std::string& continuation);
 
 // context + continuation as a ScoredSequence of at most max_len + 1 tokens: cut from
 // the left when longer (as lm-evaluation-harness does); an Error when the

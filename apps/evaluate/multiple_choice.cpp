@@ -28,8 +28,8 @@ double share_stderr(double p, int64_t n) {
   return std::sqrt(p * (1 - p) / static_cast<double>(n - 1));
 }
 
-std::vector<ScoredSequence> choice_sequences(const data::Tokenizer& tokenizer, const ChoiceItem& item,
-                                             int64_t max_len) {
+std::vector<ScoredSequence> choice_sequences(const data::Tokenizer& tokenizer,
+                                             const ChoiceItem& item, int64_t max_len) {
   std::vector<ScoredSequence> out;
   for (const std::string& choice : item.choices) {
     out.push_back(scored_pair(split_pair(tokenizer, item.context, choice), max_len));
@@ -38,8 +38,8 @@ std::vector<ScoredSequence> choice_sequences(const data::Tokenizer& tokenizer, c
 }
 
 ChoiceMetrics evaluate_choices(nn::Transformer& model, const data::Tokenizer& tokenizer,
-                               const std::vector<ChoiceItem>& items, int64_t batch_size, const std::string& source,
-                               const ChoiceProgress& progress) {
+                               const std::vector<ChoiceItem>& items, int64_t batch_size,
+                               const std::string& source, const ChoiceProgress& progress) {
   EMBER_CHECK(!items.empty(), source, ": no items to evaluate");
   const int64_t max_len = model.config().max_seq_len;
   int64_t correct = 0, correct_norm = 0;
@@ -59,8 +59,10 @@ ChoiceMetrics evaluate_choices(nn::Transformer& model, const data::Tokenizer& to
     size_t at = 0;
     for (size_t i = first; i < end; ++i) {
       const ChoiceItem& item = items[i];
-      std::vector<double> s(scores.begin() + at, scores.begin() + at + item.choices.size()), norm(s);
-      for (size_t c = 0; c < s.size(); ++c) norm[c] = s[c] / static_cast<double>(utf8_length(item.choices[c]));
+      std::vector<double> s(scores.begin() + at, scores.begin() + at + item.choices.size()),
+          norm(s);
+      for (size_t c = 0; c < s.size(); ++c)
+        norm[c] = s[c] / static_cast<double>(utf8_length(item.choices[c]));
       correct += first_argmax(s) == item.gold;
       correct_norm += first_argmax(norm) == item.gold;
       at += item.choices.size();

@@ -17,7 +17,7 @@
 namespace ember::apps {
 
 struct ChoiceMetrics {
-  int64_t n = 0;  // items scored
+  int64_t n = 0;                                                      // items scored
   double acc = 0, acc_stderr = 0, acc_norm = 0, acc_norm_stderr = 0;  // stderr NaN when n < 2
 };
 
@@ -29,8 +29,8 @@ int64_t first_argmax(const std::vector<double>& values);
 double share_stderr(double p, int64_t n);
 
 // The sequence to score for each choice of `item` (split_pair + scored_pair).
-std::vector<ScoredSequence> choice_sequences(const data::Tokenizer& tokenizer, const ChoiceItem& item,
-                                             int64_t max_len);
+std::vector<ScoredSequence> choice_sequences(const data::Tokenizer& tokenizer,
+                                             const ChoiceItem& item, int64_t max_len);
 
 // Called after each group of items: items done, total, acc so far.
 using ChoiceProgress = std::function<void(int64_t done, int64_t total, double acc)>;
@@ -38,7 +38,7 @@ using ChoiceProgress = std::function<void(int64_t done, int64_t total, double ac
 // Scores every item (batch_size sequences per forward) and returns the metrics;
 // `source` (the task file) names an item's line in errors.
 ChoiceMetrics evaluate_choices(nn::Transformer& model, const data::Tokenizer& tokenizer,
-                               const std::vector<ChoiceItem>& items, int64_t batch_size, const std::string& source,
-                               const ChoiceProgress& progress = {});
+                               const std::vector<ChoiceItem>& items, int64_t batch_size,
+                               const std::string& source, const ChoiceProgress& progress = {});
 
 }  // namespace ember::apps

@@ -8,8 +8,8 @@
 
 namespace ember::apps {
 
-std::vector<ScoredSequence> rolling_windows(const std::vector<int64_t>& ids, int64_t prefix, int64_t seq_len,
-                                            int64_t stride) {
+std::vector<ScoredSequence> rolling_windows(const std::vector<int64_t>& ids, int64_t prefix,
+                                            int64_t seq_len, int64_t stride) {
   const int64_t n = ids.size();
   std::vector<ScoredSequence> windows;
   // Targets [lo, hi): token i is predicted from inputs up to i - 1, at most seq_len of them.
@@ -24,14 +24,16 @@ std::vector<ScoredSequence> rolling_windows(const std::vector<int64_t>& ids, int
   return windows;
 }
 
-TextMetrics evaluate_text(nn::Transformer& model, const data::Tokenizer& tokenizer, const std::string& text,
-                          int64_t seq_len, int64_t stride, int64_t batch_size, const TextProgress& progress) {
+TextMetrics evaluate_text(nn::Transformer& model, const data::Tokenizer& tokenizer,
+                          const std::string& text, int64_t seq_len, int64_t stride,
+                          int64_t batch_size, const TextProgress& progress) {
   const int64_t max_len = model.config().max_seq_len;
   if (seq_len == 0) seq_len = max_len;
   if (stride == 0) stride = seq_len;
-  EMBER_CHECK(seq_len > 0 && seq_len <= max_len, "--seq-len must be 1 to the model's max_seq_len ", max_len,
-              ", got ", seq_len);
-  EMBER_CHECK(stride > 0 && stride <= seq_len, "--stride must be 1 to --seq-len (", seq_len, "), got ", stride);
+  EMBER_CHECK(seq_len > 0 && seq_len <= max_len, "--seq-len must be 1 to the model's max_seq_len ",
+              max_len, ", got ", seq_len);
+  EMBER_CHECK(stride > 0 && stride <= seq_len, "--stride must be 1 to --seq-len (", seq_len,
+              "), got ", stride);
   EMBER_CHECK(!text.empty(), "the text is empty: nothing to score");
   std::vector<int64_t> ids = document_prefix(tokenizer);
   const int64_t prefix = ids.size();

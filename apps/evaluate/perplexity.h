@@ -24,14 +24,15 @@ struct TextMetrics {
 };
 
 // The windows over `ids` whose first `prefix` tokens are context only.
-std::vector<ScoredSequence> rolling_windows(const std::vector<int64_t>& ids, int64_t prefix, int64_t seq_len,
-                                            int64_t stride);
+std::vector<ScoredSequence> rolling_windows(const std::vector<int64_t>& ids, int64_t prefix,
+                                            int64_t seq_len, int64_t stride);
 
 // Called after each batch of windows: windows done, total.
 using TextProgress = std::function<void(int64_t done, int64_t total)>;
 
 // seq_len 0: the model's max_seq_len; stride 0: seq_len.
-TextMetrics evaluate_text(nn::Transformer& model, const data::Tokenizer& tokenizer, const std::string& text,
-                          int64_t seq_len, int64_t stride, int64_t batch_size, const TextProgress& progress = {});
+TextMetrics evaluate_text(nn::Transformer& model, const data::Tokenizer& tokenizer,
+                          const std::string& text, int64_t seq_len, int64_t stride,
+                          int64_t batch_size, const TextProgress& progress = {});
 
 }  // namespace ember::apps

@@ -29,19 +29,26 @@ std::vector<int64_t> completion_prompt(const ApiRequest& r, const ServedModel& m
     const int64_t vocab = std::min<int64_t>(m.vocab_size, static_cast<int64_t>(tok.vocab_size()));
     for (size_t i = 0; i < r.prompt_ids->size(); ++i) {
       const int64_t id = (*r.prompt_ids)[i];
-      if (id >= vocab) {
+      if (id < 0 || id >= vocab) {
         throw bad_request("prompt token " + std::to_string(i) + " (" + std::to_string(id) +
                               ") is outside the vocabulary (" + std::to_string(vocab) + " tokens)",
                           "prompt", "invalid_value");
       }
     }
+    if (r.prompt_ids->empty()) throw bad_request("prompt is empty", "prompt", "invalid_value");
     return *r.prompt_ids;
   }
   std::vector<int64_t> ids = widen(tok.encode(r.prompt));
-  if (ids.empty()) {  // an empty prompt starts a new document, as `ember generate` does
+  // Nothing is prepended (usage counts the prompt as encoded, SPEC.md section 10), so an empty
+  // prompt has nothing to continue; a new document is the prompt [id of <|endoftext|>].
+  if (ids.empty()) {
     const std::optional<uint32_t> eot = tok.find_special(data::kEndOfText);
-    if (!eot) throw bad_request("prompt is empty", "prompt", "invalid_value");
-    ids.push_back(*eot);
+    std::string message = "prompt is empty";
+    if (eot) {
+      message += ": to start a new document, send the prompt [" + std::to_string(*eot);
+      message += "] (the id of <|endoftext|>)";
+    }
+    throw bad_request(message, "prompt", "invalid_value");
   }
   return ids;
 }
@@ -65,7 +72,11 @@ int64_t max_tokens(const ApiRequest& r, const ServedModel& m, int64_t n_prompt) 
   }
   const int64_t cap = m.max_tokens_cap > 0 ? m.max_tokens_cap : m.max_seq_len;
   if (!r.max_tokens) {
-    const int64_t wanted = r.endpoint == Endpoint::Chat ? room : kDefaultCompletionTokens;
+    int64_t wanted = r.endpoint == Endpoint::Chat ? room : kDefaultCompletionTokens;
+    // A default also fits the KV cache (the last token drawn is never stored): a small
+    // --kv-blocks must not turn a request without max_tokens into an error.
+    if (m.kv_tokens > 0)
+      wanted = std::min(wanted, std::max<int64_t>(1, m.kv_tokens - n_prompt + 1));
     return std::min({wanted, room, cap});
   }
   const int64_t n = *r.max_tokens;

@@ -55,7 +55,10 @@ std::string default_served_name(const std::string& checkpoint) {
 void check_serve_options(const ServeOptions& o) {
   EMBER_CHECK(o.port >= 0 && o.port <= 65535, "--port must be between 0 and 65535, got ", o.port);
   EMBER_CHECK(o.max_seqs > 0, "--max-seqs must be positive, got ", o.max_seqs);
-  EMBER_CHECK(o.max_queue >= 0, "--max-queue must be >= 0, got ", o.max_queue);
+  EMBER_CHECK(
+      o.max_queue >= 1,
+      "--max-queue must be >= 1 (a request waits at least until the next engine step), got ",
+      o.max_queue);
   EMBER_CHECK(o.max_batch_tokens > 0, "--max-batch-tokens must be positive, got ",
               o.max_batch_tokens);
   EMBER_CHECK(o.kv_blocks >= 0, "--kv-blocks must be >= 0, got ", o.kv_blocks);

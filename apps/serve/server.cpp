@@ -94,6 +94,7 @@ int run_serve(const ServeOptions& o) {
   st.model.max_seq_len = engine.config().max_seq_len;
   st.model.vocab_size = engine.config().vocab_size;
   st.model.max_tokens_cap = o.max_tokens_cap;
+  st.model.kv_tokens = engine.options().kv_blocks * nn::kKVBlockSize;
   st.engine = &engine;
   st.api_key = o.api_key;
 

@@ -13,15 +13,16 @@ namespace {
 
 // Common words; each is a single GPT-2 token when preceded by a space.
 constexpr std::array<const char*, 96> kWords = {
-    "the",   "of",     "and",   "to",     "in",    "is",     "that",   "for",   "it",     "as",    "was",
-    "with",  "be",     "by",    "on",     "not",   "he",     "this",   "are",   "or",     "his",   "from",
-    "at",    "which",  "but",   "have",   "an",    "had",    "they",   "you",   "were",   "their", "one",
-    "all",   "we",     "can",   "her",    "has",   "there",  "been",   "if",    "more",   "when",  "will",
-    "would", "who",    "so",    "no",     "time",  "people", "year",   "way",   "day",    "man",   "world",
-    "life",  "part",   "house", "place",  "work",  "week",   "case",   "point", "number", "group", "water",
-    "city",  "story",  "money", "night",  "game",  "book",   "light",  "river", "small",  "large", "great",
-    "old",   "new",    "good",  "long",   "right", "little", "high",   "young", "early",  "open",  "public",
-    "make",  "know",   "take",  "see",    "come",  "think",  "look",   "find",
+    "the",  "of",    "and",    "to",     "in",    "is",    "that",  "for",    "it",    "as",
+    "was",  "with",  "be",     "by",     "on",    "not",   "he",    "this",   "are",   "or",
+    "his",  "from",  "at",     "which",  "but",   "have",  "an",    "had",    "they",  "you",
+    "were", "their", "one",    "all",    "we",    "can",   "her",   "has",    "there", "been",
+    "if",   "more",  "when",   "will",   "would", "who",   "so",    "no",     "time",  "people",
+    "year", "way",   "day",    "man",    "world", "life",  "part",  "house",  "place", "work",
+    "week", "case",  "point",  "number", "group", "water", "city",  "story",  "money", "night",
+    "game", "book",  "light",  "river",  "small", "large", "great", "old",    "new",   "good",
+    "long", "right", "little", "high",   "young", "early", "open",  "public", "make",  "know",
+    "take", "see",   "come",   "think",  "look",  "find",
 };
 
 }  // namespace

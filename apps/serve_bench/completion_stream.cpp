@@ -47,8 +47,10 @@ void CompletionStream::on_event(const std::string& data, double seconds) {
     return;
   }
   if (const auto err = chunk.find("error"); err != chunk.end() && !err->is_null()) {
-    const bool has_message = err->is_object() && err->contains("message") && err->at("message").is_string();
-    error_ = "error in the stream: " + (has_message ? err->at("message").get<std::string>() : err->dump());
+    const bool has_message =
+        err->is_object() && err->contains("message") && err->at("message").is_string();
+    error_ = "error in the stream: " +
+             (has_message ? err->at("message").get<std::string>() : err->dump());
     return;
   }
   if (!chunk_text(chunk, endpoint_).empty()) content_times_.push_back(seconds);

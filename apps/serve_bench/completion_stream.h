@@ -23,9 +23,9 @@ class CompletionStream {
   // Bytes of the body received `seconds` after the request was sent.
   void receive(std::string_view bytes, double seconds);
 
-  bool done() const { return done_; }                     // "[DONE]" arrived
+  bool done() const { return done_; }  // "[DONE]" arrived
   bool failed() const { return !error_.empty(); }
-  const std::string& error() const { return error_; }     // the first problem
+  const std::string& error() const { return error_; }                          // the first problem
   const std::vector<double>& content_times() const { return content_times_; }  // s after send
   int64_t output_tokens() const { return output_tokens_; }  // usage.completion_tokens, -1 if none
   int64_t prompt_tokens() const { return prompt_tokens_; }  // usage.prompt_tokens, -1 if none

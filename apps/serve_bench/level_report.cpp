@@ -29,7 +29,8 @@ void add_request(const RequestRecord& r, LevelReport& report, Samples& s) {
 }
 
 json summary_json(const SampleSummary& s) {
-  if (s.count == 0) return {{"count", 0}, {"mean", nullptr}, {"p50", nullptr}, {"p90", nullptr}, {"p99", nullptr}};
+  if (s.count == 0)
+    return {{"count", 0}, {"mean", nullptr}, {"p50", nullptr}, {"p90", nullptr}, {"p99", nullptr}};
   return {{"count", s.count}, {"mean", s.mean}, {"p50", s.p50}, {"p90", s.p90}, {"p99", s.p99}};
 }
 
@@ -93,7 +94,8 @@ constexpr const char* kHeadFormat = "%5s %6s %6s %7s %7s %6s %9s";
 
 std::string level_table_header() {
   char head[128];
-  std::snprintf(head, sizeof head, kHeadFormat, "conc", "ok", "failed", "dropped", "time s", "req/s", "out tok/s");
+  std::snprintf(head, sizeof head, kHeadFormat, "conc", "ok", "failed", "dropped", "time s",
+                "req/s", "out tok/s");
   std::string line1(std::string(head).size(), ' '), line2 = head;
   for (const char* group : {"TTFT ms", "TPOT ms", "ITL ms", "E2E ms"}) {
     char cell[64];
@@ -108,8 +110,9 @@ std::string level_table_header() {
 std::string level_table_row(const LevelReport& r) {
   char head[128];
   std::snprintf(head, sizeof head, "%5d %6lld %6lld %7lld %7.1f %6.2f %9.1f", r.concurrency,
-                static_cast<long long>(r.ok), static_cast<long long>(r.failed), static_cast<long long>(r.dropped),
-                r.duration_s, r.request_throughput, r.output_throughput);
+                static_cast<long long>(r.ok), static_cast<long long>(r.failed),
+                static_cast<long long>(r.dropped), r.duration_s, r.request_throughput,
+                r.output_throughput);
   return head + summary_cells(r.ttft_ms) + summary_cells(r.tpot_ms) + summary_cells(r.itl_ms) +
          summary_cells(r.e2e_ms);
 }

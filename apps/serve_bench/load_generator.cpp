@@ -25,7 +25,8 @@ class Tickets {
   Tickets(const LoadPlan& plan, Clock::time_point start)
       : plan_(plan),
         open_loop_(std::isfinite(plan.rate)),
-        deadline_(start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(plan.duration_s))) {}
+        deadline_(start + std::chrono::duration_cast<Clock::duration>(
+                              std::chrono::duration<double>(plan.duration_s))) {}
 
   // The next request to send, or nullopt when the level is over.
   std::optional<uint64_t> next() {
@@ -47,7 +48,8 @@ class Tickets {
     std::exponential_distribution<double> gap(plan_.rate);
     double at = 0;
     for (uint64_t index = 0;; ++index) {
-      const Clock::time_point when = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(at));
+      const Clock::time_point when =
+          start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(at));
       if (!may_start(index, when)) break;
       std::this_thread::sleep_until(when);
       {
@@ -97,7 +99,9 @@ void client_loop(Tickets& tickets, const RequestRunner& run_one, Collected& out)
       r.error = e.what();
     }
     std::lock_guard lock(out.mutex);
-    (r.outcome == RequestOutcome::Ok ? out.ok : r.outcome == RequestOutcome::Dropped ? out.dropped : out.failed) += 1;
+    (r.outcome == RequestOutcome::Ok        ? out.ok
+     : r.outcome == RequestOutcome::Dropped ? out.dropped
+                                            : out.failed) += 1;
     out.records.push_back(std::move(r));
   }
   std::lock_guard lock(out.mutex);
@@ -107,8 +111,8 @@ void client_loop(Tickets& tickets, const RequestRunner& run_one, Collected& out)
 
 }  // namespace
 
-LevelRun run_load(const LoadPlan& plan, const RequestRunner& run_one, const ProgressReport& progress,
-                  std::chrono::milliseconds progress_interval) {
+LevelRun run_load(const LoadPlan& plan, const RequestRunner& run_one,
+                  const ProgressReport& progress, std::chrono::milliseconds progress_interval) {
   EMBER_CHECK(plan.concurrency >= 1, "run_load: concurrency must be positive");
   const Clock::time_point start = Clock::now();
   Tickets tickets(plan, start);
@@ -116,11 +120,15 @@ LevelRun run_load(const LoadPlan& plan, const RequestRunner& run_one, const Prog
   out.clients_left = plan.concurrency;
   std::vector<std::thread> threads;
   if (std::isfinite(plan.rate)) threads.emplace_back([&] { tickets.schedule(start); });
-  for (int c = 0; c < plan.concurrency; ++c) threads.emplace_back([&] { client_loop(tickets, run_one, out); });
+  for (int c = 0; c < plan.concurrency; ++c)
+    threads.emplace_back([&] { client_loop(tickets, run_one, out); });
   {
     std::unique_lock lock(out.mutex);
-    while (!out.finished_cv.wait_for(lock, progress_interval, [&] { return out.clients_left == 0; })) {
-      if (progress) progress(std::chrono::duration<double>(Clock::now() - start).count(), out.ok, out.failed, out.dropped);
+    while (
+        !out.finished_cv.wait_for(lock, progress_interval, [&] { return out.clients_left == 0; })) {
+      if (progress)
+        progress(std::chrono::duration<double>(Clock::now() - start).count(), out.ok, out.failed,
+                 out.dropped);
     }
   }
   for (std::thread& t : threads) t.join();

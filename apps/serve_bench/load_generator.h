@@ -18,11 +18,11 @@ namespace ember::apps {
 
 struct LoadPlan {
   int concurrency = 1;
-  int64_t requests = 1;     // used when duration_s == 0
-  double duration_s = 0;    // > 0: a soak of this length
+  int64_t requests = 1;                                   // used when duration_s == 0
+  double duration_s = 0;                                  // > 0: a soak of this length
   double rate = std::numeric_limits<double>::infinity();  // requests/s; infinite: closed loop
-  bool poisson = false;     // open loop: exponential gaps (else fixed ones)
-  uint64_t seed = 0;        // of the Poisson gaps
+  bool poisson = false;  // open loop: exponential gaps (else fixed ones)
+  uint64_t seed = 0;     // of the Poisson gaps
 };
 
 struct LevelRun {
@@ -33,9 +33,11 @@ struct LevelRun {
 // Runs request `index` (0, 1, 2, ...) and returns its record; called from several threads at once.
 using RequestRunner = std::function<RequestRecord(uint64_t index)>;
 // Called about every progress_interval while the level runs, with the records so far' counts.
-using ProgressReport = std::function<void(double elapsed_s, int64_t ok, int64_t failed, int64_t dropped)>;
+using ProgressReport =
+    std::function<void(double elapsed_s, int64_t ok, int64_t failed, int64_t dropped)>;
 
-LevelRun run_load(const LoadPlan& plan, const RequestRunner& run_one, const ProgressReport& progress = nullptr,
+LevelRun run_load(const LoadPlan& plan, const RequestRunner& run_one,
+                  const ProgressReport& progress = nullptr,
                   std::chrono::milliseconds progress_interval = std::chrono::seconds(30));
 
 }  // namespace ember::apps

@@ -26,11 +26,16 @@ httplib::Headers request_headers(const ServerTarget& target) {
 // httplib's error in words.
 std::string describe(httplib::Error error) {
   switch (error) {
-    case httplib::Error::Connection: return "could not connect";
-    case httplib::Error::ConnectionTimeout: return "the connection timed out";
-    case httplib::Error::Read: return "reading the response failed (connection closed or --timeout passed)";
-    case httplib::Error::Write: return "sending the request failed";
-    default: return httplib::to_string(error);
+    case httplib::Error::Connection:
+      return "could not connect";
+    case httplib::Error::ConnectionTimeout:
+      return "the connection timed out";
+    case httplib::Error::Read:
+      return "reading the response failed (connection closed or --timeout passed)";
+    case httplib::Error::Write:
+      return "sending the request failed";
+    default:
+      return httplib::to_string(error);
   }
 }
 
@@ -44,8 +49,8 @@ void set_timeouts(httplib::Client& client, const ServerTarget& target) {
 std::string http_error(int status, const std::string& body) {
   const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   std::string message = body.substr(0, 200);
-  if (j.is_object() && j.contains("error") && j["error"].is_object() && j["error"].contains("message") &&
-      j["error"]["message"].is_string()) {
+  if (j.is_object() && j.contains("error") && j["error"].is_object() &&
+      j["error"].contains("message") && j["error"]["message"].is_string()) {
     message = j["error"]["message"].get<std::string>();
   }
   return "HTTP " + std::to_string(status) + (message.empty() ? "" : ": " + message);
@@ -76,10 +81,13 @@ RequestRecord finish_record(RequestRecord r, const CompletionStream& stream, int
 }  // namespace
 
 ServerTarget parse_server_url(const std::string& url) {
-  static const std::regex form(R"(^(https?://(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(?::([0-9]{1,5}))?)(/[^?#\s]*)?$)");
+  static const std::regex form(
+      R"(^(https?://(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(?::([0-9]{1,5}))?)(/[^?#\s]*)?$)");
   std::smatch m;
-  EMBER_CHECK(std::regex_match(url, m, form), "--url must look like http://HOST:PORT (optionally with a path "
-              "before /v1), got '", url, "'");
+  EMBER_CHECK(std::regex_match(url, m, form),
+              "--url must look like http://HOST:PORT (optionally with a path "
+              "before /v1), got '",
+              url, "'");
   EMBER_CHECK(!m[2].matched || (std::stoi(m[2].str()) >= 1 && std::stoi(m[2].str()) <= 65535),
               "--url: the port must be between 1 and 65535, got '", url, "'");
   ServerTarget t;
@@ -112,7 +120,8 @@ RequestRecord run_stream_request(const ServerTarget& target, const StreamRequest
   set_timeouts(client, target);
   httplib::Request req;
   req.method = "POST";
-  req.path = target.path_prefix + (request.endpoint == ServeEndpoint::Chat ? "/v1/chat/completions" : "/v1/completions");
+  req.path = target.path_prefix +
+             (request.endpoint == ServeEndpoint::Chat ? "/v1/chat/completions" : "/v1/completions");
   req.headers = request_headers(target);
   req.headers.emplace("Content-Type", "application/json");
   req.headers.emplace("Accept", "text/event-stream");
@@ -133,7 +142,8 @@ RequestRecord run_stream_request(const ServerTarget& target, const StreamRequest
     }
     stream.receive({data, n}, std::chrono::duration<double>(Clock::now() - record.sent).count());
     if (stream.failed()) return false;
-    if (request.drop_after_chunks > 0 && !stream.done() && stream.content_times().size() >= request.drop_after_chunks) {
+    if (request.drop_after_chunks > 0 && !stream.done() &&
+        stream.content_times().size() >= request.drop_after_chunks) {
       dropped = true;  // closing the connection is the client's choice
       return false;
     }
@@ -156,7 +166,8 @@ std::string first_served_model(const ServerTarget& target) {
   EMBER_CHECK(res->status == 200, "GET ", path, ": ", http_error(res->status, res->body));
   const json j = json::parse(res->body, nullptr, /*allow_exceptions=*/false);
   EMBER_CHECK(j.is_object() && j.contains("data") && j["data"].is_array() && !j["data"].empty() &&
-                  j["data"][0].is_object() && j["data"][0].contains("id") && j["data"][0]["id"].is_string(),
+                  j["data"][0].is_object() && j["data"][0].contains("id") &&
+                  j["data"][0]["id"].is_string(),
               "GET ", path, " lists no model (give one with --model)");
   return j["data"][0]["id"].get<std::string>();
 }

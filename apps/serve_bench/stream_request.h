@@ -20,7 +20,8 @@ struct ServerTarget {
   int timeout_s = 300;      // longest silence while reading a response
 };
 
-// "http://host[:port][/prefix]" (a trailing "/" or "/v1" is dropped); an Error naming --url otherwise.
+// "http://host[:port][/prefix]" (a trailing "/" or "/v1" is dropped); an Error naming --url
+// otherwise.
 ServerTarget parse_server_url(const std::string& url);
 
 struct StreamRequest {
@@ -40,9 +41,9 @@ enum class RequestOutcome { Ok, Failed, Dropped };
 
 struct RequestRecord {
   RequestOutcome outcome = RequestOutcome::Failed;
-  std::string error;                  // why it failed
+  std::string error;  // why it failed
   std::chrono::steady_clock::time_point sent, ended;
-  std::vector<double> content_times;  // s after sending, of each chunk carrying text
+  std::vector<double> content_times;               // s after sending, of each chunk carrying text
   int64_t output_tokens = -1, prompt_tokens = -1;  // from the usage chunk (-1: none)
   double latency() const { return std::chrono::duration<double>(ended - sent).count(); }
 };
