@@ -4,21 +4,6 @@
 #include <cmath>
 
 namespace ember::apps::serve {
-namespace {
-
-const char* reason_name(nn::FinishReason r) {
-  switch (r) {
-    case nn::FinishReason::Stop:
-      return "stop";
-    case nn::FinishReason::Length:
-      return "length";
-    case nn::FinishReason::Cancelled:
-      break;
-  }
-  return "cancelled";
-}
-
-}  // namespace
 
 std::string token_text(const data::Tokenizer& tok, int64_t id) {
   if (id < 0 || static_cast<size_t>(id) >= tok.vocab_size()) return {};
@@ -73,7 +58,7 @@ OutputDelta OutputAssembler::on_event(const nn::EngineEvent& ev) {
     finished_ = true;
     out.finished = true;
     out.by_stop_string = stop_.stopped();
-    out.finish_reason = stop_.stopped() ? "stop" : reason_name(ev.reason);
+    out.finish_reason = stop_.stopped() ? "stop" : nn::finish_reason_name(ev.reason);
   }
   return out;
 }
