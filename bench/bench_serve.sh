@@ -23,8 +23,8 @@ trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$tmp"' EXIT
 for _ in $(seq 1 600); do grep -q 'listening on' "$tmp/serve.log" && break; sleep 0.2; done
 grep -q 'listening on' "$tmp/serve.log" || { cat "$tmp/serve.log" >&2; exit 1; }
 
-echo "== 1. bench-serve: 1, 4, 16 streams (128-word prompts, 128 output tokens, greedy)"
-"$ember" bench-serve --url "$url" --concurrency 1,4,16 --requests 16 --prompt-tokens 128 \
+echo "== 1. bench-serve: 1, 4, 16 streams (4 x the streams requests of 128-word prompts, 128 output tokens, greedy)"
+"$ember" bench-serve --url "$url" --concurrency 1,4,16 --prompt-tokens 128 \
   --output-tokens 128 --seed 1
 
 echo "== 2. one stream against ember generate (same prompt, 128 tokens, greedy)"
