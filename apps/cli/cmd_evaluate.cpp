@@ -38,24 +38,6 @@ class ProgressLine {
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
 };
 
-LoadedModel load_with_tokenizer(const EvaluateOptions& o) {
-  LoadedModel lm = load_model(o.checkpoint);
-  if (!o.tokenizer.empty()) {
-    lm.tokenizer = data::Tokenizer::load(o.tokenizer);
-    lm.has_tokenizer = true;
-    EMBER_CHECK(static_cast<int64_t>(lm.tokenizer.vocab_size()) <= lm.model->config().vocab_size,
-                "--tokenizer ", o.tokenizer, ": ", lm.tokenizer.vocab_size(),
-                " tokens, more than the model's vocab_size ", lm.model->config().vocab_size,
-                " (not the tokenizer its training data was encoded with)");
-  }
-  EMBER_CHECK(lm.has_tokenizer, o.checkpoint,
-              ": the checkpoint stores no tokenizer and its vocabulary (",
-              lm.model->config().vocab_size,
-              " tokens) is not bytes; give --tokenizer FILE (the tokenizer.json its training data "
-              "was encoded with)");
-  return lm;
-}
-
 // A standard error for the table ("n/a" with one item).
 std::string stderr_text(double se) {
   if (std::isnan(se)) return "n/a";
@@ -67,7 +49,7 @@ std::string stderr_text(double se) {
 int run_tasks(const EvaluateOptions& o) {
   std::vector<ChoiceItem> items = read_tasks(o.tasks);
   if (o.limit > 0 && static_cast<int64_t>(items.size()) > o.limit) items.resize(o.limit);
-  LoadedModel lm = load_with_tokenizer(o);
+  LoadedModel lm = load_model_for_text(o.checkpoint, o.tokenizer);
   ProgressLine line;
   const ChoiceMetrics m = evaluate_choices(
       *lm.model, lm.tokenizer, items, o.batch_size, o.tasks,
@@ -96,7 +78,7 @@ int run_tasks(const EvaluateOptions& o) {
 
 int run_text(const EvaluateOptions& o) {
   const std::string text = read_file(o.text, "text file");
-  LoadedModel lm = load_with_tokenizer(o);
+  LoadedModel lm = load_model_for_text(o.checkpoint, o.tokenizer);
   ProgressLine line;
   const int64_t seq_len = o.seq_len > 0 ? o.seq_len : lm.model->config().max_seq_len;
   const int64_t stride = o.stride > 0 ? o.stride : seq_len;

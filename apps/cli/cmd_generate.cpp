@@ -65,17 +65,7 @@ CommandRunner add_generate_command(CLI::App& app) {
   sub->add_option("--system", o->system, "with --chat: a system message before the user's")->needs("--chat");
   return [o]() {
     EMBER_CHECK(o->num_samples > 0 && o->sampling.max_tokens >= 0, "--num-samples must be positive and --max-tokens >= 0");
-    LoadedModel lm = load_model(o->checkpoint);
-    if (!o->tokenizer.empty()) {
-      lm.tokenizer = data::Tokenizer::load(o->tokenizer);
-      lm.has_tokenizer = true;
-      EMBER_CHECK(static_cast<int64_t>(lm.tokenizer.vocab_size()) <= lm.model->config().vocab_size, "--tokenizer ",
-                  o->tokenizer, ": ", lm.tokenizer.vocab_size(), " tokens, more than the model's vocab_size ",
-                  lm.model->config().vocab_size, " (not the tokenizer its training data was encoded with)");
-    }
-    EMBER_CHECK(lm.has_tokenizer, o->checkpoint, ": the checkpoint stores no tokenizer and its vocabulary (",
-                lm.model->config().vocab_size,
-                " tokens) is not bytes; give --tokenizer FILE (the tokenizer.json its training data was encoded with)");
+    const LoadedModel lm = load_model_for_text(o->checkpoint, o->tokenizer);
     if (o->chat) require_chat_tokens(lm.tokenizer, o->checkpoint);
     if (o->interactive) {
       std::string line;

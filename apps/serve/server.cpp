@@ -27,23 +27,6 @@ namespace {
 
 constexpr int kListenBacklog = 128;  // the library listens with 5; bursts of clients need more
 
-LoadedModel load_served_model(const ServeOptions& o) {
-  LoadedModel lm = load_model(o.checkpoint);
-  if (!o.tokenizer.empty()) {
-    lm.tokenizer = data::Tokenizer::load(o.tokenizer);
-    lm.has_tokenizer = true;
-    EMBER_CHECK(static_cast<int64_t>(lm.tokenizer.vocab_size()) <= lm.model->config().vocab_size,
-                "--tokenizer ", o.tokenizer, ": ", lm.tokenizer.vocab_size(),
-                " tokens, more than the model's vocab_size ", lm.model->config().vocab_size);
-  }
-  EMBER_CHECK(lm.has_tokenizer, o.checkpoint,
-              ": the checkpoint stores no tokenizer and its vocabulary (",
-              lm.model->config().vocab_size,
-              " tokens) is not bytes; give --tokenizer FILE (the tokenizer.json its training data "
-              "was encoded with)");
-  return lm;
-}
-
 void configure(httplib::Server& http, const ServeOptions& o) {
   const size_t threads = static_cast<size_t>(worker_threads(o));
   http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
@@ -84,7 +67,7 @@ int run_serve(const ServeOptions& o) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  LoadedModel lm = load_served_model(o);
+  LoadedModel lm = load_model_for_text(o.checkpoint, o.tokenizer);
   auto inference = std::make_shared<const nn::InferenceModel>(*lm.model);
   nn::Engine engine(inference, engine_options(o));
   ServeState st;

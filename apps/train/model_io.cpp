@@ -25,4 +25,21 @@ LoadedModel load_model(const std::string& checkpoint_path) {
   return out;
 }
 
+LoadedModel load_model_for_text(const std::string& checkpoint_path, const std::string& tokenizer_path) {
+  LoadedModel lm = load_model(checkpoint_path);
+  if (!tokenizer_path.empty()) {
+    lm.tokenizer = data::Tokenizer::load(tokenizer_path);
+    lm.has_tokenizer = true;
+    EMBER_CHECK(static_cast<int64_t>(lm.tokenizer.vocab_size()) <= lm.model->config().vocab_size,
+                "--tokenizer ", tokenizer_path, ": ", lm.tokenizer.vocab_size(),
+                " tokens, more than the model's vocab_size ", lm.model->config().vocab_size,
+                " (not the tokenizer its training data was encoded with)");
+  }
+  EMBER_CHECK(lm.has_tokenizer, checkpoint_path, ": the checkpoint stores no tokenizer and its vocabulary (",
+              lm.model->config().vocab_size,
+              " tokens) is not bytes; give --tokenizer FILE (the tokenizer.json its training data was encoded "
+              "with)");
+  return lm;
+}
+
 }  // namespace ember::apps

@@ -23,5 +23,9 @@ struct LoadedModel {
 };
 // Model weights (float32) and tokenizer of a checkpoint; eval mode.
 LoadedModel load_model(const std::string& checkpoint_path);
+// load_model for the commands that read and write text (generate, evaluate, serve): with
+// tokenizer_path, that tokenizer.json replaces the stored one (at most vocab_size tokens);
+// an Error when the model then has no real tokenizer (a stored vocabulary that is not bytes).
+LoadedModel load_model_for_text(const std::string& checkpoint_path, const std::string& tokenizer_path);
 
 }  // namespace ember::apps

@@ -3,7 +3,7 @@
 // k = j (mod 16), k < K16 (K rounded down to 16), in increasing k; then
 // s = 0 + acc[0] + ... + acc[15] left to right, then the tail k >= K16 in
 // order, then + bias. Every tile shape below runs exactly this sequence of
-// float operations per output (FMA contraction is on in this file, and so
+// float operations per output (FMA contraction is on for this file: core/CMakeLists.txt, and so
 // applies alike to every tile), so tiling, M and the thread split (over n
 // only) never change a bit of any row.
 // Speed: a tile of MR rows of x times NR rows of w keeps MR * NR 16-lane
@@ -11,8 +11,6 @@
 // m-tile of a chunk of rows (sized to stay in L2) reads them, so W comes from
 // memory once per chunk.
 #include "core/kernels/matmul_rows.h"
-
-#pragma GCC optimize("fp-contract=fast")
 
 #include <omp.h>
 
