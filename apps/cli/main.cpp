@@ -10,7 +10,9 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <string>
@@ -85,7 +87,13 @@ int run_parsed_command(ember::dist::Communicator& comm, Runners& runners) {
     for (auto& [sub, run] : runners) {
       if (sub->parsed()) {
         command = sub->get_name();
-        return run();
+        const int code = run();
+        // What a command printed must have reached stdout (a full disk, a closed pipe):
+        // otherwise `ember evaluate --json > FILE` would exit 0 having lost its result.
+        EMBER_CHECK(std::fflush(stdout) == 0 && !std::ferror(stdout), "ember ", command,
+                    ": writing the output to stdout failed (", std::strerror(errno),
+                    "); what it printed is incomplete");
+        return code;
       }
     }
   } catch (const ember::Error& e) {
