@@ -217,7 +217,7 @@ void attention(const Weights& w, const ModelConfig& cfg, int64_t layer, const fl
   const int64_t groups = std::clamp<int64_t>(16 / R, 1, Hq);
 #pragma omp parallel if (R * Hq * (max_pos + 1) * D >= (1 << 15))
   {
-    std::vector<double> probs(static_cast<size_t>((Hq + 1) * (max_pos + 2)));
+    std::vector<float> probs(static_cast<size_t>(Hq * (max_pos + 1)));
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < R * groups; ++i) {
       const int64_t r = i / groups, g = i % groups, p = rows.pos[r];

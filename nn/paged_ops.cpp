@@ -125,38 +125,52 @@ inline float dot(const float* __restrict q, const float* __restrict k, int64_t D
   return s;
 }
 
+// x[0] + ... + x[n-1] in a fixed order: 16 lane sums (i = j mod 16), added left to right.
+inline float sum16(const float* x, int64_t n) {
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int64_t j = 0; j < kLanes; ++j) acc[j] += x[i + j];
+  }
+  for (int64_t j = 0; i < n; ++i, ++j) acc[j] += x[i];
+  float s = 0;
+  for (int64_t j = 0; j < kLanes; ++j) s += acc[j];
+  return s;
+}
+
 }  // namespace
 
-// Scores in float (fixed-order dot), softmax in double per head (max, exp, sum in position
-// order), out_h[d] = sum_t p_t v_t[d] in float, t increasing.
+// Per head, all in float and in a fixed order: s_t = scale q.k_t (softcapped), m = max s,
+// e_t = exp(s_t - m) (core's vector exp, about 1 ulp), Z = sum e_t (16 lane sums over t mod 16,
+// added left to right), out_h[d] = sum_t (e_t / Z) v_t[d], t increasing.
 EMBER_TARGET_CLONES void attend_row(const AttnArgs& a, const float* q, int64_t h0, int64_t h1,
                                     const std::vector<int32_t>& blocks, int64_t lo, int64_t p,
-                                    float* out, double* scratch) {
+                                    float* out, float* scratch) {
   const int64_t D = a.D, row = a.Hkv * D, block = 16 * row, T = p - lo + 1, nh = h1 - h0;
   auto at = [&](const float* base, int64_t t) {
     return base + blocks[static_cast<size_t>(t / 16)] * block + (t % 16) * row;
   };
-  double* sums = scratch + nh * T;  // per head: max, then the sum of exps
+  const float scale = static_cast<float>(a.scale), cap = static_cast<float>(a.softcap);
   for (int64_t t = lo; t <= p; ++t) {
     const float* kr = at(a.k, t);
     for (int64_t h = h0; h < h1; ++h) {
-      double s = static_cast<double>(dot(q + h * D, kr + (h / a.group) * D, D)) * a.scale;
-      if (a.softcap > 0) s = a.softcap * std::tanh(s / a.softcap);
+      float s = dot(q + h * D, kr + (h / a.group) * D, D) * scale;
+      if (cap > 0) s = cap * kernels::fast::tanh_f32(s / cap);
       scratch[(h - h0) * T + (t - lo)] = s;
     }
   }
   for (int64_t i = 0; i < nh; ++i) {
-    double* s = scratch + i * T;
-    const double mx = *std::max_element(s, s + T);
-    double sum = 0;
-    for (int64_t t = 0; t < T; ++t) sum += (s[t] = std::exp(s[t] - mx));
-    sums[i] = sum;
+    float* s = scratch + i * T;
+    const float mx = *std::max_element(s, s + T);
+    for (int64_t t = 0; t < T; ++t) s[t] = kernels::fast::exp_f32(s[t] - mx);
+    const float inv = 1.0f / sum16(s, T);
+    for (int64_t t = 0; t < T; ++t) s[t] *= inv;
   }
   std::fill(out + h0 * D, out + h1 * D, 0.0f);
   for (int64_t t = lo; t <= p; ++t) {
     const float* vr = at(a.v, t);
     for (int64_t h = h0; h < h1; ++h) {
-      const float wt = static_cast<float>(scratch[(h - h0) * T + (t - lo)] / sums[h - h0]);
+      const float wt = scratch[(h - h0) * T + (t - lo)];
       const float* __restrict vh = vr + (h / a.group) * D;
       float* __restrict o = out + h * D;
       for (int64_t d = 0; d < D; ++d) o[d] += wt * vh[d];

@@ -28,7 +28,7 @@ void activate(const std::string& act, const float* gate, const float* up, float*
 // h / group. s_t = scale q_h.k_t (softcap c > 0: c tanh(s_t / c)); out_h = sum_t softmax(s)_t v_t.
 // q and out hold the row's heads [Hq, D]. Each position's K and V rows are read once for all
 // the heads (locality); a head's result is the same whatever [h0, h1) it is computed in.
-// scratch holds (h1 - h0) * (p - lo + 2) doubles.
+// scratch holds (h1 - h0) * (p - lo + 1) floats. Softmax in float (core's vector exp).
 struct AttnArgs {
   const float* k = nullptr;
   const float* v = nullptr;
@@ -37,6 +37,6 @@ struct AttnArgs {
 };
 void attend_row(const AttnArgs& a, const float* q, int64_t h0, int64_t h1,
                 const std::vector<int32_t>& blocks, int64_t lo, int64_t p, float* out,
-                double* scratch);
+                float* scratch);
 
 }  // namespace ember::nn::paged
