@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Data-parallel `ember train` across a real network stack: two "nodes" (network + UTS namespaces joined
+# by a veth link, netns_lib.sh), Open MPI started in node1 and reaching node2 through rsh_agent.sh, TCP
+# only over that link. Checks each rank's hostname, W=2 = W=1 parity per run mode (MODES) with the bytes
+# that crossed the link, and that taking the link down mid-run ends the job with a message in bounded time
+# with its last checkpoint intact. Needs root: otherwise exit 77 (CTest's skip), a failure when CI is set.
+# Usage: netns_train.sh EMBER TRAIN_PARITY_TOOL MPIRUN WORK
+set -uo pipefail
+ember=$1 tool=$2 mpirun=$3 work=$4
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/netns_lib.sh"
+
+# One line per run mode: NAME|extra `ember train` flags of the 2-node run, which must end where one
+# process with twice the batch ends (e.g. "zero3|--zero 3" once that exists).
+MODES=(
+  "allreduce|"
+  "zero1|--zero 1 --bucket-mb 1"
+)
+STEPS=10
+FAULT_BOUND_S=30  # the job must end within this many seconds of the link going down
+
+fail() {
+  echo "FAILED: $*"
+  exit 1
+}
+
+skip_or_fail() {
+  if [ -n "${CI:-}" ] && [ "$CI" != "false" ] && [ "$CI" != "0" ]; then
+    fail "$1 (CI is set, so this is not skipped)"
+  fi
+  echo "SKIPPED: $1"
+  exit 77
+}
+
+[ "$(id -u)" -eq 0 ] || skip_or_fail "needs root (ip netns, veth links, nsenter)"
+for cmd in ip nsenter unshare; do
+  command -v "$cmd" > /dev/null || skip_or_fail "needs $cmd (iproute2, util-linux)"
+done
+
+export EMBER_NET_PREFIX=emn$$ EMBER_NET_RUN=/run/emn$$
+net_remove_leftovers
+trap 'net_remove "$EMBER_NET_PREFIX"; rm -rf "$work"' EXIT
+trap 'exit 1' INT TERM
+rm -rf "$work" && mkdir -p "$work"
+net_create 2> "$work/net_create.log" ||
+  skip_or_fail "cannot make network namespaces here: $(tail -1 "$work/net_create.log")"
+
+# TCP only (no shared memory) and only over the link; OOB keepalives find a dead link in ~5 s.
+mpi_opts=(--host node1,node2 -np 2 --bind-to none -x OMP_NUM_THREADS=1
+          --mca plm_rsh_agent "$here/rsh_agent.sh" --mca btl tcp,self
+          --mca btl_tcp_if_include "$NET_DEV" --mca oob_tcp_if_include "$NET_DEV"
+          --mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3)
+
+# mpi_job SECONDS ARGS...: mpirun ARGS started in node1, killed after SECONDS.
+mpi_job() {
+  local seconds=$1
+  shift
+  timeout -k 10 "$seconds" nsenter --uts="$EMBER_NET_RUN/uts-node1" \
+    ip netns exec "$EMBER_NET_PREFIX-node1" "$mpirun" "${mpi_opts[@]}" "$@"
+}
+
+now() { date +%s.%N; }
+seconds_since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+source "$here/netns_checks.sh"
+
+check_hostnames
+"$tool" data "$work" > /dev/null || fail "train_parity_tool data"
+common=(train --config "$work/tiny.json" --data "$work/train.bin" --sequential --seq-len 16
+        --steps "$STEPS" --warmup 2 --lr 1e-2 --log-every 5)
+OMP_NUM_THREADS=1 "$ember" "${common[@]}" --batch-size 8 --out "$work/w1" > "$work/w1.log" 2>&1 ||
+  { cat "$work/w1.log"; fail "W=1 B=8 reference run"; }
+params=$("$ember" info --checkpoint "$work/w1/$(cat "$work/w1/latest")" | sed -n 's/^parameters .*(\([0-9]*\))$/\1/p')
+[ -n "$params" ] || fail "no parameter count from ember info"
+for mode in "${MODES[@]}"; do
+  check_mode "${mode%%|*}" "${mode#*|}"
+done
+check_link_down
+echo "PASSED"
