@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by netns_train.sh: its checks, each failing the test with a message (fail). They use its
 # variables: ember, tool, work, common (the `ember train` options), params, STEPS, FAULT_BOUND_S.
 

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by netns_train.sh: "nodes" on one machine. Node NAME (node1, node2) is the network namespace
 # $EMBER_NET_PREFIX-NAME plus a UTS namespace (hostname NAME) kept alive by a bind mount on the file
 # $EMBER_NET_RUN/uts-NAME. A veth pair joins them, named emb0 at both ends, with 10.77.0.N/24 addresses
@@ -44,7 +45,7 @@ net_remove() {
   local p=$1 ns uts pids
   for ns in $(ip netns list 2> /dev/null | awk '{print $1}' | grep "^$p-"); do
     pids=$(ip netns pids "$ns" 2> /dev/null)
-    [ -n "$pids" ] && kill -9 $pids 2> /dev/null
+    [ -n "$pids" ] && kill -9 $pids 2> /dev/null  # one pid per word
     ip netns delete "$ns" 2> /dev/null
     rm -rf "/etc/netns/$ns"
   done

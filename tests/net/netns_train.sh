@@ -44,10 +44,13 @@ trap 'exit 1' INT TERM
 rm -rf "$work" && mkdir -p "$work"
 net_create 2> "$work/net_create.log" ||
   skip_or_fail "cannot make network namespaces here: $(tail -1 "$work/net_create.log")"
+# mpirun splits --mca plm_rsh_agent at spaces and needs it executable: a copy in a path without either.
+agent=$EMBER_NET_RUN/rsh_agent.sh
+cp "$here/rsh_agent.sh" "$agent" && chmod +x "$agent" || fail "cannot copy rsh_agent.sh to $agent"
 
 # TCP only (no shared memory) and only over the link; OOB keepalives find a dead link in ~5 s.
 mpi_opts=(--host node1,node2 -np 2 --bind-to none -x OMP_NUM_THREADS=1
-          --mca plm_rsh_agent "$here/rsh_agent.sh" --mca btl tcp,self
+          --mca plm_rsh_agent "$agent" --mca btl tcp,self
           --mca btl_tcp_if_include "$NET_DEV" --mca oob_tcp_if_include "$NET_DEV"
           --mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3)
 
