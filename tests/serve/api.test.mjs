@@ -49,7 +49,8 @@ describe('ember serve, no API key', () => {
     assert.equal(c.text, reference.text);
     assert.ok(['stop', 'length'].includes(c.finish_reason), c.finish_reason);
     assert.equal(r.usage.prompt_tokens, reference.promptTokens);
-    assert.ok(r.usage.completion_tokens > 0 && r.usage.completion_tokens <= 12);
+    // 0 only when the model's first token is <|endoftext|> (then the text is empty).
+    assert.ok(r.usage.completion_tokens <= 12 && (r.usage.completion_tokens > 0 || c.text === ''));
     if (c.finish_reason === 'length') assert.equal(r.usage.completion_tokens, 12);
     assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens);
   });
@@ -66,7 +67,7 @@ describe('ember serve, no API key', () => {
     assert.equal(c.message.content, chatReference.text);
     assert.ok(['stop', 'length'].includes(c.finish_reason), c.finish_reason);
     assert.equal(r.usage.prompt_tokens, chatReference.promptTokens);
-    assert.ok(r.usage.completion_tokens > 0 && r.usage.completion_tokens <= 12);
+    assert.ok(r.usage.completion_tokens <= 12 && (r.usage.completion_tokens > 0 || c.message.content === ''));
     assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens);
   });
 
@@ -304,6 +305,6 @@ describe('ember serve --api-key', () => {
     assert.deepEqual(models, [MODEL]);
     const r = await right.completions.create({ model: MODEL, prompt: PROMPT, max_tokens: 3, temperature: 0 });
     assert.equal(r.choices.length, 1);
-    assert.equal(r.usage.completion_tokens > 0, true);
+    assert.ok(r.usage.completion_tokens > 0 || r.choices[0].text === '');
   });
 });

@@ -61,7 +61,8 @@ describe('ember serve under load', () => {
       const what = `${CASES[i].chat ? 'chat' : 'completion'} ${JSON.stringify(CASES[i].prompt)}`;
       assert.equal(r.text, references[i].text, what);
       assert.equal(r.usage?.prompt_tokens, references[i].promptTokens, `${what}: prompt_tokens`);
-      assert.ok(r.usage.completion_tokens > 0 && r.usage.completion_tokens <= MAX_TOKENS, what);
+      // 0 tokens only when the model's first token ends the text (the reference is then empty too).
+      assert.ok(r.usage.completion_tokens <= MAX_TOKENS && (r.usage.completion_tokens > 0 || r.text === ''), what);
     });
     const distinct = new Set(references.map((r) => r.text));
     assert.ok(distinct.size >= 8, `the reference outputs should differ (${distinct.size} distinct)`);
