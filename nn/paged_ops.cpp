@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "core/error.h"
 #include "core/kernels/fast_math.h"
+#include "core/kernels/lane_sums.h"
 #include "core/simd.h"
 
 namespace ember::nn::paged {
@@ -111,22 +113,29 @@ namespace {
 
 constexpr int64_t kLanes = 16;
 
-// q . k over D in a fixed order: 16 lane sums (d = j mod 16, increasing d), added left to
-// right, then the tail.
-inline float dot(const float* __restrict q, const float* __restrict k, int64_t D) {
+// s[i] = q . k_i for the 16 positions of a cache block (k_i at k + i * ld), each over D in a
+// fixed order: 16 lane sums (d = j mod 16, increasing d), added left to right, then the tail.
+__attribute__((always_inline)) inline void block_scores(const float* q, const float* k, int64_t ld, int64_t D, float* s) {
   const int64_t d_main = D - D % kLanes;
-  float acc[kLanes] = {};
+  kernels::v16 acc[16] = {};
   for (int64_t d = 0; d < d_main; d += kLanes) {
-    for (int64_t j = 0; j < kLanes; ++j) acc[j] += q[d + j] * k[d + j];
+    kernels::v16 qv;
+    std::memcpy(&qv, q + d, sizeof(qv));
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) {
+      kernels::v16 kv;
+      std::memcpy(&kv, k + i * ld + d, sizeof(kv));
+      acc[i] += qv * kv;
+    }
   }
-  float s = 0;
-  for (int64_t j = 0; j < kLanes; ++j) s += acc[j];
-  for (int64_t d = d_main; d < D; ++d) s += q[d] * k[d];
-  return s;
+  kernels::lane_sums(acc, s);
+  for (int i = 0; i < 16; ++i) {
+    for (int64_t d = d_main; d < D; ++d) s[i] += q[d] * k[i * ld + d];
+  }
 }
 
 // x[0] + ... + x[n-1] in a fixed order: 16 lane sums (i = j mod 16), added left to right.
-inline float sum16(const float* x, int64_t n) {
+__attribute__((always_inline)) inline float sum16(const float* x, int64_t n) {
   float acc[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
@@ -142,21 +151,24 @@ inline float sum16(const float* x, int64_t n) {
 
 // Per head, all in float and in a fixed order: s_t = scale q.k_t (softcapped), m = max s,
 // e_t = exp(s_t - m) (core's vector exp, about 1 ulp), Z = sum e_t (16 lane sums over t mod 16,
-// added left to right), out_h[d] = sum_t (e_t / Z) v_t[d], t increasing.
+// added left to right), out_h[d] = sum_t (e_t / Z) v_t[d], t increasing. The scores come a cache
+// block (16 positions) at a time: dot()'s order, its 16 lane sums done by kernels::lane_sums.
 EMBER_TARGET_CLONES void attend_row(const AttnArgs& a, const float* q, int64_t h0, int64_t h1,
                                     const std::vector<int32_t>& blocks, int64_t lo, int64_t p,
                                     float* out, float* scratch) {
   const int64_t D = a.D, row = a.Hkv * D, block = 16 * row, T = p - lo + 1, nh = h1 - h0;
-  auto at = [&](const float* base, int64_t t) {
-    return base + blocks[static_cast<size_t>(t / 16)] * block + (t % 16) * row;
-  };
   const float scale = static_cast<float>(a.scale), cap = static_cast<float>(a.softcap);
-  for (int64_t t = lo; t <= p; ++t) {
-    const float* kr = at(a.k, t);
+  float s16[16];
+  for (int64_t b = lo / 16; b <= p / 16; ++b) {
+    const float* kb = a.k + blocks[static_cast<size_t>(b)] * block;
+    const int64_t t0 = std::max(lo, b * 16), t1 = std::min(p, b * 16 + 15);
     for (int64_t h = h0; h < h1; ++h) {
-      float s = dot(q + h * D, kr + (h / a.group) * D, D) * scale;
-      if (cap > 0) s = cap * kernels::fast::tanh_f32(s / cap);
-      scratch[(h - h0) * T + (t - lo)] = s;
+      block_scores(q + h * D, kb + (h / a.group) * D, row, D, s16);
+      for (int64_t t = t0; t <= t1; ++t) {
+        float s = s16[t - b * 16] * scale;
+        if (cap > 0) s = cap * kernels::fast::tanh_f32(s / cap);
+        scratch[(h - h0) * T + (t - lo)] = s;
+      }
     }
   }
   for (int64_t i = 0; i < nh; ++i) {
@@ -168,7 +180,7 @@ EMBER_TARGET_CLONES void attend_row(const AttnArgs& a, const float* q, int64_t h
   }
   std::fill(out + h0 * D, out + h1 * D, 0.0f);
   for (int64_t t = lo; t <= p; ++t) {
-    const float* vr = at(a.v, t);
+    const float* vr = a.v + blocks[static_cast<size_t>(t / 16)] * block + (t % 16) * row;
     for (int64_t h = h0; h < h1; ++h) {
       const float wt = scratch[(h - h0) * T + (t - lo)];
       const float* __restrict vh = vr + (h / a.group) * D;
