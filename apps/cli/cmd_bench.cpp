@@ -26,6 +26,7 @@
 #include "apps/cli/commands.h"
 #include "apps/bench/matmul_peak.h"
 #include "apps/cli/output_file.h"
+#include "apps/train/stop_signals.h"
 #include "nn/presets.h"
 #include "autograd/autocast.h"
 #include "core/error.h"
@@ -69,6 +70,7 @@ ChildResult run_in_child(const std::string& what, const std::function<json()>& f
   const pid_t pid = fork();
   EMBER_CHECK(pid >= 0, "bench: fork() failed");
   if (pid == 0) {
+    ember::apps::unblock_stop_signals();  // the child has no signal thread: Ctrl-C ends it
     close(fds[0]);
     std::string out;
     int code = 0;

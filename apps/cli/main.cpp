@@ -19,6 +19,7 @@
 
 #include "apps/cli/commands.h"
 #include "apps/cli/integer_options.h"
+#include "apps/train/stop_signals.h"
 #include "core/user_message.h"
 #include "core/error.h"
 #include "dist/communicator.h"
@@ -120,6 +121,9 @@ void serve_with_passive_openmp(char** argv) {
 
 int main(int argc, char** argv) {
   serve_with_passive_openmp(argv);
+  // SIGINT/SIGTERM blocked in every thread from here on and taken by one signal thread
+  // (apps/train/stop_signals.h): before MPI, OpenMP or any other thread exists.
+  ember::apps::start_stop_signal_thread();
   // A file-size limit (ulimit -f) makes writes fail with EFBIG, reported as
   // one line like a full disk, instead of killing the process mid-checkpoint.
   std::signal(SIGXFSZ, SIG_IGN);

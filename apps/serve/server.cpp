@@ -4,7 +4,6 @@
 #include "apps/serve/server.h"
 
 #include <httplib.h>
-#include <pthread.h>
 
 #include <atomic>
 #include <cerrno>
@@ -20,6 +19,7 @@
 #include "apps/serve/routes.h"
 #include "apps/serve/serve_state.h"
 #include "apps/train/model_io.h"
+#include "apps/train/stop_signals.h"
 #include "core/error.h"
 
 namespace ember::apps::serve {
@@ -42,14 +42,14 @@ std::string url_host(const std::string& host) {
   return host.find(':') != std::string::npos ? "[" + host + "]" : host;
 }
 
-// Blocks until SIGTERM or SIGINT (blocked in every thread, taken here) or until the
-// listener stops on its own; returns the signal, or 0.
-int wait_for_stop(const sigset_t& signals, const std::future<bool>& listening) {
-  const timespec tick{0, 200'000'000};
+// Blocks until SIGTERM or SIGINT (taken by the signal thread, apps/train/stop_signals.h)
+// or until the listener stops on its own; returns the signal, or 0.
+int wait_for_stop(const std::atomic<int>& stop_signal, const std::future<bool>& listening) {
   while (true) {
-    const int sig = sigtimedwait(&signals, nullptr, &tick);
-    if (sig > 0) return sig;
-    if (listening.wait_for(std::chrono::seconds(0)) == std::future_status::ready) return 0;
+    if (const int sig = stop_signal.load()) return sig;
+    if (listening.wait_for(std::chrono::milliseconds(200)) == std::future_status::ready) {
+      return stop_signal.load();
+    }
   }
 }
 
@@ -57,14 +57,12 @@ int wait_for_stop(const sigset_t& signals, const std::future<bool>& listening) {
 
 int run_serve(const ServeOptions& o) {
   check_serve_options(o);
-  // Every thread made from here on (engine, OpenMP, HTTP workers) inherits the mask:
-  // the signals arrive only through wait_for_stop. A client gone mid-write is an
-  // error return (EPIPE), never a SIGPIPE.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // SIGTERM and SIGINT arrive only through wait_for_stop (never as a handler on an
+  // engine, OpenMP or HTTP thread). A client gone mid-write is an error return
+  // (EPIPE), never a SIGPIPE.
+  static std::atomic<int> stop_signal;
+  stop_signal = 0;
+  const StopSignalScope stop_scope(stop_signal);
   std::signal(SIGPIPE, SIG_IGN);
 
   LoadedModel lm = load_model_for_text(o.checkpoint, o.tokenizer);
@@ -102,7 +100,7 @@ int run_serve(const ServeOptions& o) {
               st.model.name.c_str());
   std::fflush(stdout);
 
-  const int sig = wait_for_stop(signals, listening);
+  const int sig = wait_for_stop(stop_signal, listening);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(9);
   std::fprintf(stderr, "ember serve: %s, shutting down\n",
                sig == SIGINT ? "SIGINT"

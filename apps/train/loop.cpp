@@ -14,6 +14,7 @@
 #include "apps/train/run.h"
 #include "apps/train/progress.h"
 #include "apps/train/step_phases.h"
+#include "apps/train/stop_signals.h"
 #include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "core/profiler.h"
@@ -26,14 +27,9 @@ namespace {
 using nlohmann::json;
 
 std::atomic<int> g_stop_signal{0};
-extern "C" void on_stop_signal(int sig) {
-  g_stop_signal = sig;
-}
+std::optional<StopSignalScope> g_stop_scope;  // SIGINT/SIGTERM -> g_stop_signal while the loop runs
 
-void restore_default_signals() {
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
-}
+void restore_default_signals() { g_stop_scope.reset(); }
 
 struct ProfilerSwitch {  // --profile: on for the loop, off again however the run ends
   bool on;
@@ -269,8 +265,7 @@ EvalResult evaluate_run(TrainRun& run) {
 int train_loop(TrainRun& run) {
   const TrainOptions& o = run.o;
   g_stop_signal = 0;
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
+  g_stop_scope.emplace(g_stop_signal);
   RunTally tally;
   // MFU divides by the best of 6 products (3 rounds) at the start; on a busy machine that
   // can be low, so the summary of a longer run re-measures and takes the better.
