@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# CTest slurm_train: a one-machine Slurm cluster (munged, slurmctld and slurmd of Debian's slurm-wlm, on
-# ports of their own, every file in a temporary folder) runs scripts/slurm/train.sbatch with 2 MPI ranks:
-# a srun job told its time limit is near (checkpoint, requeue, resume), then an mpirun job resuming that
-# run. Checks the logs and the checkpoints (ember eval on the last one). Stops and removes everything it
-# started, also on failure; a killed earlier run's leftovers first. Without root or the packages it skips
-# (exit 77), except under CI (CI set, not "false"/"0"), where that is a failure.
-# Usage: run.sh EMBER SOURCE_DIR WORK
+# CTests slurm_train / slurm_requeue: a one-machine Slurm cluster (munged, slurmctld and slurmd of Debian's
+# slurm-wlm, on ports of their own, every file in a temporary folder) runs scripts/slurm/train.sbatch with
+# 2 MPI ranks. MODE train: a srun job trains a new run, then an mpirun job resumes it. MODE requeue: a srun
+# job told its time limit is near checkpoints, requeues itself and resumes. Checks the logs and the
+# checkpoints (ember eval on the last one). Stops and removes everything it started, also on failure; a
+# killed earlier run's leftovers first. Without root or the packages it skips (exit 77), except under CI
+# (CI set, not "false"/"0"), where that is a failure.
+# Usage: run.sh EMBER SOURCE_DIR WORK MODE
 set -uo pipefail
-ember=$1 src=$2 work=$3
+ember=$1 src=$2 work=$3 mode=$4
 ctld_port=26817 slurmd_port=26818  # not Slurm's 6817/6818: never talks to a real cluster on this machine
 config='{"vocab_size": 256, "d_model": 128, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "ffn_hidden": 256,
          "max_seq_len": 64}'
@@ -110,7 +111,8 @@ start_cluster() {
   chmod 755 "$dir" "$dir/munge"
   mungekey --create --keyfile="$dir/munge/munge.key" || fail "mungekey could not create a key"
   env EMBER_SLURM_CLUSTER="$dir" munged -F --socket="$dir/munge/socket" --key-file="$dir/munge/munge.key" \
-    --pid-file="$dir/munge/munged.pid" --log-file="$dir/munged.log" --seed-file="$dir/munge/seed" &
+    --pid-file="$dir/munge/munged.pid" --log-file="$dir/munged.log" --seed-file="$dir/munge/seed" \
+    > "$dir/munged.out" 2>&1 &
   for ((i = 0; i < 50; i++)); do [ -S "$dir/munge/socket" ] && break; sleep 0.2; done
   [ -S "$dir/munge/socket" ] || fail "munged did not create its socket"
   write_slurm_conf
@@ -173,7 +175,7 @@ check_checkpoint() {
   [ "$(cat "$dir/run/latest")" = "$(basename "$1")" ] || fail "run/latest is $(cat "$dir/run/latest"), not $(basename "$1")"
 }
 
-# Job 1, srun: told its time limit is near (the USR1 of #SBATCH --signal), it checkpoints and requeues;
+# MODE requeue, srun: told its time limit is near (the USR1 of #SBATCH --signal), it checkpoints and requeues;
 # its second start resumes from that checkpoint and finishes the 300 steps.
 srun_job_requeued() {
   local log=$dir/job1.out job stopped
@@ -190,9 +192,7 @@ srun_job_requeued() {
     sleep 0.5
   done
   scontrol update JobId="$job" StartTime=now || fail "scontrol could not release job $job"
-  wait_state "$job" "COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY" 180
-  show_log "$log"
-  [ "$(job_field "$job" JobState)" = COMPLETED ] || fail "job $job ended $(job_field "$job" JobState)"
+  finish_job "$job" "$log"
   expect_in_log "$log" "^ember train: 2 ranks x 1 threads" "time limit near: checkpointing" \
     "^stopped by signal 15 at step [0-9]+; checkpoint step_[0-9]+\.h5" "launcher exited with 143; requeueing" \
     "\(restart 1\) on .* launcher srun" "srun --mpi=pmix .* train --resume $dir/run " "^step +300/300 " \
@@ -203,19 +203,36 @@ srun_job_requeued() {
   check_checkpoint "$dir/run/step_00000300.h5" "$log" 300
 }
 
-# Job 2, mpirun inside the allocation: resumes the run and takes it to 320 steps.
-mpirun_job_resumes() {
-  local log=$dir/job2.out job
-  job=$(submit "$log" EMBER_STEPS=320 EMBER_LAUNCH=mpirun EMBER_KILL_WAIT=5 OMPI_ALLOW_RUN_AS_ROOT=1 \
-        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1) || fail "sbatch refused the job"
-  wait_state "$job" "COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY" 180
-  show_log "$log"
-  [ "$(job_field "$job" JobState)" = COMPLETED ] || fail "job $job ended $(job_field "$job" JobState)"
-  expect_in_log "$log" "launcher mpirun" "^ember train: 2 ranks x 1 threads" \
-    "mpirun -np 2 .* train --resume $dir/run " "^step +320/320 " "^done: 320 steps"
-  check_checkpoint "$dir/run/step_00000320.h5" "$log" 320
+# Waits for job $1 to end, prints its log $2 and checks that it completed.
+finish_job() {
+  wait_state "$1" "COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY" 180
+  show_log "$2"
+  [ "$(job_field "$1" JobState)" = COMPLETED ] || fail "job $1 ended $(job_field "$1" JobState)"
 }
 
+# MODE train, job 1, srun: a new run of 150 steps.
+srun_job_trains() {
+  local log=$dir/job1.out job
+  job=$(submit "$log" EMBER_STEPS=150 EMBER_LAUNCH=srun) || fail "sbatch refused the job"
+  finish_job "$job" "$log"
+  expect_in_log "$log" "launcher srun" "^ember train: 2 ranks x 1 threads" \
+    "srun --mpi=pmix .* train --config $dir/model.json .* --out $dir/run " "^step +150/150 " "^done: 150 steps"
+  check_checkpoint "$dir/run/step_00000150.h5" "$log" 150
+}
+
+# MODE train, job 2, mpirun inside the allocation: resumes the run and takes it to 170 steps.
+mpirun_job_resumes() {
+  local log=$dir/job2.out job
+  job=$(submit "$log" EMBER_STEPS=170 EMBER_LAUNCH=mpirun EMBER_KILL_WAIT=5 OMPI_ALLOW_RUN_AS_ROOT=1 \
+        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1) || fail "sbatch refused the job"
+  finish_job "$job" "$log"
+  expect_in_log "$log" "launcher mpirun" "^ember train: 2 ranks x 1 threads" \
+    "mpirun -np 2 .* train --resume $dir/run " "^--resume: --steps 170 overrides the run's 150" \
+    "^step +170/170 " "^done: 170 steps"
+  check_checkpoint "$dir/run/step_00000170.h5" "$log" 170
+}
+
+[[ "$mode" =~ ^(train|requeue)$ ]] || fail "MODE must be train or requeue, not $mode"
 check_requirements
 mkdir -p "$work"
 [ -f "$work/cluster_dir" ] && stop_cluster "$(cat "$work/cluster_dir")"  # a killed earlier run's cluster
@@ -225,6 +242,11 @@ trap cleanup EXIT
 trap 'exit 143' TERM INT
 echo "$config" > "$dir/model.json"
 start_cluster
-srun_job_requeued
-mpirun_job_resumes
-echo "PASSED: scripts/slurm/train.sbatch under Slurm: srun job checkpointed, requeued and resumed; mpirun job resumed"
+if [ "$mode" = train ]; then
+  srun_job_trains
+  mpirun_job_resumes
+  echo "PASSED: scripts/slurm/train.sbatch under Slurm: a new run launched by srun, resumed by mpirun"
+else
+  srun_job_requeued
+  echo "PASSED: scripts/slurm/train.sbatch under Slurm: near its time limit, checkpointed, requeued and resumed"
+fi
