@@ -169,7 +169,9 @@ check_checkpoint() {
   echo "ember eval $1: $out"
   logged=$(grep -E "^step +$3/" "$2" | grep -oE '\| val [0-9.]+' | grep -oE '[0-9.]+$')
   evaluated=$(echo "$out" | grep -oE '^loss [0-9.]+' | grep -oE '[0-9.]+$')
-  [ -n "$logged" ] && [ -n "$evaluated" ] || fail "no validation loss to compare (log: '$logged', eval: '$evaluated')"
+  if [ -z "$logged" ] || [ -z "$evaluated" ]; then
+    fail "no validation loss to compare (log: '$logged', eval: '$evaluated')"
+  fi
   awk -v a="$logged" -v b="$evaluated" 'BEGIN { exit !(a - b < 1.5e-4 && b - a < 1.5e-4) }' \
     || fail "ember eval's loss $evaluated differs from the logged val $logged"
   [ "$(cat "$dir/run/latest")" = "$(basename "$1")" ] || fail "run/latest is $(cat "$dir/run/latest"), not $(basename "$1")"
@@ -188,7 +190,7 @@ srun_job_requeued() {
   # Slurm holds a requeued job for 2 minutes; start it once the old steps' files are gone (a step of the
   # same id cannot start while the old one's PMIx socket exists).
   for ((i = 0; i < 120; i++)); do
-    ls "$dir/spool" | grep -qE "[._]$job\.[0-9]+$" || break
+    compgen -G "$dir/spool/*[._]$job.[0-9]*" > /dev/null || break
     sleep 0.5
   done
   scontrol update JobId="$job" StartTime=now || fail "scontrol could not release job $job"
