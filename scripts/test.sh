@@ -4,7 +4,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # python3-torch, -h5py, -numpy: the float64 references that the CTests reference_check (training)
 # and reference_finetune (fine-tuning) compare ember against; without them those are not registered.
-EMBER_EXTRA_PACKAGES="${EMBER_EXTRA_PACKAGES:-} python3-torch python3-h5py python3-numpy" \
+# slurm-wlm, munge: the one-machine Slurm cluster of the CTest slurm_train (tests/slurm/run.sh); their
+# install starts no Slurm daemon (no slurm.conf) and, without systemd, munged from its init script.
+EMBER_EXTRA_PACKAGES="${EMBER_EXTRA_PACKAGES:-} python3-torch python3-h5py python3-numpy slurm-wlm munge" \
   bash scripts/install_deps.sh
 jobs=$(nproc)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
