@@ -6,7 +6,9 @@
 //   step peak        = the allocator's peak over the steps - the parameters' bytes
 //                      (activations, gradients and temporaries)
 //   max RSS          = the process's (getrusage), model and everything else included
-// ms/step is the best forward + backward of --steps (no optimizer step).
+// ms/step is the best forward + backward of --steps (no optimizer step); cpu ms the least process
+// CPU time of one (all threads): on a shared machine, with OMP_NUM_THREADS=1
+// OMP_WAIT_POLICY=PASSIVE, the figure least disturbed by other processes.
 // Usage: bench_activation_checkpoint [--every K] [--steps N] [--batch B] [--seq T]
 //                                    [--dtype float32|bf16] CONFIG.json
 #include <sys/resource.h>
@@ -14,6 +16,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,24 +57,26 @@ int main(int argc, char** argv) {
   const Tensor ids = Tensor::rand({B, T + 1}, 3, 0, DType::Float64, 0, static_cast<double>(cfg.vocab_size)).to(DType::Int64);
   const Tensor x = ids.narrow(1, 0, T).contiguous(), y = ids.narrow(1, 1, T).contiguous();
   const DType dtype = parse_autocast_dtype(args->dtype);
-  double best = 1e30;
+  double best = 1e30, best_cpu = 1e30;
   size_t kept = 0;
   for (int s = 0; s < args->steps; ++s) {
     model.zero_grad();
     AutocastGuard mixed(dtype);
     const apps::Stopwatch clock;
+    const std::clock_t cpu0 = std::clock();
     const size_t before = allocator_stats().bytes_in_use;
     nn::LossTerms loss = model.loss(model.forward(x), y);
     kept = std::max(kept, allocator_stats().bytes_in_use - before);
     loss.total.backward();
     best = std::min(best, clock.seconds());
+    best_cpu = std::min(best_cpu, static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC);
   }
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  std::printf("every %lld, B %lld, T %lld, %s: %.1f ms/step, kept by forward %.1f MiB, step peak %.1f MiB, "
+  std::printf("every %lld, B %lld, T %lld, %s: %.1f ms/step (cpu %.1f ms), kept by forward %.1f MiB, step peak %.1f MiB, "
               "max RSS %.1f MiB\n",
               static_cast<long long>(every), static_cast<long long>(B), static_cast<long long>(T),
-              args->dtype.c_str(), best * 1e3, mib(static_cast<double>(kept)),
+              args->dtype.c_str(), best * 1e3, best_cpu * 1e3, mib(static_cast<double>(kept)),
               mib(static_cast<double>(allocator_stats().peak_bytes_in_use - param_bytes)),
               static_cast<double>(usage.ru_maxrss) / 1024.0);
   return 0;
