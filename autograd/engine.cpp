@@ -4,6 +4,8 @@
 // Gradients arriving at a node are summed; each is first reduced to the
 // input's shape (the one place broadcasting is undone). A leaf's gradient is
 // accumulated into .grad when its last contribution arrives, then its hooks fire.
+// backward(outputs, grads) starts one such pass from several outputs at once
+// (activation checkpointing back-propagates a block's output and MoE losses so).
 #include <atomic>
 #include <queue>
 #include <unordered_map>
