@@ -4,6 +4,8 @@
 // Gradients arriving at a node are summed; each is first reduced to the
 // input's shape (the one place broadcasting is undone). A leaf's gradient is
 // accumulated into .grad when its last contribution arrives, then its hooks fire.
+// backward(outputs, grads) starts one such pass from several outputs at once
+// (activation checkpointing back-propagates a block's output and MoE losses so).
 #include <atomic>
 #include <queue>
 #include <unordered_map>
@@ -103,32 +105,19 @@ struct LaterFirst {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
 };
 
-}  // namespace
-
-void Variable::backward(const Tensor& grad_root, bool retain_graph) const {
-  EMBER_CHECK(defined(), "backward: variable is undefined");
-  EMBER_CHECK(requires_grad(), "backward: this variable does not require grad and has no grad_fn");
-  Tensor seed = grad_root;
-  if (!seed.defined()) {
-    EMBER_CHECK(numel() == 1, "backward: a gradient must be given for a non-scalar output of shape ",
-                shape_str(shape()));
-    seed = Tensor::ones(shape(), dtype());
-  }
-  EMBER_CHECK(seed.shape() == shape(), "backward: gradient of shape ", shape_str(seed.shape()),
-              " does not match output of shape ", shape_str(shape()));
+// One backward pass from several outputs (each seeded with its gradient); nodes run latest first.
+void run_backward(const std::vector<Variable>& roots, const std::vector<Tensor>& seeds,
+                  bool retain_graph) {
   NoGradGuard no_grad;  // backward math records nothing
-
-  if (is_leaf()) {
-    accumulate_leaf(impl(), seed);
-    return;
-  }
 
   // Pass 1: count, for every node and leaf, how many edges point at it.
   std::unordered_map<const Node*, int> pending;
   std::unordered_map<const VariableImpl*, int> leaf_pending;
   {
-    std::vector<Node*> stack{grad_fn().get()};
-    pending[grad_fn().get()] = 0;
+    std::vector<Node*> stack;
+    for (const Variable& r : roots) {
+      if (r.grad_fn() && pending.emplace(r.grad_fn().get(), 0).second) stack.push_back(r.grad_fn().get());
+    }
     while (!stack.empty()) {
       Node* n = stack.back();
       stack.pop_back();
@@ -143,12 +132,25 @@ void Variable::backward(const Tensor& grad_root, bool retain_graph) const {
     }
   }
 
-  // Pass 2: run nodes whose consumers are all done, latest first.
+  // Pass 2: run nodes whose consumers are all done, latest first. The roots' seeds are their
+  // first contributions; a leaf root no node reaches is accumulated at once.
   std::unordered_map<const Node*, Tensor> grads;
   std::unordered_map<const VariableImpl*, Tensor> leaf_grads;
   std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
-  grads[grad_fn().get()] = seed;
-  ready.push(grad_fn().get());
+  for (size_t r = 0; r < roots.size(); ++r) {
+    if (roots[r].is_leaf()) {
+      if (!leaf_pending.count(roots[r].impl().get())) {
+        accumulate_leaf(roots[r].impl(), seeds[r]);
+      } else {
+        add_into(leaf_grads[roots[r].impl().get()], seeds[r]);
+      }
+      continue;
+    }
+    Node* n = roots[r].grad_fn().get();
+    const bool first_seed = !grads.count(n);
+    add_into(grads[n], seeds[r]);
+    if (first_seed && pending[n] == 0) ready.push(n);
+  }
   while (!ready.empty()) {
     Node* n = ready.top();
     ready.pop();
@@ -192,6 +194,42 @@ void Variable::backward(const Tensor& grad_root, bool retain_graph) const {
     }
     if (!retain_graph) n->backward = nullptr;  // frees what the op saved
   }
+}
+
+// The gradient out's backward starts from: grad, or 1 for a one-element out.
+Tensor checked_seed(const Variable& out, const Tensor& grad) {
+  EMBER_CHECK(out.defined(), "backward: variable is undefined");
+  EMBER_CHECK(out.requires_grad(), "backward: this variable does not require grad and has no grad_fn");
+  Tensor seed = grad;
+  if (!seed.defined()) {
+    EMBER_CHECK(out.numel() == 1, "backward: a gradient must be given for a non-scalar output of shape ",
+                shape_str(out.shape()));
+    seed = Tensor::ones(out.shape(), out.dtype());
+  }
+  EMBER_CHECK(seed.shape() == out.shape(), "backward: gradient of shape ", shape_str(seed.shape()),
+              " does not match output of shape ", shape_str(out.shape()));
+  return seed;
+}
+
+}  // namespace
+
+void Variable::backward(const Tensor& grad_root, bool retain_graph) const {
+  const Tensor seed = checked_seed(*this, grad_root);
+  if (is_leaf()) {
+    NoGradGuard no_grad;  // hooks record nothing
+    accumulate_leaf(impl(), seed);
+    return;
+  }
+  run_backward({*this}, {seed}, retain_graph);
+}
+
+void backward(const std::vector<Variable>& outputs, const std::vector<Tensor>& grads,
+              bool retain_graph) {
+  EMBER_CHECK(outputs.size() == grads.size(), "backward: ", grads.size(), " gradients for ",
+              outputs.size(), " outputs");
+  std::vector<Tensor> seeds;
+  for (size_t i = 0; i < outputs.size(); ++i) seeds.push_back(checked_seed(outputs[i], grads[i]));
+  run_backward(outputs, seeds, retain_graph);
 }
 
 }  // namespace ember

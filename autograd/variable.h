@@ -68,6 +68,12 @@ class Variable {
   std::shared_ptr<VariableImpl> impl_;
 };
 
+// One backward pass from several outputs at once, each seeded with its gradient (an undefined
+// one: 1 for a one-element output): a node or leaf reached from several of them gets their
+// contributions summed in the same order as if they were one graph's (latest node first).
+void backward(const std::vector<Variable>& outputs, const std::vector<Tensor>& grads,
+              bool retain_graph = false);
+
 struct VariableImpl {
   Tensor data;
   Tensor grad;

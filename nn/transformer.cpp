@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "autograd/checkpoint.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "nn/model_stats.h"
@@ -157,9 +158,36 @@ ModelOutput Transformer::forward(const Tensor& ids, const Tensor& real) const {
   EMBER_CHECK(!real.defined() || real.shape() == ids.shape(),
               "Transformer: the real-token mask of shape ", shape_str(real.shape()),
               " does not match the ids' ", shape_str(ids.shape()));
-  for (const auto& block : blocks_) x = block->forward(x, out.moe_aux, real);
+  for (size_t i = 0; i < blocks_.size(); ++i) x = block_forward(i, x, out.moe_aux, real);
   out.logits = head(x);
   return out;
+}
+
+void Transformer::set_activation_checkpointing(int64_t every) {
+  EMBER_CHECK(every >= 0, "Transformer: activation checkpointing every ", every,
+              " blocks; expected >= 1, or 0 for none");
+  checkpoint_every_ = every;
+}
+
+Variable Transformer::block_forward(size_t i, const Variable& x, std::vector<MoEAux>& moe_aux,
+                                    const Tensor& real) const {
+  const std::shared_ptr<TransformerBlock>& block = blocks_[i];
+  const bool checkpointed = checkpoint_every_ > 0 && i % static_cast<size_t>(checkpoint_every_) == 0;
+  if (!checkpointed || !grad_enabled()) return block->forward(x, moe_aux, real);
+  // outputs: the block's, then (aux, router_z) of its MoE layer if it has one
+  const CheckpointFn fn = [block, real](const std::vector<Variable>& in) {
+    std::vector<MoEAux> aux;
+    std::vector<Variable> outs{block->forward(in[0], aux, real)};
+    for (const MoEAux& a : aux) {
+      outs.push_back(a.aux);
+      outs.push_back(a.router_z);
+    }
+    return outs;
+  };
+  const std::vector<Variable> outs =
+      checkpoint(fn, {x}, {block->parameters(), {dropout_gen_.get()}});
+  for (size_t k = 1; k + 1 < outs.size(); k += 2) moe_aux.push_back({outs[k], outs[k + 1]});
+  return outs[0];
 }
 
 Variable Transformer::forward_cached(const Tensor& ids, KVCache& cache, bool last_only) const {

@@ -76,6 +76,12 @@ class Transformer : public Module {
                  double moe_scale) const;
   const ModelConfig& config() const { return cfg_; }
   const std::vector<std::shared_ptr<TransformerBlock>>& blocks() const { return blocks_; }
+  // Activation checkpointing (autograd/checkpoint.h) of blocks 0, every, 2 every, ... (1: every
+  // block; 0: none, the default): when forward() records a graph, such a block keeps only its
+  // input and is recomputed in backward, with the same dropout masks; the results are
+  // bit-identical to the plain forward's.
+  void set_activation_checkpointing(int64_t every);
+  int64_t activation_checkpointing() const { return checkpoint_every_; }
   // The dropout stream (its offset is training state).
   Generator& dropout_generator() { return *dropout_gen_; }
   const std::shared_ptr<Generator>& shared_dropout_generator() const { return dropout_gen_; }
@@ -104,6 +110,11 @@ class Transformer : public Module {
   std::shared_ptr<UnaryModule> final_norm_;
   std::shared_ptr<UnaryModule> lm_head_;            // a Linear, or its LoRALinear (replaceable)
   std::shared_ptr<UnaryModule> tied_head_adapter_;  // tied embeddings with a head adapter
+  int64_t checkpoint_every_ = 0;
+  // Block i's forward (TransformerBlock::forward), checkpointed when set_activation_checkpointing
+  // says so: its MoE losses are then outputs of the checkpoint, back-propagated with its output.
+  Variable block_forward(size_t i, const Variable& x, std::vector<MoEAux>& moe_aux,
+                         const Tensor& real) const;
   // Position embeddings (learned or sinusoidal) of positions pos0 .. pos0 + T - 1 added to x.
   Variable add_positions(const Variable& x, int64_t pos0, int64_t T) const;
   // Final norm, lm_head (tied or not) and final soft-cap: x [B, T, C] -> [B, T, V].

@@ -45,6 +45,10 @@ struct TrainOptions {
   int64_t check_every = 100;
   // Print a profile (time by phase and op family, core/profiler.h) at the end and write OUT/profile.json.
   bool profile = false;
+  // Activation checkpointing (nn::Transformer::set_activation_checkpointing): every block, or every
+  // K-th (blocks 0, K, 2K, ...; 0: per checkpoint_activations); bit-identical results either way.
+  bool checkpoint_activations = false;
+  int64_t checkpoint_every = 0;
   // Matmul precision of forward and backward: "float32" or "bf16" (float32
   // weights, gradients and AdamW either way; autograd/autocast.h).
   std::string dtype = "float32";
@@ -91,6 +95,10 @@ std::vector<std::string> restore_options(const nlohmann::json& saved, TrainOptio
 // Every field of the table as (flag, value as text), in the table's order:
 // what the ranks of a data-parallel run must agree on.
 std::vector<std::pair<std::string, std::string>> option_values(const TrainOptions& o);
+
+// The blocks' activation-checkpointing interval the options ask for: --checkpoint-every K, else 1
+// with --checkpoint-activations, else 0 (none).
+int64_t checkpoint_interval(const TrainOptions& o);
 
 // The folder a run writes: --out, else (with --resume and no --out) the
 // resumed run's own folder.

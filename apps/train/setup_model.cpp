@@ -17,6 +17,7 @@ void build_model_and_optimizer(TrainRun& run) {
     if (!run.start_path.empty()) run.model->load_state_dict(run.start.model);
     trained = run.model->named_parameters();
   }
+  run.model->set_activation_checkpointing(checkpoint_interval(o));
   // Bytes per token for bits per byte (none without a tokenizer: then it is bits per token).
   run.token_bytes = run.tokenizer ? token_byte_lengths(*run.tokenizer, run.cfg.vocab_size)
                                   : std::vector<int64_t>();

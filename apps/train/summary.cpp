@@ -1,7 +1,7 @@
 // What a run prints around its loop: the lines before the first step (ranks,
-// parameters, tokens per step, precision, data), the --profile report, and the
-// end of a run: the `done:` line, the mean MFU, and the sample
-// of --sample-tokens drawn by nn::generate; a fine-tuning run also its peak RSS.
+// parameters, tokens per step, precision, activation checkpointing, data), the
+// --profile report, and the end of a run: the `done:` line, the mean MFU, and the
+// sample of --sample-tokens drawn by nn::generate; a fine-tuning run also its peak RSS.
 #include <omp.h>
 #include <sys/resource.h>
 
@@ -98,6 +98,12 @@ void print_run_start(const TrainRun& run) {
                 kernels::bf16_matmul_native()
                     ? ""
                     : " (warning: this CPU has no bf16 instructions; slower than float32)");
+  }
+  if (const int64_t every = run.model->activation_checkpointing(); every > 0) {
+    const int64_t n = run.cfg.n_layers, checkpointed = (n + every - 1) / every;
+    std::printf("activation checkpointing: %lld of %lld blocks keep only their input and are "
+                "recomputed in backward\n",
+                static_cast<long long>(checkpointed), static_cast<long long>(n));
   }
   print_data_line(run);
   continue_if_stdout_closed();
