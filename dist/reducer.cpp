@@ -2,7 +2,8 @@
 // (copy into the flat buffer, start complete buckets in bucket order so every
 // rank issues the same collectives in the same order, poll the ones in flight
 // to drive MPI progress), and finish() (start the rest, agree on which
-// parameters have gradients, wait, average).
+// parameters have gradients, wait, average). ZeRO-2 stages each bucket in a
+// buffer of its own, freed when its reduce-scatter completes.
 #include "dist/reducer.h"
 
 #include <chrono>
@@ -49,6 +50,7 @@ struct Reducer::State {
   std::vector<std::vector<int64_t>> bucket_counts;  // ZeRO: per bucket, elements per rank
   std::vector<int64_t> shard_starts;                // W + 1 entries
   Tensor flat, shard_storage, shard_grad;
+  std::vector<Tensor> staging;  // ZeRO-2: per bucket, while it is filled and in flight
   int64_t numel = 0;
 
   // Per-step state.
@@ -70,6 +72,25 @@ struct Reducer::State {
     return flat.narrow(0, offset[i], params[i].numel()).view(params[i].shape());
   }
 
+  // Elements [begin, end) of the flat layout: a view of flat, or (ZeRO-2) of
+  // the bucket's staging buffer, allocated on first use.
+  Tensor bucket_buffer(size_t b) {
+    const Bucket& bucket = buckets[b];
+    if (!options.shard_grads) return flat.narrow(0, bucket.begin, bucket.end - bucket.begin);
+    if (!staging[b].defined()) staging[b] = Tensor::empty({bucket.end - bucket.begin}, flat.dtype());
+    return staging[b];
+  }
+  Tensor grad_slot(size_t i) {
+    if (!options.shard_grads) return flat_slice(i);
+    const int64_t at = offset[i] - buckets[bucket_of[i]].begin;
+    return bucket_buffer(bucket_of[i]).narrow(0, at, params[i].numel()).view(params[i].shape());
+  }
+  void bucket_done(size_t b) {
+    done[b] = 1;
+    finished[b] = Clock::now();
+    staging[b] = Tensor();
+  }
+
   void reset_step() {
     std::fill(copied.begin(), copied.end(), 0);
     std::fill(done.begin(), done.end(), 0);
@@ -82,7 +103,7 @@ struct Reducer::State {
   }
 
   void copy_in(size_t i, const Tensor& grad) {
-    const Tensor dst = flat_slice(i);
+    const Tensor dst = grad_slot(i);
     if (grad.defined()) {
       if (grad.raw_data() != dst.raw_data()) dst.copy_(grad);  // a view of flat already: in place
       flags.set({static_cast<int64_t>(i)}, 1.0);
@@ -91,11 +112,12 @@ struct Reducer::State {
     }
     copied[i] = 1;
     --missing[bucket_of[i]];
+    if (options.shard_grads) params[i].zero_grad();  // ZeRO-2: the staged copy is the one kept
   }
 
   void launch(size_t b, bool from_hook) {
     const Bucket& bucket = buckets[b];
-    const Tensor in = flat.narrow(0, bucket.begin, bucket.end - bucket.begin);
+    const Tensor in = bucket_buffer(b);
     started[b] = Clock::now();
     if (options.zero) {
       const int r = comm->rank();
@@ -119,10 +141,7 @@ struct Reducer::State {
   // MPI progresses non-blocking collectives only inside MPI calls: test them.
   void progress() {
     for (size_t b = 0; b < next_launch; ++b) {
-      if (!done[b] && comm->test(requests[b])) {
-        done[b] = 1;
-        finished[b] = Clock::now();
-      }
+      if (!done[b] && comm->test(requests[b])) bucket_done(b);
     }
   }
 
@@ -154,8 +173,12 @@ struct Reducer::State {
   void finish_single() {
     for (size_t i = 0; i < params.size(); ++i) has_grad[i] = params[i].grad().defined();
     if (!options.zero) return;
-    for (size_t i = 0; i < params.size(); ++i) copy_in(i, params[i].grad());
-    if (numel > 0) shard_grad.copy_(flat);
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      for (size_t i : buckets[b].params) copy_in(i, params[i].grad());
+      if (numel > 0)  // one rank: its shard is the whole layout
+        shard_grad.narrow(0, buckets[b].begin, buckets[b].end - buckets[b].begin).copy_(bucket_buffer(b));
+      staging[b] = Tensor();
+    }
   }
 
   void finish() {
@@ -177,7 +200,7 @@ struct Reducer::State {
     for (size_t b = 0; b < buckets.size(); ++b) {
       if (!done[b]) {
         comm->wait(requests[b]);
-        finished[b] = Clock::now();
+        bucket_done(b);
       }
       if (!options.zero)
         divide_(flat.narrow(0, buckets[b].begin, buckets[b].end - buckets[b].begin), world());
@@ -238,7 +261,9 @@ Reducer::Reducer(Communicator& comm, const std::vector<Variable>& params, Reduce
     b->end += s.params[k].numel();
   }
   s.numel = s.buckets.empty() ? 0 : s.buckets.back().end;
-  s.flat = Tensor::zeros({std::max<int64_t>(s.numel, 1)}, dtype);
+  EMBER_CHECK(!options.shard_grads || options.zero,
+              "dist::Reducer: shard_grads (ZeRO-2) needs zero = true");
+  s.flat = Tensor::zeros({options.shard_grads ? 1 : std::max<int64_t>(s.numel, 1)}, dtype);
   s.flags = Tensor::zeros({std::max<int64_t>(static_cast<int64_t>(n), 1)}, DType::Float32);
   // ZeRO shards: rank r owns [N r / W, N (r+1) / W), cut at multiples of 16 elements.
   const int w = comm.world_size();
@@ -259,6 +284,7 @@ Reducer::Reducer(Communicator& comm, const std::vector<Variable>& params, Reduce
   s.missing.assign(s.buckets.size(), 0);
   s.requests.assign(s.buckets.size(), Request{});
   s.done.assign(s.buckets.size(), 0);
+  s.staging.assign(s.buckets.size(), Tensor());
   s.started.assign(s.buckets.size(), Clock::time_point{});
   s.finished.assign(s.buckets.size(), Clock::time_point{});
   s.has_grad.assign(n, false);
@@ -348,6 +374,15 @@ const Tensor& Reducer::shard_grad() const {
 }
 const Tensor& Reducer::flat() const {
   return state_->flat;
+}
+const std::vector<int64_t>& Reducer::bucket_shard_counts(size_t b) const {
+  return state_->bucket_counts.at(b);
+}
+int64_t Reducer::held_bytes() const {
+  const State& s = *state_;
+  int64_t bytes = static_cast<int64_t>(s.flat.nbytes() + s.shard_storage.nbytes());
+  for (const Tensor& t : s.staging) bytes += t.defined() ? static_cast<int64_t>(t.nbytes()) : 0;
+  return bytes;
 }
 
 int64_t Reducer::index_of(const Variable& p) const {

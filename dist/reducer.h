@@ -6,6 +6,9 @@
 // finish() waits for every bucket and averages. With zero = true (ZeRO-1)
 // buckets are reduce-scattered instead: each rank ends with the averaged
 // gradient of its shard of the flat buffer, which dist::ZeroAdamW updates.
+// With shard_grads as well (ZeRO-2) no full-size buffer is kept: each bucket
+// is staged in a buffer of its own, freed once its reduce-scatter completes,
+// and each parameter's .grad is released as soon as it is staged.
 #pragma once
 #include <algorithm>
 #include <memory>
@@ -20,6 +23,8 @@ struct ReducerOptions {
   int64_t first_bucket_bytes = int64_t{1} << 20;  // the first bucket goes out early
   int64_t bucket_bytes = int64_t{25} << 20;
   bool zero = false;  // ZeRO-1: reduce-scatter into this rank's shard
+  // ZeRO-2 (with zero): keep only the shard; per-bucket staging, .grad released.
+  bool shard_grads = false;
 };
 
 // Figures of the last synchronized step (all times in seconds).
@@ -67,7 +72,8 @@ class Reducer {
   // averaged flat buffer; a parameter gets no .grad only when it has none on
   // every rank. ZeRO: .grad is left as it was (local); the averaged gradient
   // of this rank's shard is shard_grad(). Collective. No-op with one rank
-  // (plain mode).
+  // (plain mode). With shard_grads, every .grad is released (undefined)
+  // once staged, during backward or here.
   void finish();
   // Global L2 norm of the averaged gradient (SPEC.md section 4), clipping
   // when max_norm > 0; returns the pre-clip norm. After finish(), both modes.
@@ -93,8 +99,13 @@ class Reducer {
   int64_t shard_begin(int rank) const;
   // ZeRO: this rank's shard of the averaged gradient (after finish()).
   const Tensor& shard_grad() const;
-  // The flat buffer (ZeRO uses it to all-gather the parameters).
+  // The flat buffer (ZeRO-1 uses it to all-gather the parameters); with
+  // shard_grads it is not kept (one element).
   const Tensor& flat() const;
+  // Elements of bucket b in each rank's shard (ZeRO; sum = bucket size).
+  const std::vector<int64_t>& bucket_shard_counts(size_t b) const;
+  // Bytes of gradient buffers this Reducer holds now (flat, shard, staging).
+  int64_t held_bytes() const;
 
   struct State;
 

@@ -1,6 +1,7 @@
 // ZeroAdamW: the shard's segments (parameter parts inside this rank's flat
 // range), the per-parameter update counts, the sharded update with
-// optim::adamw_update_span, the parameter all-gather, and the gather / slice
+// optim::adamw_update_span, the parameter all-gather (ZeRO-1 through the
+// Reducer's flat buffer, ZeRO-2 one bucket at a time), and the gather / slice
 // of full moments for checkpoints.
 #include "dist/zero_adamw.h"
 
@@ -64,28 +65,52 @@ void ZeroAdamW::step(double lr, double grad_scale) {
     });
     data.bump_version();
   }
-  // All-gather: each rank writes its shard of every managed parameter into the
-  // flat buffer, gathers the others', and every parameter is copied back.
-  Communicator& comm = reducer_.comm();
-  if (comm.world_size() == 1) return;
-  const Tensor& flat = reducer_.flat();
-  const std::vector<Variable>& params = reducer_.params();
-  for (size_t k = 0; k < params.size(); ++k) {
-    const int64_t off = reducer_.flat_offset(k), n = params[k].numel();
-    const int64_t begin = std::max(off, shard_begin_), end = std::min(off + n, shard_end_);
-    if (begin >= end) continue;
-    flat.narrow(0, begin, end - begin)
-        .copy_(params[k].data().reshape({n}).narrow(0, begin - off, end - begin));
+  if (reducer_.comm().world_size() == 1) return;
+  if (reducer_.options().shard_grads) {
+    gather_parameters_by_bucket();
+  } else {
+    gather_parameters();
   }
+}
+
+// Each rank writes its shard of every managed parameter into `buffer` (the
+// flat range [begin, begin + buffer.numel())), gathers the others' and every
+// parameter of the range is copied back.
+void ZeroAdamW::gather_range(const Tensor& buffer, int64_t begin, const std::vector<int64_t>& counts,
+                             const std::vector<size_t>& params_in_range) {
+  const std::vector<Variable>& params = reducer_.params();
+  for (size_t k : params_in_range) {
+    const int64_t off = reducer_.flat_offset(k), n = params[k].numel();
+    const int64_t lo = std::max(off, shard_begin_), hi = std::min(off + n, shard_end_);
+    if (lo >= hi) continue;
+    buffer.narrow(0, lo - begin, hi - lo).copy_(params[k].data().reshape({n}).narrow(0, lo - off, hi - lo));
+  }
+  reducer_.comm().all_gather_in_place(buffer, counts);
+  for (size_t k : params_in_range) {
+    params[k].data().copy_(
+        buffer.narrow(0, reducer_.flat_offset(k) - begin, params[k].numel()).view(params[k].shape()));
+  }
+}
+
+// ZeRO-2: a bucket-sized buffer at a time, so no full-size buffer is kept.
+void ZeroAdamW::gather_parameters_by_bucket() {
+  const std::vector<Bucket>& buckets = reducer_.buckets();
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    const Tensor buffer = Tensor::empty({buckets[b].end - buckets[b].begin}, reducer_.flat().dtype());
+    gather_range(buffer, buckets[b].begin, reducer_.bucket_shard_counts(b), buckets[b].params);
+  }
+}
+
+// ZeRO-1: through the Reducer's flat buffer, all parameters at once.
+void ZeroAdamW::gather_parameters() {
+  Communicator& comm = reducer_.comm();
   std::vector<int64_t> counts(comm.world_size());
   for (int r = 0; r < comm.world_size(); ++r) {
     counts[r] = reducer_.shard_begin(r + 1) - reducer_.shard_begin(r);
   }
-  comm.all_gather_in_place(flat, counts);
-  for (size_t k = 0; k < params.size(); ++k) {
-    params[k].data().copy_(
-        flat.narrow(0, reducer_.flat_offset(k), params[k].numel()).view(params[k].shape()));
-  }
+  std::vector<size_t> all(reducer_.params().size());
+  for (size_t k = 0; k < all.size(); ++k) all[k] = k;
+  gather_range(reducer_.flat(), 0, counts, all);
 }
 
 std::map<std::string, Tensor> ZeroAdamW::state_dict() const {

@@ -7,6 +7,8 @@
 // Per-parameter update counts are kept whole on every rank: a parameter is
 // counted when the Reducer's has_grad (agreed by all ranks) says some rank
 // had its gradient, exactly when plain data-parallel AdamW updates it.
+// Over a Reducer with shard_grads it is ZeRO-2: the same update, the
+// parameters all-gathered one bucket at a time.
 #pragma once
 #include "dist/reducer.h"
 #include "optim/adamw.h"
@@ -36,6 +38,10 @@ class ZeroAdamW : public optim::Optimizer {
 
  private:
   void load_tensors(const std::map<std::string, Tensor>& state) override;
+  void gather_parameters();
+  void gather_parameters_by_bucket();
+  void gather_range(const Tensor& buffer, int64_t begin, const std::vector<int64_t>& counts,
+                    const std::vector<size_t>& params_in_range);
 
   // Part of one parameter inside this rank's shard.
   struct Segment {

@@ -19,6 +19,7 @@ Optimization make_optimization(dist::Communicator& comm,
     ro.bucket_bytes = o.bucket_mb << 20;
     ro.first_bucket_bytes = std::min<int64_t>(ro.first_bucket_bytes, ro.bucket_bytes);
     ro.zero = o.zero != 0;
+    ro.shard_grads = o.zero >= 2;
     r.reducer = std::make_unique<dist::Reducer>(comm, params, ro);
   }
   const optim::AdamWOptions adamw{o.beta1, o.beta2, 1e-8};

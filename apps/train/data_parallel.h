@@ -1,6 +1,6 @@
 // The data-parallel pieces of `ember train` (under mpirun; see docs/scaling.md):
 // the gradient reducer and the optimizer
-// (AdamW, or ZeRO-1's sharded AdamW), and the note when a resumed run's
+// (AdamW, or ZeRO-1/2's sharded AdamW), and the note when a resumed run's
 // global batch differs from the checkpoint's.
 #pragma once
 #include <memory>
@@ -22,7 +22,7 @@ struct Optimization {
   std::unique_ptr<optim::Optimizer> optimizer;
 };
 // The reducer over the trained parameters `named` (buckets of --bucket-mb, the first 1 MiB)
-// when there are several ranks or --zero 1, and AdamW or dist::ZeroAdamW over them.
+// when there are several ranks or --zero 1 or 2, and AdamW or dist::ZeroAdamW over them.
 Optimization make_optimization(dist::Communicator& comm,
                                const std::vector<std::pair<std::string, Variable>>& named,
                                const TrainOptions& o);

@@ -78,8 +78,8 @@ void forward_backward(TrainRun& run, StepResult& s) {
 }
 
 // Clipping: the norm here, the scaling fused into the optimizer's pass
-// (grad_scale) instead of a pass of its own over every gradient; ZeRO-1
-// clips its shard of the gradient in place.
+// (grad_scale) instead of a pass of its own over every gradient; ZeRO-1/2
+// clip their shard of the gradient in place (the norm is the global one).
 void clip_gradients(TrainRun& run, StepResult& s) {
   EMBER_PROFILE_PHASE(kClipPhase);
   if (run.o.zero) {

@@ -1,11 +1,17 @@
 // The job the fault tests launch (see expect_failure.cmake): rank 1 fails in
 // the way argv[1] names while the other ranks go on into collectives; main
 // ends the job through Communicator::fail, as the trainer's main does.
+// "kill-zero2": rank 1 dies by SIGKILL (as kill -9) in the middle of a ZeRO-2
+// step's backward; mpirun must end the others, left waiting in finish().
+#include <signal.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <string>
 
 #include "dist/consistency.h"
 #include "dist/reducer.h"
+#include "dist/zero_adamw.h"
 #include "mpi_testing.h"
 
 using namespace ember;
@@ -41,6 +47,21 @@ int main(int argc, char** argv) {
       });
       testing::tiny_loss(model, testing::tiny_batch(comm.rank(), 0)).backward();
       reducer.finish();
+    } else if (mode == "kill-zero2") {
+      nn::Transformer model(testing::tiny_config(), 1);
+      const auto named = model.named_parameters();
+      dist::Reducer reducer(comm, model.parameters(), {64, 256, true, true});
+      dist::ZeroAdamW opt(reducer, optim::decay_groups(named, 0.1));
+      for (int step = 0; step < 2; ++step) {  // one whole step, then the fault in the second
+        if (step == 1 && comm.rank() == 1) {
+          model.parameters()[3].register_post_accumulate_grad_hook([](Variable&) { kill(getpid(), SIGKILL); });
+        }
+        opt.zero_grad();
+        testing::tiny_loss(model, testing::tiny_batch(comm.rank(), step)).backward();
+        reducer.finish();
+        reducer.clip_grad_norm(1.0);
+        opt.step(1e-3);
+      }
     } else if (mode == "diverge") {
       nn::Transformer model(testing::tiny_config(), 1);
       if (comm.rank() == 1) model.parameters()[2].data().set({0, 0}, 0.5);

@@ -1,9 +1,12 @@
-// ZeRO-1 (dist::ZeroAdamW over a Reducer in zero mode) against plain
+// ZeRO-1 and ZeRO-2 (dist::ZeroAdamW over a Reducer in zero mode, with
+// shard_grads for stage 2) against plain
 // data-parallel AdamW on every rank: the same parameters after several
 // clipped steps with two parameter groups, an unused parameter and one that
 // only some steps (and ranks) use, the same full (world-size independent)
 // moments and per-parameter step counts, ~1/W of the state per rank, and an
-// exact continuation after loading a plain AdamW state.
+// exact continuation after loading a plain AdamW state. ZeRO-2 also: no
+// .grad left after finish(), only ~1/W of the gradient held, and gradient
+// accumulation (the reduce-scatter on the last micro-step) as plain.
 #include <catch2/catch.hpp>
 #include <cmath>
 
@@ -54,14 +57,27 @@ struct Run {
   }
 };
 
+// ZeRO-2 after finish(): every .grad released, the staging buffers freed, the
+// gradient held is this rank's shard (~numel / W elements), not the full one.
+void check_stage2_holds_shard_only(const dist::Reducer& reducer, const std::vector<Variable>& params) {
+  for (const Variable& p : params) CHECK_FALSE(p.grad().defined());
+  const int r = comm().rank(), w = comm().world_size();
+  const int64_t elem = static_cast<int64_t>(dtype_size(params[0].dtype()));
+  const int64_t shard = reducer.shard_begin(r + 1) - reducer.shard_begin(r);
+  CHECK(reducer.held_bytes() == (std::max<int64_t>(shard, 1) + 1) * elem);
+  CHECK(shard <= reducer.numel() / w + 16);
+}
+
 }  // namespace
 
-TEST_CASE("ZeRO-1 AdamW takes the steps of plain data-parallel AdamW", "[mpi][zero]") {
+TEST_CASE("ZeRO-1 and ZeRO-2 AdamW take the steps of plain data-parallel AdamW", "[mpi][zero]") {
   const int w = comm().world_size();
+  for (const bool stage2 : {false, true})
   for (DType dt : {DType::Float64, DType::Float32}) {
+    INFO("ZeRO-" << (stage2 ? 2 : 1) << " " << dtype_name(dt));
     Run plain(dt), zero(dt);
     dist::Reducer plain_reducer(comm(), plain.params, {256, 2048, false});
-    dist::Reducer zero_reducer(comm(), zero.params, {256, 2048, true});
+    dist::Reducer zero_reducer(comm(), zero.params, {256, 2048, true, stage2});
     optim::AdamW plain_opt(optim::decay_groups(plain.named, 0.1));
     dist::ZeroAdamW zero_opt(zero_reducer, optim::decay_groups(zero.named, 0.1));
     // Optimizer state per rank: about 1/W of the full moments.
@@ -83,6 +99,7 @@ TEST_CASE("ZeRO-1 AdamW takes the steps of plain data-parallel AdamW", "[mpi][ze
       plain_opt.step(lr);
       zero.backward(step);
       zero_reducer.finish();
+      if (stage2) check_stage2_holds_shard_only(zero_reducer, zero.params);
       const double zero_norm = zero_reducer.clip_grad_norm(0.5);
       zero_opt.step(lr);
       CHECK(zero_norm == Approx(plain_norm).epsilon(norm_tol));
@@ -118,7 +135,7 @@ TEST_CASE("ZeRO-1 AdamW takes the steps of plain data-parallel AdamW", "[mpi][ze
     Run resumed(dt);
     for (size_t k = 0; k < resumed.params.size(); ++k)
       resumed.params[k].data().copy_(plain.params[k].data());
-    dist::Reducer resumed_reducer(comm(), resumed.params, {1 << 20, 1 << 20, true});
+    dist::Reducer resumed_reducer(comm(), resumed.params, {1 << 20, 1 << 20, true, stage2});
     dist::ZeroAdamW resumed_opt(resumed_reducer, optim::decay_groups(resumed.named, 0.1));
     resumed_opt.load_state_dict(ps, plain_opt.steps(), plain_opt.param_steps());
     CHECK(resumed_opt.steps() == 4);
@@ -152,4 +169,44 @@ TEST_CASE("ZeroAdamW checks its Reducer and the state it loads", "[mpi][zero]") 
   state.erase("model.norm.weight/exp_avg_sq");
   CHECK_THROWS_WITH(opt.load_state_dict(state, 1),
                     Catch::Contains("missing model.norm.weight/exp_avg_sq"));
+}
+
+TEST_CASE("ZeRO-2 with gradient accumulation and clipping takes plain AdamW's steps", "[mpi][zero]") {
+  // Two micro-steps per step: plain all-reduces the summed gradients, ZeRO-2
+  // reduce-scatters them on the last micro-step; clipping at 0.05 triggers.
+  Run plain(DType::Float32), zero(DType::Float32);
+  dist::Reducer plain_reducer(comm(), plain.params, {256, 1024, false});
+  dist::Reducer zero_reducer(comm(), zero.params, {256, 1024, true, true});
+  optim::AdamW plain_opt(optim::decay_groups(plain.named, 0.1));
+  dist::ZeroAdamW zero_opt(zero_reducer, optim::decay_groups(zero.named, 0.1));
+  for (int step = 0; step < 3; ++step) {
+    double norms[2];
+    for (int which = 0; which < 2; ++which) {
+      Run& run = which ? zero : plain;
+      dist::Reducer& reducer = which ? zero_reducer : plain_reducer;
+      run.model.zero_grad();
+      for (int micro = 0; micro < 2; ++micro) {
+        reducer.set_sync(micro == 1);
+        (testing::tiny_loss(run.model, testing::tiny_batch(comm().rank(), 10 * step + micro)) * 0.5).backward();
+      }
+      reducer.finish();
+      norms[which] = reducer.clip_grad_norm(0.05);
+      (which ? static_cast<optim::Optimizer&>(zero_opt) : plain_opt).step(1e-2);
+    }
+    CHECK(norms[0] > 0.05);  // clipping is active
+    CHECK(norms[1] == Approx(norms[0]).epsilon(1e-6));
+    double worst = 0;
+    for (size_t k = 0; k < plain.params.size(); ++k) {
+      worst = std::max(worst, max_rel_diff(zero.params[k].data(), plain.params[k].data()));
+    }
+    CHECK(worst < 5e-5);
+  }
+  for (const Variable& p : zero.params) CHECK_FALSE(p.grad().defined());
+  CHECK_NOTHROW(dist::check_parameters_consistent(comm(), zero.params, 3));
+}
+
+TEST_CASE("A ZeRO-2 Reducer needs zero mode", "[mpi][zero]") {
+  Run run(DType::Float32);
+  CHECK_THROWS_WITH(dist::Reducer(comm(), run.params, {64, 256, false, true}),
+                    Catch::Contains("shard_grads (ZeRO-2) needs zero = true"));
 }

@@ -6,9 +6,10 @@
 //   train_parity_tool compare A B     every /model tensor of checkpoint A within a
 //                                     relative error of 1e-5 of B's (exit 1 otherwise)
 //   train_parity_tool chat DIR        writes DIR/base.h5 and DIR/chat.jsonl
-//   (tests/finetune_testing.h) train_parity_tool metrics A B     run folders A and B logged the
-//   same steps with the same
-//                                     trained tokens, loss (relative 1e-6) and gradient norm (1e-5)
+//   (tests/finetune_testing.h)
+//   train_parity_tool metrics A B     run folders A and B logged the same steps with the same
+//                                     trained tokens (train: tokens), loss (relative 1e-6) and
+//                                     gradient norm (1e-5)
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -40,6 +41,11 @@ bool near(double a, double b, double rel) {
   return std::abs(a - b) <= rel * std::max(std::abs(a), std::abs(b));
 }
 
+// Tokens a step record counts: finetune's trained tokens, train's tokens.
+int tokens_of(const nlohmann::json& j) {
+  return j.contains("trained_tokens") ? j.at("trained_tokens").get<int>() : j.at("tokens").get<int>();
+}
+
 // Exit code of `metrics A B`: 0 when every step agrees.
 int compare_metrics(const char* a_dir, const char* b_dir) {
   const auto a = step_records(a_dir), b = step_records(b_dir);
@@ -50,12 +56,10 @@ int compare_metrics(const char* a_dir, const char* b_dir) {
   for (size_t i = 0; i < a.size(); ++i) {
     const double la = a[i].at("loss"), lb = b[i].at("loss"), na = a[i].at("grad_norm"),
                  nb = b[i].at("grad_norm");
-    const bool same = a[i].at("step") == b[i].at("step") &&
-                      a[i].at("trained_tokens") == b[i].at("trained_tokens") &&
+    const bool same = a[i].at("step") == b[i].at("step") && tokens_of(a[i]) == tokens_of(b[i]) &&
                       near(la, lb, 1e-6) && near(na, nb, 1e-5);
     std::printf("step %d: loss %.9g vs %.9g, grad norm %.9g vs %.9g, trained tokens %d vs %d\n",
-                a[i].at("step").get<int>(), la, lb, na, nb, a[i].at("trained_tokens").get<int>(),
-                b[i].at("trained_tokens").get<int>());
+                a[i].at("step").get<int>(), la, lb, na, nb, tokens_of(a[i]), tokens_of(b[i]));
     if (!same) return 1;
   }
   return 0;

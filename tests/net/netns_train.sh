@@ -16,6 +16,7 @@ source "$here/netns_lib.sh"
 MODES=(
   "allreduce|2|"
   "zero1|2|--zero 1 --bucket-mb 1"
+  "zero2|2|--zero 2 --bucket-mb 1"
   "allreduce-3nodes|3|"
   "zero1-3nodes|3|--zero 1 --bucket-mb 1"
 )
