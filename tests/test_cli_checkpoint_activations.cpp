@@ -149,7 +149,7 @@ TEST_CASE("finetune with activation checkpointing: the same run to the last bit"
   check_runs_agree(dir, "finetune", args + " --full --grad-accum 2", "step_00000003.h5");
 }
 
-TEST_CASE("--checkpoint-every must be at least 1", "[cli][train][checkpoint]") {
+TEST_CASE("train and finetune refuse --checkpoint-every 0", "[cli][train][checkpoint]") {
   TempDir dir("cli_actckpt_bounds");
   write_corpus(dir);
   const Run r = run_ember(dir, "train --data " + (dir / "corpus.txt") + " --out " + (dir / "run") +

@@ -291,7 +291,8 @@ TEST_CASE("the command line's flags are the option table's fields, bound to Trai
     CHECK(not_saved.erase(key) == 1);
   }
   CHECK(not_saved == std::set<std::string>{"config", "preset", "init_from", "resume", "out", "profile",
-                                           "allow_data_change"});
+                                           "allow_data_change", "checkpoint_activations",
+                                           "checkpoint_every"});
   // The rank-agreement list walks the same table, in the same order.
   const auto values = option_values(o);
   REQUIRE(values.size() == flags.size());
