@@ -2,7 +2,7 @@
 // ranks: each rank keeps exp_avg / exp_avg_sq for its shard of the Reducer's
 // flat buffer only (~1/W of the state), updates that slice with the
 // arithmetic of optim::AdamW (optim::adamw_update_span) from the averaged
-// gradient the Reducer reduce-scattered, then all-gathers the parameters.
+// gradient shard the Reducer kept, then all-gathers the parameters.
 // Its state_dict is the full, world-size independent one of optim::AdamW.
 // Per-parameter update counts are kept whole on every rank: a parameter is
 // counted when the Reducer's has_grad (agreed by all ranks) says some rank
