@@ -272,6 +272,39 @@ void Communicator::all_gather_in_place(const Tensor& buffer,
   buffer.bump_version();
 }
 
+void Communicator::gather(const Tensor& part, const Tensor& out, const std::vector<int64_t>& counts,
+                          int root) const {
+  EMBER_PROFILE_SCOPE(kCommFamily);
+  EMBER_CHECK(static_cast<int>(counts.size()) == world_size_, "gather: ", counts.size(),
+              " counts for ", world_size_, " ranks");
+  EMBER_CHECK(part.numel() == counts[rank_], "gather: this rank sends ", part.numel(),
+              " elements but its count is ", counts[rank_]);
+  require_contiguous(part, "gather");
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  if (rank_ == root) {
+    require_contiguous(out, "gather");
+    EMBER_CHECK(out.numel() == total && out.dtype() == part.dtype(), "gather: the output must hold ",
+                total, " ", dtype_name(part.dtype()), " elements");
+  }
+  if (world_size_ == 1) {
+    if (total > 0) out.reshape({total}).copy_(part.reshape({total}));
+    return;
+  }
+  std::vector<int> n(world_size_), displs(world_size_);
+  int64_t offset = 0;
+  for (int r = 0; r < world_size_; ++r) {
+    n[r] = checked_count(counts[r], "gather");
+    displs[r] = checked_count(offset, "gather");
+    offset += counts[r];
+  }
+  void* recv = rank_ == root ? out.raw_data() : nullptr;
+  mpi_check(MPI_Gatherv(part.raw_data(), n[rank_], mpi_type(part.dtype()), recv, n.data(),
+                        displs.data(), mpi_type(part.dtype()), root, impl_->world),
+            "MPI_Gatherv", rank_);
+  if (rank_ == root) out.bump_version();
+}
+
 Request Communicator::iall_reduce_sum(const Tensor& t) {
   EMBER_PROFILE_SCOPE(kCommFamily);
   require_contiguous(t, "iall_reduce_sum");

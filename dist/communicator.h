@@ -84,6 +84,11 @@ class Communicator {
   // In place on a contiguous 1-d tensor: rank r contributes the counts[r]
   // elements at offset counts[0] + .. + counts[r-1]; all end with all of them.
   void all_gather_in_place(const Tensor& buffer, const std::vector<int64_t>& counts) const;
+  // Rank r sends `part` (contiguous, counts[r] elements); root receives them
+  // all, in rank order, into the contiguous `out` (sum of counts elements;
+  // ignored on the other ranks, which may pass an empty Tensor).
+  void gather(const Tensor& part, const Tensor& out, const std::vector<int64_t>& counts,
+              int root = 0) const;
 
   // --- non-blocking (their buffers must stay alive until complete) ---------
   // Sum of t over ranks, in place.

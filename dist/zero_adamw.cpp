@@ -140,6 +140,31 @@ std::map<std::string, Tensor> ZeroAdamW::state_dict() const {
   return out;
 }
 
+void ZeroAdamW::gather_state(int root, const StateSink& sink) const {
+  Communicator& comm = reducer_.comm();
+  const bool is_root = comm.rank() == root;
+  std::vector<int64_t> counts(comm.world_size());
+  for (const Managed& m : managed_) {
+    const Variable& p = groups_[m.group].params[m.index];
+    const int64_t off = reducer_.flat_offset(m.managed), n = p.numel();
+    // Rank r holds the part of [off, off + n) inside its shard (one range, maybe empty).
+    for (int r = 0; r < comm.world_size(); ++r) {
+      const int64_t lo = std::max(off, reducer_.shard_begin(r));
+      const int64_t hi = std::min(off + n, reducer_.shard_begin(r + 1));
+      counts[r] = std::max<int64_t>(hi - lo, 0);
+    }
+    const int64_t mine = counts[comm.rank()];
+    const int64_t at = std::max(off, shard_begin_) - shard_begin_;
+    for (auto [suffix, shard] :
+         {std::pair{"/exp_avg", &exp_avg_}, std::pair{"/exp_avg_sq", &exp_avg_sq_}}) {
+      const Tensor part = mine > 0 ? shard->narrow(0, at, mine) : Tensor::empty({0}, shard->dtype());
+      const Tensor full = is_root ? Tensor::empty({n}, shard->dtype()) : Tensor();
+      comm.gather(part, full, counts, root);
+      if (is_root) sink(param_key(m.group, m.index) + suffix, full.view(p.shape()));
+    }
+  }
+}
+
 void ZeroAdamW::load_tensors(const std::map<std::string, Tensor>& state) {
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     for (size_t i = 0; i < groups_[gi].params.size(); ++i) {

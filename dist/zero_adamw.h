@@ -10,6 +10,8 @@
 // Over a Reducer with shard_grads it is ZeRO-2: the same update, the
 // parameters all-gathered one bucket at a time.
 #pragma once
+#include <functional>
+
 #include "dist/reducer.h"
 #include "optim/adamw.h"
 
@@ -28,6 +30,12 @@ class ZeroAdamW : public optim::Optimizer {
   // Full moments under optim::AdamW's keys ("<name>/exp_avg", ...), the same
   // for every world size. Collective: every rank calls it and gets them all.
   std::map<std::string, Tensor> state_dict() const override;
+  // The same tensors one parameter at a time, gathered to `root` only, which
+  // calls sink(key, tensor) for each (the others pass an empty sink): a
+  // checkpoint is written while at most one parameter's moment is held whole.
+  // Collective.
+  using StateSink = std::function<void(const std::string& key, const Tensor& value)>;
+  void gather_state(int root, const StateSink& sink) const;
   // load_state_dict (optim::Optimizer's) takes the full state, as
   // state_dict gives or optim::AdamW saves; each rank keeps its shard. Not
   // collective: every rank passes the same state.

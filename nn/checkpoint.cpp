@@ -48,6 +48,11 @@ void write_checkpoint(const std::string& path, const Checkpoint& ckpt) {
     for (const auto& [name, t] : ckpt.model) f.write_tensor("/model/" + name, t.to(DType::Float32));
     if (ckpt.optim_step) {
       for (const auto& [name, t] : ckpt.optim) f.write_tensor("/optim/" + name, t.to(DType::Float32));
+      if (ckpt.optim_stream) {
+        ckpt.optim_stream([&f](const std::string& name, const Tensor& t) {
+          f.write_tensor("/optim/" + name, t.to(DType::Float32));
+        });
+      }
       f.write_attr("/optim", "step", *ckpt.optim_step);
       for (const auto& [name, n] : ckpt.optim_param_steps) {
         f.write_attr("/optim/" + name, "step", n);

@@ -12,6 +12,7 @@
 // A whole-file CRC-32C in the HDF5 user block is verified before each read
 // (core/io/file_digest.h).
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -23,10 +24,16 @@
 
 namespace ember::nn {
 
+// Tensors produced one at a time for a writer: calls put(name, tensor) for each, so the
+// writer stores each before the next exists (a ZeRO run's moments, gathered rank by rank).
+using TensorPut = std::function<void(const std::string& name, const Tensor& value)>;
+using TensorStream = std::function<void(const TensorPut& put)>;
+
 struct Checkpoint {
   nn::ModelConfig config;
   std::map<std::string, Tensor> model;   // name -> tensor
   std::map<std::string, Tensor> optim;   // "<name>/exp_avg", "<name>/exp_avg_sq"
+  TensorStream optim_stream;            // write_checkpoint only: more of optim, produced as written
   std::optional<int64_t> optim_step;    // present when /optim is
   // "<name>" -> updates that parameter took (optim::Optimizer::param_steps);
   // empty for checkpoints written before per-parameter counts.

@@ -1,7 +1,8 @@
 // One checkpoint of a run: refused when a parameter is not finite (`latest`
-// never moves to diverged weights); ZeroAdamW gathers the moments on every
-// rank; rank 0 writes OUT/step_N.h5 with the run state of an exact resume,
-// points OUT/latest at it and prunes, while the others wait at a barrier.
+// never moves to diverged weights); rank 0 writes OUT/step_N.h5 with the run
+// state of an exact resume (ZeroAdamW gathering the moments to it a parameter
+// at a time as it writes them), points OUT/latest at it and prunes, while the
+// others wait at a barrier.
 #include <filesystem>
 
 #include "apps/train/finite_parameters.h"
@@ -9,6 +10,7 @@
 #include "apps/train/run.h"
 #include "apps/train/step_phases.h"
 #include "core/profiler.h"
+#include "dist/zero_adamw.h"
 #include "nn/adapters.h"
 
 namespace ember::apps {
@@ -42,11 +44,14 @@ std::string save_checkpoint(TrainRun& run, int64_t at_step) {
                 " is not finite (the run diverged); no checkpoint written");
   });
   nn::Checkpoint c;
-  if (o.zero) c.optim = opt.state_dict();  // collective: every rank gathers
+  // ZeRO: the moments are gathered to rank 0 one parameter at a time while it writes them.
+  const auto* zero = dynamic_cast<const dist::ZeroAdamW*>(&opt);
   if (!run.root) {
+    if (zero) zero->gather_state(0, {});
     run.comm.barrier();
     return name;
   }
+  if (zero) c.optim_stream = [zero](const nn::TensorPut& put) { zero->gather_state(0, put); };
   c.config = run.cfg;
   if (!run.cfg.lora) {
     c.model = run.model->state_dict();
@@ -56,7 +61,7 @@ std::string save_checkpoint(TrainRun& run, int64_t at_step) {
     c.base = run.finetune_base;
     c.base_sha256 = run.finetune_base_sha256;
   }
-  if (!o.zero) c.optim = opt.state_dict();
+  if (!zero) c.optim = opt.state_dict();
   c.optim_step = opt.steps();
   c.optim_param_steps = opt.param_steps();
   c.train_step = at_step;

@@ -134,6 +134,20 @@ TEST_CASE("uneven reduce-scatter and all-gather", "[mpi]") {
   for (int i = 0; i < w; ++i) {
     for (int64_t j = 0; j < counts[i]; ++j) CHECK(b[at++] == i);
   }
+  // Gather to the last rank: each sends its part (rank 0's may be empty), only the root receives.
+  const int root = w - 1;
+  Tensor part = Tensor::full({counts[r]}, r + 10, DType::Float32);
+  Tensor all = r == root ? Tensor::full({total}, -1, DType::Float32) : Tensor();
+  comm().gather(part, all, counts, root);
+  if (r == root) {
+    const std::vector<float> g = all.to_vector<float>();
+    at = 0;
+    for (int i = 0; i < w; ++i) {
+      for (int64_t j = 0; j < counts[i]; ++j) CHECK(g[at++] == i + 10);
+    }
+  }
+  CHECK_THROWS_WITH(comm().gather(Tensor::zeros({counts[r] + 1}), all, counts, root),
+                    Catch::Contains("its count is"));
 }
 
 TEST_CASE("an MPI failure is an Error naming the call and the rank", "[mpi]") {

@@ -71,7 +71,7 @@ void check_stage2_holds_shard_only(const dist::Reducer& reducer, const std::vect
 }  // namespace
 
 TEST_CASE("ZeRO-1 and ZeRO-2 AdamW take the steps of plain data-parallel AdamW", "[mpi][zero]") {
-  const int w = comm().world_size();
+  const int w = comm().world_size(), r = comm().rank();
   for (const bool stage2 : {false, true})
   for (DType dt : {DType::Float64, DType::Float32}) {
     INFO("ZeRO-" << (stage2 ? 2 : 1) << " " << dtype_name(dt));
@@ -125,6 +125,25 @@ TEST_CASE("ZeRO-1 and ZeRO-2 AdamW take the steps of plain data-parallel AdamW",
       worst = std::max(worst, max_rel_diff(zs.at(key), t));
     }
     CHECK(worst < 50 * tol);
+    // Gathered to one rank a parameter at a time (checkpoints): state_dict's tensors, exactly.
+    const int root = w - 1;
+    std::map<std::string, Tensor> streamed;
+    zero_opt.gather_state(root, r == root ? dist::ZeroAdamW::StateSink(
+                                                [&](const std::string& key, const Tensor& t) {
+                                                  REQUIRE(!streamed.count(key));
+                                                  streamed[key] = t.clone();
+                                                })
+                                          : dist::ZeroAdamW::StateSink());
+    if (r == root) {
+      REQUIRE(streamed.size() == zs.size());
+      for (const auto& [key, t] : zs) {
+        REQUIRE(streamed.count(key));
+        CHECK(streamed.at(key).shape() == t.shape());
+        CHECK(max_rel_diff(streamed.at(key), t) == 0);
+      }
+    } else {
+      CHECK(streamed.empty());
+    }
     // Steps 0, 2 and 3 had some rank's gradient of `sometimes`; no step had `unused`'s.
     CHECK(zero_opt.param_steps() == plain_opt.param_steps());
     CHECK(zero_opt.param_steps().at("sometimes.weight") == 3);
