@@ -165,22 +165,22 @@ void ZeroAdamW::gather_state(int root, const StateSink& sink) const {
   }
 }
 
-void ZeroAdamW::load_tensors(const std::map<std::string, Tensor>& state) {
+void ZeroAdamW::load_tensors(const StateSource& get) {
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     for (size_t i = 0; i < groups_[gi].params.size(); ++i) {
       const Variable& p = groups_[gi].params[i];
       if (reducer_.index_of(p) < 0) continue;
       for (auto [suffix, shard] :
            {std::pair{"/exp_avg", &exp_avg_}, std::pair{"/exp_avg_sq", &exp_avg_sq_}}) {
-        auto it = state.find(param_key(gi, i) + suffix);
-        EMBER_CHECK(it != state.end(), "AdamW state: missing ", param_key(gi, i), suffix);
-        EMBER_CHECK(it->second.shape() == p.shape(), "AdamW state: ", param_key(gi, i), suffix,
-                    " has shape ", shape_str(it->second.shape()), " but the parameter has shape ",
+        const Tensor t = get(param_key(gi, i) + suffix);
+        EMBER_CHECK(t.defined(), "AdamW state: missing ", param_key(gi, i), suffix);
+        EMBER_CHECK(t.shape() == p.shape(), "AdamW state: ", param_key(gi, i), suffix,
+                    " has shape ", shape_str(t.shape()), " but the parameter has shape ",
                     shape_str(p.shape()));
         for (const Segment& s : segments_) {
           if (s.group != gi || s.index != i) continue;
           shard->narrow(0, s.begin - shard_begin_, s.end - s.begin)
-              .copy_(it->second.reshape({p.numel()})
+              .copy_(t.reshape({p.numel()})
                          .narrow(0, s.begin - s.flat_offset, s.end - s.begin));
         }
       }

@@ -45,7 +45,7 @@ class ZeroAdamW : public optim::Optimizer {
   int64_t state_bytes() const;
 
  private:
-  void load_tensors(const std::map<std::string, Tensor>& state) override;
+  void load_tensors(const StateSource& get) override;
   void gather_parameters();
   void gather_parameters_by_bucket();
   void gather_range(const Tensor& buffer, int64_t begin, const std::vector<int64_t>& counts,

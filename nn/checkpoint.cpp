@@ -78,7 +78,7 @@ nn::ModelConfig read_checkpoint_config(const std::string& path) {
   return nn::ModelConfig::from_json(f.read_attr_string("/", "config"), path + ": config");
 }
 
-Checkpoint read_checkpoint(const std::string& path, bool with_optim) {
+Checkpoint read_checkpoint(const std::string& path, bool with_optim, bool optim_tensors) {
   H5File f(path, H5File::Mode::Read);
   check_header(f);
   Checkpoint c;
@@ -93,7 +93,7 @@ Checkpoint read_checkpoint(const std::string& path, bool with_optim) {
       for (const char* m : {"exp_avg", "exp_avg_sq"}) {
         const std::string key = name + "/" + m;
         EMBER_CHECK(f.exists("/optim/" + key), path, ": optimizer state has no ", key);
-        c.optim[key] = f.read_tensor("/optim/" + key);
+        if (optim_tensors) c.optim[key] = f.read_tensor("/optim/" + key);
       }
       if (f.has_attr("/optim/" + name, "step")) {
         c.optim_param_steps[name] = f.read_attr_int("/optim/" + name, "step");
@@ -106,6 +106,16 @@ Checkpoint read_checkpoint(const std::string& path, bool with_optim) {
   }
   if (f.exists("/tokenizer/json")) c.tokenizer_json = f.read_string("/tokenizer/json");
   return c;
+}
+
+CheckpointOptimReader::CheckpointOptimReader(const std::string& path)
+    : file_(std::make_shared<H5File>(path, H5File::Mode::Read)) {
+  check_header(*file_);
+}
+
+Tensor CheckpointOptimReader::operator()(const std::string& key) const {
+  const std::string at = "/optim/" + key;
+  return file_->exists(at) ? file_->read_tensor(at) : Tensor();
 }
 
 namespace {

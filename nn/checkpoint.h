@@ -22,6 +22,10 @@
 #include "nn/config.h"
 #include "nn/transformer.h"
 
+namespace ember {
+class H5File;  // core/io/hdf5_file.h
+}  // namespace ember
+
 namespace ember::nn {
 
 // Tensors produced one at a time for a writer: calls put(name, tensor) for each, so the
@@ -47,7 +51,20 @@ struct Checkpoint {
 // Writes atomically to `path`; never leaves a partial file under that name.
 void write_checkpoint(const std::string& path, const Checkpoint& ckpt);
 // Reads everything present; `with_optim` false skips the moments (eval, generate).
-Checkpoint read_checkpoint(const std::string& path, bool with_optim = true);
+// optim_tensors false reads /optim's step counts and checks that every moment is there, but
+// leaves the tensors in the file (read them one at a time with CheckpointOptimReader).
+Checkpoint read_checkpoint(const std::string& path, bool with_optim = true, bool optim_tensors = true);
+// The moments of a checkpoint one at a time: reader("<name>/exp_avg") is /optim/<name>/exp_avg
+// (an undefined Tensor when absent), so a resume never holds the whole state twice
+// (optim::Optimizer::load_state). Copies share the open file.
+class CheckpointOptimReader {
+ public:
+  explicit CheckpointOptimReader(const std::string& path);
+  Tensor operator()(const std::string& key) const;
+
+ private:
+  std::shared_ptr<H5File> file_;
+};
 // Only the root attrs: validates format/version and parses the config.
 nn::ModelConfig read_checkpoint_config(const std::string& path);
 

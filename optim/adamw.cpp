@@ -150,17 +150,16 @@ std::map<std::string, Tensor> AdamW::state_dict() const {
   return out;
 }
 
-void AdamW::load_tensors(const std::map<std::string, Tensor>& state) {
+void AdamW::load_tensors(const StateSource& get) {
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     for (size_t i = 0; i < groups_[gi].params.size(); ++i) {
       const std::string key = param_key(gi, i);
       for (auto [suffix, dst] : {std::pair{"/exp_avg", &m_[gi][i]}, std::pair{"/exp_avg_sq", &v_[gi][i]}}) {
-        auto it = state.find(key + suffix);
-        EMBER_CHECK(it != state.end(), "AdamW state: missing ", key, suffix);
-        EMBER_CHECK(it->second.shape() == dst->shape(), "AdamW state: ", key, suffix, " has shape ",
-                    shape_str(it->second.shape()), " but the parameter has shape ",
-                    shape_str(dst->shape()));
-        dst->copy_(it->second);
+        const Tensor t = get(key + suffix);
+        EMBER_CHECK(t.defined(), "AdamW state: missing ", key, suffix);
+        EMBER_CHECK(t.shape() == dst->shape(), "AdamW state: ", key, suffix, " has shape ",
+                    shape_str(t.shape()), " but the parameter has shape ", shape_str(dst->shape()));
+        dst->copy_(t);
       }
     }
   }

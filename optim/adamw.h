@@ -36,7 +36,7 @@ class AdamW : public Optimizer {
   const Tensor& exp_avg_sq(size_t g, size_t i) const { return v_[g][i]; }
 
  private:
-  void load_tensors(const std::map<std::string, Tensor>& state) override;
+  void load_tensors(const StateSource& get) override;
 
   AdamWOptions options_;
   std::vector<std::vector<Tensor>> m_, v_;

@@ -34,6 +34,16 @@ std::map<std::string, int64_t> Optimizer::param_steps() const {
 
 void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state, int64_t step,
                                 const std::map<std::string, int64_t>& param_steps) {
+  load_state(
+      [&state](const std::string& key) {
+        auto it = state.find(key);
+        return it == state.end() ? Tensor() : it->second;
+      },
+      step, param_steps);
+}
+
+void Optimizer::load_state(const StateSource& get, int64_t step,
+                           const std::map<std::string, int64_t>& param_steps) {
   EMBER_CHECK(step >= 0, "optimizer state: step ", step, " is negative");
   std::set<std::string> known;
   for (size_t g = 0; g < groups_.size(); ++g) {
@@ -49,7 +59,7 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state, int6
   for (const auto& [key, n] : param_steps) {
     EMBER_CHECK(known.count(key), "optimizer state: step of ", key, ", which is no parameter here");
   }
-  load_tensors(state);
+  load_tensors(get);
   step_ = step;
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (size_t i = 0; i < groups_[g].params.size(); ++i) {

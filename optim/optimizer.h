@@ -3,6 +3,7 @@
 // parameter's .grad and updates its data in place (under no-grad); a
 // parameter without .grad is skipped whole and its update count stays.
 #pragma once
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -52,9 +53,15 @@ class Optimizer {
   // param_steps (a state saved before per-parameter counts) took `step`.
   void load_state_dict(const std::map<std::string, Tensor>& state, int64_t step,
                        const std::map<std::string, int64_t>& param_steps = {});
+  // The same from tensors fetched one at a time: get(key) returns state_dict's tensor of
+  // that key, or an undefined Tensor when there is none (a checkpoint read tensor by
+  // tensor, so the whole state is never held twice).
+  using StateSource = std::function<Tensor(const std::string& key)>;
+  void load_state(const StateSource& get, int64_t step,
+                  const std::map<std::string, int64_t>& param_steps = {});
 
  protected:
-  virtual void load_tensors(const std::map<std::string, Tensor>& state) = 0;
+  virtual void load_tensors(const StateSource& get) = 0;
   // Name of parameter i of group g in the state: its name, or "group<g>.<i>".
   std::string param_key(size_t g, size_t i) const;
 

@@ -67,18 +67,18 @@ std::map<std::string, Tensor> SGD::state_dict() const {
   return out;
 }
 
-void SGD::load_tensors(const std::map<std::string, Tensor>& state) {
+void SGD::load_tensors(const StateSource& get) {
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     for (size_t i = 0; i < groups_[gi].params.size(); ++i) {
       const std::string key = param_key(gi, i) + "/momentum_buffer";
-      auto it = state.find(key);
-      if (it == state.end()) {
+      const Tensor t = get(key);
+      if (!t.defined()) {
         buf_[gi][i] = Tensor();
         continue;
       }
-      EMBER_CHECK(it->second.shape() == groups_[gi].params[i].shape(), "SGD state: ", key,
-                  " has shape ", shape_str(it->second.shape()));
-      buf_[gi][i] = it->second.clone();
+      EMBER_CHECK(t.shape() == groups_[gi].params[i].shape(), "SGD state: ", key,
+                  " has shape ", shape_str(t.shape()));
+      buf_[gi][i] = t.clone();
     }
   }
 }

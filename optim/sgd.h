@@ -18,7 +18,7 @@ class SGD : public Optimizer {
   std::map<std::string, Tensor> state_dict() const override;
 
  private:
-  void load_tensors(const std::map<std::string, Tensor>& state) override;
+  void load_tensors(const StateSource& get) override;
 
   SGDOptions options_;
   std::vector<std::vector<Tensor>> buf_;  // momentum buffers (undefined until first use)

@@ -211,3 +211,32 @@ TEST_CASE("metrics.jsonl drops a partial last line on open and keeps whole lines
   CHECK(text.size() > 3800);
   CHECK(text.back() == '\n');
 }
+
+TEST_CASE("moments written from a stream and read back one at a time", "[checkpoint][resume]") {
+  TempDir dir("ckpt_stream");
+  const nn::Checkpoint whole = small_checkpoint(4);
+  nn::Checkpoint c = whole;
+  // b's moments come from the stream (as a ZeRO run's, gathered while written), w's from the map.
+  c.optim.erase("b/exp_avg");
+  c.optim.erase("b/exp_avg_sq");
+  int streamed = 0;
+  c.optim_stream = [&](const nn::TensorPut& put) {
+    for (const char* m : {"b/exp_avg", "b/exp_avg_sq"}) {
+      put(m, whole.optim.at(m));
+      ++streamed;
+    }
+  };
+  const std::string path = dir / "step.h5";
+  nn::write_checkpoint(path, c);
+  CHECK(streamed == 2);
+  const nn::Checkpoint all = nn::read_checkpoint(path);
+  REQUIRE(all.optim.size() == 4);
+  for (const auto& [key, t] : whole.optim) CHECK(all.optim.at(key).to_vector<float>() == t.to_vector<float>());
+  // Without the tensors: the counts are read and the moments left in the file.
+  const nn::Checkpoint meta = nn::read_checkpoint(path, /*with_optim=*/true, /*optim_tensors=*/false);
+  CHECK(meta.optim.empty());
+  CHECK(meta.optim_step == 4);
+  const nn::CheckpointOptimReader reader(path);
+  for (const auto& [key, t] : whole.optim) CHECK(reader(key).to_vector<float>() == t.to_vector<float>());
+  CHECK(!reader("w/momentum_buffer").defined());
+}

@@ -42,7 +42,7 @@ struct TrainRun {
   const int64_t world;
 
   // Where the model comes from (resolve_model_source).
-  nn::Checkpoint start;  // weights (and state) to start from, if any
+  nn::Checkpoint start;  // weights (and state) to start from, if any; its tensors freed once loaded
   std::string start_path;
   int64_t saved_world = 1, saved_batch = 0;  // the resumed run's ranks and batch (its global batch)
   nn::ModelConfig cfg;

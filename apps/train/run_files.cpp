@@ -80,7 +80,12 @@ std::string find_resume_checkpoint(const std::string& dir) {
   for (const std::string& name : candidates) {
     const std::string path = (fs::path(dir) / name).string();
     try {
-      nn::read_checkpoint(path, /*with_optim=*/true);  // verifies the checksum, reads every dataset
+      // Verifies the checksum and reads every dataset, the moments one at a time.
+      const nn::Checkpoint c = nn::read_checkpoint(path, /*with_optim=*/true, /*optim_tensors=*/false);
+      const nn::CheckpointOptimReader moments(path);
+      for (const auto& [name, t] : c.model) {
+        for (const char* m : {"/exp_avg", "/exp_avg_sq"}) moments(name + m);
+      }
       return path;
     } catch (const std::exception& e) {  // any failure (bad_alloc, json, filesystem): the next one
       const std::string why = e.what();  // names the file, mostly

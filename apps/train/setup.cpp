@@ -25,7 +25,8 @@ namespace {
 void read_resumed_run(TrainRun& run) {
   TrainOptions& o = run.o;
   run.start_path = find_resume_checkpoint(o.resume);
-  run.start = nn::read_checkpoint(run.start_path, /*with_optim=*/true);
+  // The moments stay in the file until the optimizer reads them (restore_training_state).
+  run.start = nn::read_checkpoint(run.start_path, /*with_optim=*/true, /*optim_tensors=*/false);
   EMBER_CHECK(run.start.train_state, run.start_path,
               ": has no training state (/train); use --init-from");
   with_train_state(run.start_path, *run.start.train_state, [&](const json& st) {

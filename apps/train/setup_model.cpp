@@ -34,8 +34,8 @@ void restore_training_state(TrainRun& run) {
     if (o.resume.empty()) return;
     const nn::Checkpoint& start = run.start;
     EMBER_CHECK(start.optim_step, run.start_path, ": has no optimizer state");
-    run.optimization.optimizer->load_state_dict(start.optim, *start.optim_step,
-                                                start.optim_param_steps);
+    run.optimization.optimizer->load_state(nn::CheckpointOptimReader(run.start_path),
+                                           *start.optim_step, start.optim_param_steps);
     with_train_state(run.start_path, *start.train_state, [&](const nlohmann::json& st) {
       run.step = st.at("step").get<int64_t>();
       run.tokens_seen = st.at("tokens_seen").get<int64_t>();
@@ -44,6 +44,8 @@ void restore_training_state(TrainRun& run) {
     EMBER_CHECK(run.step <= o.steps, "--resume: the checkpoint is at step ", run.step,
                 ", beyond --steps ", o.steps);
   });
+  // The model holds them now: a copy kept for the whole run would cost 4 bytes per parameter.
+  run.start.model.clear();
   run.schedule = optim::Schedule{o.schedule, o.lr, o.min_lr, o.warmup, o.steps, o.steps / 5};
   run.tokens_per_step = run.world * o.batch_size * o.seq_len * o.grad_accum;
   run.stats = nn::model_stats(run.cfg, o.batch_size, o.seq_len);
