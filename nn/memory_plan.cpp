@@ -72,8 +72,10 @@ int64_t mpi_temporaries(const Sizes& s, int64_t world) {
 // parameters all-gathered before its forward and backward and freed after, the next block's
 // gather prefetched (two blocks resident), the root unit (embeddings, final norm, lm_head)
 // gathered for the whole step; gradients as ZeRO-2; the checkpoint gathers the full
-// parameters (4P) besides the moments (8P).
-void zero3_parameters(const Sizes& s, RankMemory& m) {
+// parameters (4P) besides the moments (8P). At one rank the shard is the whole model and
+// nothing is gathered.
+void zero3_parameters(const Sizes& s, int64_t world, RankMemory& m) {
+  if (world == 1) return;
   m.parameters = kFloat * (s.shard + s.root + 2 * s.largest_block);
   m.checkpoint_save += kFloat * s.params;
 }
@@ -111,12 +113,15 @@ RankMemory rank_memory(const ModelConfig& cfg, const TrainingPlan& plan) {
   EMBER_CHECK(plan.bucket_bytes >= 1 && plan.first_bucket_bytes >= 1, "bucket sizes must be positive");
   const Sizes s = sizes_of(cfg, plan);
   const int64_t full = kFloat * s.params, shard = kFloat * s.shard;
+  // Tied embeddings: the engine sums the head's gradient of the shared table and the
+  // lookup's (each vocab x d_model) when the second arrives, so two are live at once.
+  const int64_t tied = cfg.tie_embeddings ? kFloat * cfg.vocab_size * cfg.d_model : 0;
   RankMemory m;
   m.runtime = runtime_bytes(w);
   m.activations = activation_bytes(cfg, plan.batch, plan.seq_len, plan.checkpoint_every);
   m.parameters = full;
   if (plan.zero == 0) {
-    m.gradients = full;
+    m.gradients = full + tied;
     m.optimizer = 2 * full;
     m.communication = w > 1 ? full + mpi_temporaries(s, w) : 0;  // no Reducer at one rank
     return m;
@@ -124,15 +129,15 @@ RankMemory rank_memory(const ModelConfig& cfg, const TrainingPlan& plan) {
   m.optimizer = 2 * shard;
   m.checkpoint_save = 2 * full;  // ZeroAdamW::state_dict gathers both moments on every rank
   if (plan.zero == 1) {
-    m.gradients = full + shard;  // local .grad, and the averaged shard
+    m.gradients = full + tied + shard;  // local .grad, and the averaged shard
     m.communication = full + mpi_temporaries(s, w);  // the flat buffer
     return m;
   }
   // ZeRO-2/3: at one rank backward keeps every .grad until finish(); with more, each .grad is
   // released once staged, so about one block's and the root unit's are live at a time.
-  m.gradients = shard + (w == 1 ? full : kFloat * (s.root + s.largest_block));
+  m.gradients = shard + tied + (w == 1 ? full : kFloat * (s.root + s.largest_block));
   m.communication = staging_bytes(s) + mpi_temporaries(s, w);
-  if (plan.zero == 3) zero3_parameters(s, m);
+  if (plan.zero == 3) zero3_parameters(s, w, m);
   return m;
 }
 

@@ -29,7 +29,7 @@ struct TrainingPlan {
 // Bytes resident on the busiest rank at the run's peak.
 struct RankMemory {
   int64_t parameters = 0;
-  int64_t gradients = 0;       // .grad tensors and this rank's gradient shard
+  int64_t gradients = 0;       // .grad tensors and this rank's gradient shard (tied: + vocab x d)
   int64_t optimizer = 0;       // AdamW's exp_avg and exp_avg_sq (this rank's shard)
   int64_t activations = 0;     // kept by forward for backward (an estimate; see activation_bytes)
   int64_t communication = 0;   // Reducer flat buffer or bucket staging, MPI temporaries

@@ -101,24 +101,25 @@ TEST_CASE("rank_memory: each ZeRO stage against hand-computed figures", "[memory
   // W = 2: rank 0 owns [0, 49312) (98624 / 2 cut at a multiple of 16), rank 1 the other 49312.
   const int64_t shard = 4 * 49312;
   const int64_t act = 64 * (2 * 896 + 512);
+  const int64_t tied = 4 * 256 * 64;  // the second gradient of the shared embedding table
   TrainingPlan plan;
   plan.batch = 2;
   plan.seq_len = 8;
   SECTION("one process, no ZeRO: 4P + 4P + 8P, no Reducer") {
     const RankMemory m = rank_memory(cfg, plan);
     CHECK(m.parameters == full);
-    CHECK(m.gradients == full);
+    CHECK(m.gradients == full + tied);
     CHECK(m.optimizer == 2 * full);
     CHECK(m.activations == act);
     CHECK(m.communication == 0);
     CHECK(m.checkpoint_save == 0);
     CHECK(m.runtime == 54 * kMiB);
-    CHECK(m.total() == 4 * full + act + 54 * kMiB);
+    CHECK(m.total() == 4 * full + tied + act + 54 * kMiB);
   }
   plan.world_size = 2;
   SECTION("W = 2, --zero 0: the flat buffer and one bucket's MPI temporary (one bucket of 4P)") {
     const RankMemory m = rank_memory(cfg, plan);
-    CHECK(m.gradients == full);
+    CHECK(m.gradients == full + tied);
     CHECK(m.optimizer == 2 * full);
     CHECK(m.communication == 2 * full);
     CHECK(m.runtime == 64 * kMiB);
@@ -127,7 +128,7 @@ TEST_CASE("rank_memory: each ZeRO stage against hand-computed figures", "[memory
     plan.zero = 1;
     const RankMemory m = rank_memory(cfg, plan);
     CHECK(m.parameters == full);
-    CHECK(m.gradients == full + shard);
+    CHECK(m.gradients == full + tied + shard);
     CHECK(m.optimizer == 2 * shard);
     CHECK(m.communication == 2 * full);
     CHECK(m.checkpoint_save == 2 * full);
@@ -137,7 +138,7 @@ TEST_CASE("rank_memory: each ZeRO stage against hand-computed figures", "[memory
     const RankMemory m = rank_memory(cfg, plan);
     // root 16384 + 64, a block 41088: 4 x 57536 = 230144. The staging buffer of 394496 bytes
     // takes the allocator's size class 13 x 32768 = 425984 (8 classes per power of two).
-    CHECK(m.gradients == shard + 230144);
+    CHECK(m.gradients == shard + tied + 230144);
     CHECK(m.optimizer == 2 * shard);
     CHECK(m.communication == 425984 + full);
     CHECK(m.checkpoint_save == 2 * full);
@@ -146,7 +147,7 @@ TEST_CASE("rank_memory: each ZeRO stage against hand-computed figures", "[memory
     plan.world_size = 1;
     plan.zero = 2;
     const RankMemory m = rank_memory(cfg, plan);
-    CHECK(m.gradients == 2 * full);
+    CHECK(m.gradients == 2 * full + tied);
     CHECK(m.optimizer == 2 * full);
     CHECK(m.communication == 425984);
   }
@@ -154,8 +155,11 @@ TEST_CASE("rank_memory: each ZeRO stage against hand-computed figures", "[memory
     plan.zero = 3;
     const RankMemory m = rank_memory(cfg, plan);
     CHECK(m.parameters == 4 * (49312 + 16448 + 2 * 41088));
-    CHECK(m.gradients == shard + 230144);
+    CHECK(m.gradients == shard + tied + 230144);
     CHECK(m.checkpoint_save == 3 * full);
+    plan.world_size = 1;  // nothing to gather: the shard is the model
+    CHECK(rank_memory(cfg, plan).parameters == full);
+    CHECK(rank_memory(cfg, plan).checkpoint_save == 2 * full);
   }
   SECTION("bad plans are errors") {
     plan.world_size = 0;

@@ -15,6 +15,19 @@ set(mpirun ${MPIRUN} --oversubscribe --bind-to none)
 set(failures "")
 set(table "")
 
+# fixed(OUT value scale): value / scale with one decimal per factor of 10 in scale ("-3.1").
+function(fixed out value scale)
+  set(sign "")
+  if(value LESS 0)
+    set(sign "-")
+    math(EXPR value "-(${value})")
+  endif()
+  math(EXPR whole "${value} / ${scale}")
+  math(EXPR part "${value} % ${scale} + ${scale}")  # a leading 1 keeps the zeros
+  string(SUBSTRING "${part}" 1 -1 part)
+  set(${out} "${sign}${whole}.${part}" PARENT_SCOPE)
+endfunction()
+
 # run_case(W K [extra flags...]): train, measure every rank, compare with info.
 function(run_case w k)
   set(name "W${w}_zero${k}")
@@ -49,8 +62,10 @@ function(run_case w k)
     math(EXPR m100 "${kib} * 100 / 1024")
     math(EXPR diff "${p100} - ${m100}")
     math(EXPR pct10 "${diff} * 1000 / ${m100}")  # tenths of a percent
-    string(APPEND table "${name} rank ${rank}: predicted ${predicted} MiB, measured ${m100}/100 MiB, "
-                        "error ${pct10}/10 %\n")
+    fixed(measured ${m100} 100)
+    fixed(error ${pct10} 10)
+    string(APPEND table "${name} rank ${rank}: predicted ${predicted} MiB, measured ${measured} MiB, "
+                        "error ${error} %\n")
     if(pct10 GREATER 100 OR pct10 LESS -100)
       string(APPEND failed "${name} rank ${rank}; ")
     endif()
