@@ -17,6 +17,18 @@ namespace {
 constexpr int64_t kFloat = 4;
 constexpr int64_t kMiB = int64_t{1} << 20;
 
+// a * b and a + b, throwing instead of wrapping (huge --batch-size x --seq-len).
+int64_t mul(int64_t a, int64_t b) {
+  int64_t r;
+  EMBER_CHECK(!__builtin_mul_overflow(a, b, &r), "the memory plan overflows 64-bit integers (more than 2^63 bytes)");
+  return r;
+}
+int64_t add(int64_t a, int64_t b) {
+  int64_t r;
+  EMBER_CHECK(!__builtin_add_overflow(a, b, &r), "the memory plan overflows 64-bit integers (more than 2^63 bytes)");
+  return r;
+}
+
 // What the plan needs to know about the model and its buckets.
 struct Sizes {
   int64_t params = 0;        // P
@@ -38,8 +50,10 @@ Sizes sizes_of(const ModelConfig& cfg, const TrainingPlan& plan) {
   // dist::Reducer: rank r owns [N r / W, N (r+1) / W), cut at multiples of 16 elements.
   const int64_t w = plan.world_size;
   for (int64_t r = 0; r < w; ++r) {
-    const int64_t lo = (s.params * r / w) / 16 * 16, hi = r + 1 == w ? s.params : (s.params * (r + 1) / w) / 16 * 16;
-    s.shard = std::max(s.shard, hi - lo);
+    auto start = [&](int64_t rank) {  // 128-bit: P x W exceeds int64 for P near 2^48
+      return rank == w ? s.params : static_cast<int64_t>(static_cast<__int128>(s.params) * rank / w) / 16 * 16;
+    };
+    s.shard = std::max(s.shard, start(r + 1) - start(r));
   }
   s.buckets = reducer_buckets(numels, kFloat, plan.first_bucket_bytes, plan.bucket_bytes);
   return s;
@@ -83,7 +97,11 @@ void zero3_parameters(const Sizes& s, int64_t world, RankMemory& m) {
 }  // namespace
 
 int64_t RankMemory::total() const {
-  return parameters + gradients + optimizer + activations + communication + checkpoint_save + runtime;
+  int64_t sum = 0;
+  for (int64_t part : {parameters, gradients, optimizer, activations, communication, checkpoint_save, runtime}) {
+    sum = add(sum, part);
+  }
+  return sum;
 }
 
 int64_t runtime_bytes(int64_t world_size) {
@@ -102,12 +120,12 @@ int64_t activation_bytes(const ModelConfig& cfg, int64_t batch, int64_t seq_len,
     floats += checkpointed ? cfg.d_model : block;
     if (checkpointed) recompute = std::max(recompute, block);
   }
-  return kFloat * batch * seq_len * (floats + recompute);
+  return mul(mul(kFloat, mul(batch, seq_len)), floats + recompute);
 }
 
 RankMemory rank_memory(const ModelConfig& cfg, const TrainingPlan& plan) {
   const int64_t w = plan.world_size;
-  EMBER_CHECK(w >= 1, "the world size must be at least 1, got ", w);
+  EMBER_CHECK(w >= 1 && w <= (int64_t{1} << 20), "the world size must be between 1 and 2^20, got ", w);
   EMBER_CHECK(plan.zero >= 0 && plan.zero <= 3, "the ZeRO stage must be 0, 1, 2 or 3, got ", plan.zero);
   EMBER_CHECK(plan.batch >= 1 && plan.seq_len >= 1, "batch and sequence length must be positive");
   EMBER_CHECK(plan.bucket_bytes >= 1 && plan.first_bucket_bytes >= 1, "bucket sizes must be positive");

@@ -38,8 +38,8 @@ struct RankMemory {
   int64_t total() const;
 };
 
-// Throws ember::Error on a world size < 1, a stage outside 0..3, a batch, length or
-// bucket size < 1, or checkpoint_every < 0.
+// Throws ember::Error on a world size outside 1..2^20, a stage outside 0..3, a batch, length
+// or bucket size < 1, checkpoint_every < 0, or a figure beyond 2^63 bytes.
 RankMemory rank_memory(const ModelConfig& cfg, const TrainingPlan& plan);
 
 // Activations kept at batch B, length T: per token, every block's figure (model_stats'

@@ -95,6 +95,7 @@ TEST_CASE("ember info's plan options: the defaults, the stage note, the checkpoi
 TEST_CASE("ember info refuses bad plan values in one line", "[cli][memory_plan]") {
   for (const auto& [args, flag] : {std::pair<std::string, std::string>{"--world-size 0", "--world-size"},
                                    {"--world-size -3", "--world-size"},
+                                   {"--world-size 1048577", "--world-size"},
                                    {"--zero 4", "--zero"},
                                    {"--zero -1", "--zero"},
                                    {"--checkpoint-every 0", "--checkpoint-every"},

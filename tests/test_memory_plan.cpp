@@ -167,5 +167,9 @@ TEST_CASE("rank_memory: each ZeRO stage against hand-computed figures", "[memory
     plan.world_size = 2;
     plan.zero = 4;
     CHECK_THROWS_WITH(rank_memory(cfg, plan), Catch::Contains("ZeRO stage"));
+    plan.zero = 0;
+    plan.batch = int64_t{1} << 40;
+    plan.seq_len = int64_t{1} << 20;
+    CHECK_THROWS_WITH(rank_memory(cfg, plan), Catch::Contains("overflows"));
   }
 }

@@ -69,7 +69,8 @@ bool plan_requested(const CLI::App* sub) {
 }
 
 nn::TrainingPlan training_plan(const CLI::App* sub, const InfoOptions& o, int64_t seq_len) {
-  EMBER_CHECK(o.world_size >= 1, "--world-size must be at least 1, got ", o.world_size);
+  EMBER_CHECK(o.world_size >= 1 && o.world_size <= (int64_t{1} << 20), "--world-size must be between 1 and 1048576, "
+              "got ", o.world_size);
   EMBER_CHECK(o.zero >= 0 && o.zero <= 3, "--zero must be 0, 1, 2 or 3, got ", o.zero);
   EMBER_CHECK(sub->count("--checkpoint-every") == 0 || o.checkpoint_every >= 1,
               "--checkpoint-every must be >= 1 (1: every block); got ", o.checkpoint_every);
