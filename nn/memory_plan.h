@@ -2,12 +2,14 @@
 // --zero K`), by what holds it: parameters, gradients, AdamW moments,
 // activations, communication buffers, the checkpoint save's gathered state and
 // the process's own runtime. A closed-form plan from the config (nn/parameter_layout.h
-// sizes the Reducer's buckets), for P parameters on W ranks (docs/scaling.md):
+// sizes the Reducer's buckets), for P parameters on W ranks (docs/scaling.md, "Per-rank memory"):
 //   --zero 0: 4P params, 4P .grad, 8P moments; W > 1: the Reducer's 4P flat buffer
 //   --zero 1: 4P, 4P .grad + 4P/W shard, 8P/W; 4P flat buffer; the save gathers 8P
-//   --zero 2: 4P, 4P/W shard + the .grad of one block and the root unit, 8P/W; the
-//             bucket staging buffers; the save gathers 8P
-//   --zero 3: zero3_parameters() (unmeasured: see memory_plan.cpp)
+//   --zero 2: 4P, 4P/W shard + the .grad of one block and the root unit (W = 1: all 4P),
+//             8P/W; the bucket staging buffers; the save gathers 8P
+//   --zero 3: zero3_parameters() in memory_plan.cpp (planned, unmeasured)
+// plus activations, a second vocab x d_model gradient with tied embeddings, Open MPI's
+// temporaries of two buckets (W > 1) and the measured runtime.
 #pragma once
 #include <cstdint>
 #include <string>
