@@ -37,6 +37,14 @@ class Count {
 
 }  // namespace
 
+int64_t block_activation_floats(const ModelConfig& c, int64_t layer) {
+  const Count d = c.d_model, qd = Count(c.n_heads) * c.head_dim, kvd = Count(c.n_kv_heads) * c.head_dim;
+  const Count hidden_live = c.layer_is_moe(layer) ? Count(c.moe->top_k + c.moe->n_shared) * c.moe->expert_hidden
+                                                  : Count(c.ffn_hidden);
+  // Kept for backward per token: norm inputs, q/k/v, attention out, FFN hidden (x3 for gated).
+  return (Count(4) * d + qd + Count(2) * kvd + qd + Count(c.gated_ffn() ? 3 : 2) * hidden_live).value();
+}
+
 ModelStats model_stats(const ModelConfig& c, int64_t B, int64_t T) {
   ModelStats s;
   const Count d = c.d_model, qd = Count(c.n_heads) * c.head_dim, kvd = Count(c.n_kv_heads) * c.head_dim;
@@ -62,7 +70,6 @@ ModelStats model_stats(const ModelConfig& c, int64_t B, int64_t T) {
   for (int64_t layer = 0; layer < c.n_layers; ++layer) {
     const Count norms = c.parallel_block ? norm : Count(2) * norm;
     Count stored = attn + norms, used_here = attn + norms, matmul = attn;
-    Count hidden_live = c.ffn_hidden;
     if (c.layer_is_moe(layer)) {
       const auto& m = *c.moe;
       const Count expert = ffn_params(m.expert_hidden);
@@ -70,7 +77,6 @@ ModelStats model_stats(const ModelConfig& c, int64_t B, int64_t T) {
       const Count used = Count(m.top_k + m.n_shared) * expert + Count(m.n_experts) * d;
       used_here += used;
       matmul += used;
-      hidden_live = Count(m.top_k + m.n_shared) * m.expert_hidden;
     } else {
       stored += ffn_params(c.ffn_hidden);
       used_here += ffn_params(c.ffn_hidden);
@@ -81,8 +87,7 @@ ModelStats model_stats(const ModelConfig& c, int64_t B, int64_t T) {
     active_matmul += matmul;
     const int64_t window = c.layer_window(layer);
     attn_context += static_cast<double>(window > 0 ? std::min(window, T) : T);
-    // Kept for backward per token: norm inputs, q/k/v, attention out, FFN hidden (x3 for gated).
-    activation_floats += Count(4) * d + qd + Count(2) * kvd + qd + Count(c.gated_ffn() ? 3 : 2) * hidden_live;
+    activation_floats += block_activation_floats(c, layer);
   }
   s.embedding_params = embedding.value();
   s.total_params = total.value();

@@ -38,6 +38,10 @@ struct ModelStats {
 // ModelConfig::from_json bounds every size and the parameter count).
 ModelStats model_stats(const ModelConfig& cfg, int64_t batch = 8, int64_t seq_len = 256);
 
+// Floats per token that block `layer`'s forward keeps for backward (the estimate inside
+// ModelStats::activation_bytes): norm inputs, q/k/v, attention out, FFN hidden (x3 gated).
+int64_t block_activation_floats(const ModelConfig& cfg, int64_t layer);
+
 // Bytes a model needs (an estimate): weights and position tables to run it; for a
 // training step (float32) also gradients, AdamW's two moments and activations.
 struct MemoryNeed {

@@ -1,0 +1,86 @@
+# `ember info --world-size W --zero K` against the peak RSS of each rank of the
+# `ember train` run it describes: a 20.6M-parameter model (16P = 314 MiB, so the
+# model dominates the process's own ~55-65 MiB), 2 steps of B 4 x T 64, at
+# W = 1 and W = 2 (mpirun) for K = 0, 1, 2, and once with --checkpoint-activations.
+# Every rank's ru_maxrss (tests/memory/peak_rss.cpp) must be within 10% of info's
+# total. Variables: EMBER, PEAK, MPIRUN, WORK, DATA.
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+set(config ${WORK}/model.json)
+file(WRITE ${config} [=[
+{"vocab_size": 256, "d_model": 512, "n_layers": 6, "n_heads": 8, "ffn_hidden": 1536, "max_seq_len": 64}
+]=])
+set(shape --batch-size 4 --seq-len 64)
+set(mpirun ${MPIRUN} --oversubscribe --bind-to none)
+set(failures "")
+set(table "")
+
+# fixed(OUT value scale): value / scale with one decimal per factor of 10 in scale ("-3.1").
+function(fixed out value scale)
+  set(sign "")
+  if(value LESS 0)
+    set(sign "-")
+    math(EXPR value "-(${value})")
+  endif()
+  math(EXPR whole "${value} / ${scale}")
+  math(EXPR part "${value} % ${scale} + ${scale}")  # a leading 1 keeps the zeros
+  string(SUBSTRING "${part}" 1 -1 part)
+  set(${out} "${sign}${whole}.${part}" PARENT_SCOPE)
+endfunction()
+
+# run_case(W K [extra flags...]): train, measure every rank, compare with info.
+function(run_case w k)
+  set(name "W${w}_zero${k}")
+  if(ARGN)
+    set(name "${name}_ckpt")
+  endif()
+  set(out ${WORK}/${name})
+  set(train ${EMBER} train --config ${config} --data ${DATA} --out ${out} --steps 2 ${shape}
+      --eval-batches 0 --log-every 0 --zero ${k} ${ARGN})
+  if(w EQUAL 1)
+    set(launch ${PEAK} ${out}.rss -- ${train})
+  else()
+    set(launch ${mpirun} -np ${w} ${PEAK} ${out}.rss -- ${train})
+  endif()
+  execute_process(COMMAND ${launch} RESULT_VARIABLE rc OUTPUT_VARIABLE o ERROR_VARIABLE e TIMEOUT 300)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${name}: ember train failed (${rc})\n${o}\n${e}")
+  endif()
+  file(REMOVE_RECURSE ${out})  # the checkpoint: 240 MB
+  execute_process(COMMAND ${EMBER} info --config ${config} ${shape} --world-size ${w} --zero ${k} ${ARGN}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE info ERROR_VARIABLE e)
+  if(NOT rc EQUAL 0 OR NOT info MATCHES "\n  total +([0-9.]+) MiB")
+    message(FATAL_ERROR "${name}: ember info failed (${rc})\n${info}\n${e}")
+  endif()
+  set(predicted ${CMAKE_MATCH_1})
+  set(failed "${failures}")
+  math(EXPR last "${w} - 1")
+  foreach(rank RANGE ${last})
+    file(STRINGS ${out}.rss.${rank} kib)
+    # |predicted - measured| <= 10% of measured, in hundredths of a MiB.
+    string(REPLACE "." "" p100 "${predicted}0")  # 123.4 MiB -> 12340 hundredths
+    math(EXPR m100 "${kib} * 100 / 1024")
+    math(EXPR diff "${p100} - ${m100}")
+    math(EXPR pct10 "${diff} * 1000 / ${m100}")  # tenths of a percent
+    fixed(measured ${m100} 100)
+    fixed(error ${pct10} 10)
+    string(APPEND table "${name} rank ${rank}: predicted ${predicted} MiB, measured ${measured} MiB, "
+                        "error ${error} %\n")
+    if(pct10 GREATER 100 OR pct10 LESS -100)
+      string(APPEND failed "${name} rank ${rank}; ")
+    endif()
+  endforeach()
+  set(table "${table}" PARENT_SCOPE)
+  set(failures "${failed}" PARENT_SCOPE)
+endfunction()
+
+foreach(w 1 2)
+  foreach(k 0 1 2)
+    run_case(${w} ${k})
+  endforeach()
+endforeach()
+run_case(2 0 --checkpoint-activations)
+message("${table}")
+if(failures)
+  message(FATAL_ERROR "beyond 10% of the measured peak RSS: ${failures}")
+endif()

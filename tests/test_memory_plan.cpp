@@ -1,0 +1,175 @@
+// nn/parameter_layout and nn/memory_plan: the parameter list against built models,
+// the bucket cut against dist::Reducer, and each ZeRO stage's figures against
+// numbers worked out by hand for a small config (the arithmetic is in the comments).
+#include <catch2/catch.hpp>
+
+#include "dist/communicator.h"
+#include "dist/reducer.h"
+#include "nn/memory_plan.h"
+#include "nn/model_stats.h"
+#include "nn/parameter_layout.h"
+#include "nn/presets.h"
+#include "nn/transformer.h"
+
+using namespace ember;
+using namespace ember::nn;
+
+namespace {
+
+// vocab 256, d 64, 2 layers, 4 heads, swiglu FFN of 128, tied, rope:
+// embedding 256 x 64 = 16384; a block: 2 norms 128 + q, k, v, o 4 x 4096 + gate, up, down
+// 3 x 8192 = 41088; final norm 64. P = 16384 + 2 x 41088 + 64 = 98624 (394496 bytes).
+ModelConfig small_config() {
+  return ModelConfig::from_json(
+      R"({"vocab_size": 256, "d_model": 64, "n_layers": 2, "n_heads": 4, "ffn_hidden": 128, "max_seq_len": 32})");
+}
+
+std::vector<int64_t> numels_of(const std::vector<ParameterEntry>& layout) {
+  std::vector<int64_t> out;
+  for (const ParameterEntry& p : layout) out.push_back(p.numel);
+  return out;
+}
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+}  // namespace
+
+TEST_CASE("parameter_layout lists a built model's parameters in order", "[memory_plan]") {
+  const std::vector<std::string> configs = {
+      R"({"vocab_size": 256, "d_model": 64, "n_layers": 2, "n_heads": 4, "ffn_hidden": 128, "max_seq_len": 32})",
+      // gpt2-style: layernorm, biases, learned positions, gelu
+      R"({"vocab_size": 300, "d_model": 48, "n_layers": 3, "n_heads": 4, "norm": "layernorm", "ffn_act": "gelu_tanh",
+          "pos": "learned", "bias": true, "max_seq_len": 40})",
+      // untied head, qk_norm, grouped KV heads, parallel block
+      R"({"vocab_size": 200, "d_model": 64, "n_layers": 2, "n_heads": 8, "n_kv_heads": 2, "qk_norm": true,
+          "tie_embeddings": false, "parallel_block": true, "max_seq_len": 16})",
+  };
+  std::vector<ModelConfig> cfgs;
+  for (const std::string& json : configs) cfgs.push_back(ModelConfig::from_json(json));
+  cfgs.push_back(preset_config("moe-small"));
+  for (const ModelConfig& cfg : cfgs) {
+    INFO(cfg.to_json());
+    Transformer model(cfg, 1);
+    const std::vector<ParameterEntry> layout = parameter_layout(cfg);
+    const auto named = model.named_parameters();
+    REQUIRE(layout.size() == named.size());
+    int64_t total = 0;
+    for (size_t i = 0; i < layout.size(); ++i) {
+      INFO(named[i].first);
+      CHECK(layout[i].numel == named[i].second.numel());
+      const bool in_block = named[i].first.rfind("model.layers.", 0) == 0;
+      CHECK((layout[i].block >= 0) == in_block);
+      if (in_block) CHECK(named[i].first.rfind("model.layers." + std::to_string(layout[i].block) + ".", 0) == 0);
+      total += layout[i].numel;
+    }
+    CHECK(total == model_stats(cfg).total_params);
+  }
+}
+
+TEST_CASE("reducer_buckets cuts the buckets dist::Reducer cuts", "[memory_plan]") {
+  const ModelConfig cfg = small_config();
+  const std::vector<int64_t> numels = numels_of(parameter_layout(cfg));
+  // Reverse order, caps 50000 then 100000 bytes (12500, 25000 elements): [final norm 64, down 8192],
+  // [up, gate, norm, o, v: 24640], [k, q, norm, down, up: 24640], [gate, norm, o, v, k, q, norm:
+  // 24704], [embedding 16384].
+  CHECK(reducer_buckets(numels, 4, 50000, 100000) == std::vector<int64_t>{8256, 24640, 24640, 24704, 16384});
+  CHECK(reducer_buckets(numels, 4, 1 << 20, 25 << 20) == std::vector<int64_t>{98624});
+  for (const auto& [first, rest] : {std::pair<int64_t, int64_t>{50000, 100000}, {4096, 4096}, {1 << 20, 1 << 20}}) {
+    Transformer model(cfg, 1);
+    dist::Communicator comm;  // one process: rank 0 of 1
+    dist::Reducer reducer(comm, model.parameters(), {.first_bucket_bytes = first, .bucket_bytes = rest});
+    std::vector<int64_t> sizes;
+    for (const dist::Bucket& b : reducer.buckets()) sizes.push_back(b.end - b.begin);
+    CHECK(reducer_buckets(numels, 4, first, rest) == sizes);
+  }
+}
+
+TEST_CASE("activation_bytes with and without checkpointing", "[memory_plan]") {
+  const ModelConfig cfg = small_config();
+  // Per token: a block 4 x 64 + q 64 + k, v 2 x 64 + attention out 64 + 3 x 128 = 896; head 2 x 256.
+  // B 2 x T 8 = 16 tokens x 4 bytes.
+  CHECK(block_activation_floats(cfg, 0) == 896);
+  CHECK(activation_bytes(cfg, 2, 8, 0) == 64 * (2 * 896 + 512));
+  CHECK(activation_bytes(cfg, 2, 8, 0) == model_stats(cfg, 2, 8).activation_bytes);
+  CHECK(activation_bytes(cfg, 2, 8, 1) == 64 * (2 * 64 + 512 + 896));    // inputs kept, one recomputed
+  CHECK(activation_bytes(cfg, 2, 8, 2) == 64 * (64 + 896 + 512 + 896));  // block 0 only
+}
+
+TEST_CASE("rank_memory: each ZeRO stage against hand-computed figures", "[memory_plan]") {
+  const ModelConfig cfg = small_config();
+  const int64_t full = 394496;  // 4P
+  // W = 2: rank 0 owns [0, 49312) (98624 / 2 cut at a multiple of 16), rank 1 the other 49312.
+  const int64_t shard = 4 * 49312;
+  const int64_t act = 64 * (2 * 896 + 512);
+  const int64_t tied = 4 * 256 * 64;  // the second gradient of the shared embedding table
+  TrainingPlan plan;
+  plan.batch = 2;
+  plan.seq_len = 8;
+  SECTION("one process, no ZeRO: 4P + 4P + 8P, no Reducer") {
+    const RankMemory m = rank_memory(cfg, plan);
+    CHECK(m.parameters == full);
+    CHECK(m.gradients == full + tied);
+    CHECK(m.optimizer == 2 * full);
+    CHECK(m.activations == act);
+    CHECK(m.communication == 0);
+    CHECK(m.checkpoint_save == 0);
+    CHECK(m.runtime == 54 * kMiB);
+    CHECK(m.total() == 4 * full + tied + act + 54 * kMiB);
+  }
+  plan.world_size = 2;
+  SECTION("W = 2, --zero 0: the flat buffer and one bucket's MPI temporary (one bucket of 4P)") {
+    const RankMemory m = rank_memory(cfg, plan);
+    CHECK(m.gradients == full + tied);
+    CHECK(m.optimizer == 2 * full);
+    CHECK(m.communication == 2 * full);
+    CHECK(m.runtime == 64 * kMiB);
+  }
+  SECTION("W = 2, --zero 1: .grad and the shard, moments sharded, the save gathers 8P") {
+    plan.zero = 1;
+    const RankMemory m = rank_memory(cfg, plan);
+    CHECK(m.parameters == full);
+    CHECK(m.gradients == full + tied + shard);
+    CHECK(m.optimizer == 2 * shard);
+    CHECK(m.communication == 2 * full);
+    CHECK(m.checkpoint_save == 2 * full);
+  }
+  SECTION("W = 2, --zero 2: the shard, one block's and the root's .grad, a staging buffer") {
+    plan.zero = 2;
+    const RankMemory m = rank_memory(cfg, plan);
+    // root 16384 + 64, a block 41088: 4 x 57536 = 230144. The staging buffer of 394496 bytes
+    // takes the allocator's size class 13 x 32768 = 425984 (8 classes per power of two).
+    CHECK(m.gradients == shard + tied + 230144);
+    CHECK(m.optimizer == 2 * shard);
+    CHECK(m.communication == 425984 + full);
+    CHECK(m.checkpoint_save == 2 * full);
+  }
+  SECTION("one process, --zero 2: backward keeps every .grad; no MPI") {
+    plan.world_size = 1;
+    plan.zero = 2;
+    const RankMemory m = rank_memory(cfg, plan);
+    CHECK(m.gradients == 2 * full + tied);
+    CHECK(m.optimizer == 2 * full);
+    CHECK(m.communication == 425984);
+  }
+  SECTION("W = 2, --zero 3: shard + root + two blocks of parameters; the save gathers 12P") {
+    plan.zero = 3;
+    const RankMemory m = rank_memory(cfg, plan);
+    CHECK(m.parameters == 4 * (49312 + 16448 + 2 * 41088));
+    CHECK(m.gradients == shard + tied + 230144);
+    CHECK(m.checkpoint_save == 3 * full);
+    plan.world_size = 1;  // nothing to gather: the shard is the model
+    CHECK(rank_memory(cfg, plan).parameters == full);
+    CHECK(rank_memory(cfg, plan).checkpoint_save == 2 * full);
+  }
+  SECTION("bad plans are errors") {
+    plan.world_size = 0;
+    CHECK_THROWS_WITH(rank_memory(cfg, plan), Catch::Contains("world size"));
+    plan.world_size = 2;
+    plan.zero = 4;
+    CHECK_THROWS_WITH(rank_memory(cfg, plan), Catch::Contains("ZeRO stage"));
+    plan.zero = 0;
+    plan.batch = int64_t{1} << 40;
+    plan.seq_len = int64_t{1} << 20;
+    CHECK_THROWS_WITH(rank_memory(cfg, plan), Catch::Contains("overflows"));
+  }
+}
