@@ -36,7 +36,18 @@ struct Sizes {
   int64_t root = 0;          // embeddings, final norm, lm_head: elements
   int64_t largest_block = 0; // elements of the largest TransformerBlock
   std::vector<int64_t> buckets;  // Reducer bucket sizes, elements
+  int64_t save_gather = 0;       // bytes rank 0 keeps from gathering the moments to save (ZeRO)
 };
+
+// The sum of one caching-allocator block per size class the tensors fall in: what stays
+// resident after they were allocated and freed one at a time.
+int64_t size_class_bytes(const std::vector<int64_t>& numels) {
+  std::set<size_t> classes;
+  for (int64_t n : numels) classes.insert(allocator_bucket_size(static_cast<size_t>(n * kFloat)));
+  int64_t bytes = 0;
+  for (size_t c : classes) bytes += static_cast<int64_t>(c);
+  return bytes;
+}
 
 Sizes sizes_of(const ModelConfig& cfg, const TrainingPlan& plan) {
   Sizes s;
@@ -56,19 +67,15 @@ Sizes sizes_of(const ModelConfig& cfg, const TrainingPlan& plan) {
     s.shard = std::max(s.shard, start(r + 1) - start(r));
   }
   s.buckets = reducer_buckets(numels, kFloat, plan.first_bucket_bytes, plan.bucket_bytes);
+  // ZeroAdamW::gather_state: each moment gathered whole on rank 0, one tensor at a time.
+  s.save_gather = size_class_bytes(numels);
   return s;
 }
 
 // ZeRO-2/3 stage each bucket in a buffer of its own, freed when its all-reduce completes
 // (at one rank: in finish(), one after the other), and ZeroAdamW gathers the parameters
 // through a bucket-sized buffer: the caching allocator keeps one block per size class.
-int64_t staging_bytes(const Sizes& s) {
-  std::set<size_t> classes;
-  for (int64_t b : s.buckets) classes.insert(allocator_bucket_size(static_cast<size_t>(b * kFloat)));
-  int64_t bytes = 0;
-  for (size_t c : classes) bytes += static_cast<int64_t>(c);
-  return bytes;
-}
+int64_t staging_bytes(const Sizes& s) { return size_class_bytes(s.buckets); }
 
 // Open MPI's non-blocking all-reduce (libnbc) mallocs a temporary the size of its buffer for
 // each bucket in flight: counted for the two largest buckets (one completing while the next
@@ -145,7 +152,7 @@ RankMemory rank_memory(const ModelConfig& cfg, const TrainingPlan& plan) {
     return m;
   }
   m.optimizer = 2 * shard;
-  m.checkpoint_save = 2 * full;  // ZeroAdamW::state_dict gathers both moments on every rank
+  m.checkpoint_save = s.save_gather;  // rank 0 gathers the moments a tensor at a time to save
   if (plan.zero == 1) {
     m.gradients = full + tied + shard;  // local .grad, and the averaged shard
     m.communication = full + mpi_temporaries(s, w);  // the flat buffer

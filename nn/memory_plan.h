@@ -4,9 +4,10 @@
 // the process's own runtime. A closed-form plan from the config (nn/parameter_layout.h
 // sizes the Reducer's buckets), for P parameters on W ranks (docs/scaling.md, "Per-rank memory"):
 //   --zero 0: 4P params, 4P .grad, 8P moments; W > 1: the Reducer's 4P flat buffer
-//   --zero 1: 4P, 4P .grad + 4P/W shard, 8P/W; 4P flat buffer; the save gathers 8P
+//   --zero 1: 4P, 4P .grad + 4P/W shard, 8P/W; 4P flat buffer; the save gathers each
+//             moment whole on rank 0, one tensor at a time
 //   --zero 2: 4P, 4P/W shard + the .grad of one block and the root unit (W = 1: all 4P),
-//             8P/W; the bucket staging buffers; the save gathers 8P
+//             8P/W; the bucket staging buffers; the save as ZeRO-1
 //   --zero 3: zero3_parameters() in memory_plan.cpp (planned, unmeasured)
 // plus activations, a second vocab x d_model gradient with tied embeddings, Open MPI's
 // temporaries of two buckets (W > 1) and the measured runtime.
@@ -35,7 +36,7 @@ struct RankMemory {
   int64_t optimizer = 0;       // AdamW's exp_avg and exp_avg_sq (this rank's shard)
   int64_t activations = 0;     // kept by forward for backward (an estimate; see activation_bytes)
   int64_t communication = 0;   // Reducer flat buffer or bucket staging, MPI temporaries
-  int64_t checkpoint_save = 0; // ZeRO: the full moments every rank gathers to save a checkpoint
+  int64_t checkpoint_save = 0; // ZeRO: what rank 0 gathers to save a checkpoint
   int64_t runtime = 0;         // the process before any model: code, libraries, threads, MPI
   int64_t total() const;
 };
