@@ -17,6 +17,7 @@ MODES=(
   "allreduce|2|"
   "zero1|2|--zero 1 --bucket-mb 1"
   "zero2|2|--zero 2 --bucket-mb 1"
+  "zero3|2|--zero 3"
   "allreduce-3nodes|3|"
   "zero1-3nodes|3|--zero 1 --bucket-mb 1"
 )
