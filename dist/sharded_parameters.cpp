@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "autograd/autocast.h"
+#include "core/allocator.h"
 
 namespace ember::dist {
 
@@ -75,6 +76,7 @@ void ShardedParameters::shard() {
     unit_buckets_[static_cast<size_t>(u)].residency = Residency::Resident;
     release(u);
   }
+  allocator_empty_cache();  // the full parameters' blocks go back to the system
 }
 
 void ShardedParameters::prefetch(int64_t unit) {
@@ -149,8 +151,10 @@ void ShardedParameters::hold_all() {
 }
 
 void ShardedParameters::release_all() {
+  const bool was_held = held_;
   held_ = false;
   for (int64_t u = 0; u < units(); ++u) release(u);
+  if (was_held) allocator_empty_cache();  // the step's gathers need two blocks, not them all
 }
 
 bool ShardedParameters::resident(int64_t unit) const {

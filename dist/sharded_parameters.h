@@ -23,7 +23,8 @@ class ShardedParameters {
   ~ShardedParameters();
 
   // Copies this rank's pieces of the (full, equal on every rank) parameters
-  // into the shard and releases every unit. Not collective.
+  // into the shard and releases every unit, emptying the allocator's cache
+  // (release_all after hold_all does too). Not collective.
   void shard();
   // This rank's shard of the layout (Reducer::shard_numel() elements).
   const Tensor& values() const { return shard_view_; }
