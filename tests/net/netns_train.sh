@@ -20,6 +20,7 @@ MODES=(
   "zero3|2|--zero 3"
   "allreduce-3nodes|3|"
   "zero1-3nodes|3|--zero 1 --bucket-mb 1"
+  "zero3-3nodes|3|--zero 3"
 )
 STEPS=10
 FAULT_BOUND_S=30  # the job must end within this many seconds of the link going down
