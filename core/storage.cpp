@@ -20,7 +20,7 @@ void Storage::release() {
 }
 
 void Storage::reacquire() {
-  if (data_ == nullptr && nbytes_ > 0) data_ = allocate_bytes(nbytes_);
+  if (data_ == nullptr) data_ = allocate_bytes(nbytes_);
 }
 
 Storage::~Storage() {
