@@ -198,10 +198,11 @@ void log_step(TrainRun& run, RunTally& tally, MetricsLog& metrics, TrainProgress
   if (s.trained_tokens >= 0) m["trained_tokens"] = s.trained_tokens;
   const bool eval_now =
       has_validation(run) && (every(o.eval_every, run.step) || run.step == o.steps);
-  const bool check_now = run.world > 1 && o.check_every > 0 &&
+  // ZeRO-3 keeps one copy of each parameter (every rank gathers the same): nothing can diverge.
+  const bool check_now = run.world > 1 && o.check_every > 0 && !run.optimization.sharded &&
                          (run.step % o.check_every == 0 || run.step == o.steps);
   {
-    const HeldParameters held(run.optimization, eval_now || check_now);  // ZeRO-3: gathered
+    const HeldParameters held(run.optimization, eval_now);  // ZeRO-3: gathered
     if (eval_now) evaluate_step(run, tally, m);
     if (check_now) dist::check_parameters_consistent(run.comm, run.params, run.step);
   }
