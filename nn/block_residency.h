@@ -19,6 +19,10 @@ class BlockResidency {
   // the block's input or parameters requiring grad).
   virtual void before_backward(size_t block) = 0;
   virtual void after_backward(size_t block) = 0;
+  // From the graph too: the head's backward (final norm, lm_head or the tied embedding's
+  // projection) is done; the non-block parameters are not read again in this backward (the
+  // embeddings' backward does not read their weights).
+  virtual void after_head_backward() = 0;
 };
 
 }  // namespace ember::nn

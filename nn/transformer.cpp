@@ -161,6 +161,10 @@ ModelOutput Transformer::forward(const Tensor& ids, const Tensor& real) const {
               "Transformer: the real-token mask of shape ", shape_str(real.shape()),
               " does not match the ids' ", shape_str(ids.shape()));
   for (size_t i = 0; i < blocks_.size(); ++i) x = resident_block_forward(i, x, out.moe_aux, real);
+  if (residency_) {
+    const std::shared_ptr<BlockResidency> r = residency_;
+    x = on_backward(x, [r] { r->after_head_backward(); });  // runs after every node of head()
+  }
   out.logits = head(x);
   return out;
 }

@@ -13,7 +13,7 @@
 namespace ember::apps {
 
 // ZeRO-3's schedule of gathers: block i is unit i, everything else unit L (gathered when the
-// forward begins, released at the end of the step). Each block's gather waits for the one
+// forward begins, released once the head's backward is done). Each block's gather waits for the one
 // started while the previous block computed and starts the next (in forward order, then in
 // backward order); the last block stays for the backward that follows a training forward.
 class Zero3Residency : public nn::BlockResidency {
@@ -36,6 +36,7 @@ class Zero3Residency : public nn::BlockResidency {
     if (i > 0) sharded_.prefetch(unit(i) - 1);
   }
   void after_backward(size_t i) override { sharded_.release(unit(i)); }
+  void after_head_backward() override { sharded_.release(blocks_); }
 
  private:
   static int64_t unit(size_t i) { return static_cast<int64_t>(i); }

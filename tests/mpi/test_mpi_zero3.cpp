@@ -57,6 +57,7 @@ class Watched : public apps::Zero3Residency {
   void after_backward(size_t i) override {
     Zero3Residency::after_backward(i);
     CHECK_FALSE(s_.resident(static_cast<int64_t>(i)));
+    CHECK_FALSE(s_.resident(blocks_));  // the non-block unit went after the head's backward
     ++backwards;
   }
   int forwards = 0, backwards = 0;
