@@ -58,4 +58,11 @@ Tensor autocast_to_bfloat16(const Variable& v) {
   return entry.copy;
 }
 
+void autocast_forget(const Tensor& t) {
+  AutocastState& s = state();
+  if (s.cache.empty() || !t.defined() || t.storage()->data() == nullptr) return;
+  auto it = s.cache.find(t.raw_data());
+  if (it != s.cache.end() && it->second.source.shares_storage(t)) s.cache.erase(it);
+}
+
 }  // namespace ember

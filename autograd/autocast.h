@@ -43,5 +43,7 @@ class AutocastGuard {
 // v's data (float32) rounded to bfloat16: cached for leaves that require grad
 // while autocast is on, a fresh copy otherwise.
 Tensor autocast_to_bfloat16(const Variable& v);
+// Drops the cached bfloat16 copy of t's data, if any (ZeRO-3 before it frees a parameter).
+void autocast_forget(const Tensor& t);
 
 }  // namespace ember

@@ -20,6 +20,7 @@ const prof::Family kCommFamily = prof::register_family("comm", 400);
 
 struct Communicator::Impl {
   MPI_Comm world = MPI_COMM_NULL;  // a duplicate of MPI_COMM_WORLD: ember's own traffic
+  MPI_Comm gathers = MPI_COMM_NULL;  // another: ZeRO-3's parameter gathers, made on first use
   std::vector<MPI_Request> requests;
   std::vector<std::vector<int>> counts;  // a request's count array lives until it completes
   std::vector<int> free_slots;
@@ -162,6 +163,7 @@ Communicator::~Communicator() {
     std::fflush(stderr);
     MPI_Abort(impl_->world, 1);
   }
+  if (impl_->gathers != MPI_COMM_NULL) MPI_Comm_free(&impl_->gathers);
   MPI_Comm_free(&impl_->world);
   delete impl_;
   MPI_Finalize();
@@ -343,6 +345,36 @@ Request Communicator::ireduce_scatter_sum(const Tensor& in, const Tensor& out,
   mpi_check(MPI_Ireduce_scatter(in.raw_data(), out.raw_data(), n.data(), mpi_type(in.dtype()),
                                 MPI_SUM, impl_->world, &req),
             "MPI_Ireduce_scatter", rank_);
+  r.slot_ = impl_->add(req, std::move(n));
+  return r;
+}
+
+Request Communicator::iall_gather_in_place(const Tensor& buffer,
+                                           const std::vector<int64_t>& counts) {
+  EMBER_PROFILE_SCOPE(kCommFamily);
+  require_contiguous(buffer, "iall_gather_in_place");
+  EMBER_CHECK(static_cast<int>(counts.size()) == world_size_, "iall_gather_in_place: ",
+              counts.size(), " counts for ", world_size_, " ranks");
+  Request r;
+  if (world_size_ == 1) return r;
+  if (impl_->gathers == MPI_COMM_NULL) {  // collective too: every rank makes its first gather
+    mpi_check(MPI_Comm_dup(impl_->world, &impl_->gathers), "MPI_Comm_dup", rank_);
+    MPI_Comm_set_errhandler(impl_->gathers, MPI_ERRORS_RETURN);
+  }
+  // counts then displacements, kept with the request until it completes
+  std::vector<int> n(2 * world_size_);
+  int64_t offset = 0;
+  for (int i = 0; i < world_size_; ++i) {
+    n[i] = checked_count(counts[i], "iall_gather_in_place");
+    n[world_size_ + i] = checked_count(offset, "iall_gather_in_place");
+    offset += counts[i];
+  }
+  EMBER_CHECK(offset <= buffer.numel(), "iall_gather_in_place: counts add up to ", offset,
+              " but the buffer has ", buffer.numel(), " elements");
+  MPI_Request req;
+  mpi_check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer.raw_data(), n.data(),
+                            n.data() + world_size_, mpi_type(buffer.dtype()), impl_->gathers, &req),
+            "MPI_Iallgatherv", rank_);
   r.slot_ = impl_->add(req, std::move(n));
   return r;
 }

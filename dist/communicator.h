@@ -97,6 +97,10 @@ class Communicator {
   // elements [counts[0] + .. + counts[r-1], + counts[r]) of the sum in `out`.
   Request ireduce_scatter_sum(const Tensor& in, const Tensor& out,
                               const std::vector<int64_t>& counts);
+  // all_gather_in_place, non-blocking, on a communicator of its own (ZeRO-3's
+  // parameter gathers): its calls need not be ordered with the others
+  // (iall_reduce_sum's), only among themselves.
+  Request iall_gather_in_place(const Tensor& buffer, const std::vector<int64_t>& counts);
   // Drives progress; true (and the request no longer pending) once complete.
   bool test(Request& request);
   void wait(Request& request);

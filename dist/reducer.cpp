@@ -48,7 +48,9 @@ struct Reducer::State {
   std::unordered_map<const VariableImpl*, size_t> index;
   std::vector<Bucket> buckets;
   std::vector<std::vector<int64_t>> bucket_counts;  // ZeRO: per bucket, elements per rank
-  std::vector<int64_t> shard_starts;                // W + 1 entries
+  std::vector<std::vector<int64_t>> pieces;         // per bucket, W + 1 piece starts
+  std::vector<int64_t> shard_offsets;               // per bucket: this rank's piece in the shard
+  std::vector<int64_t> shard_starts;                // W + 1 entries (layout without units)
   Tensor flat, shard_storage, shard_grad;
   std::vector<Tensor> staging;  // ZeRO-2: per bucket, while it is filled and in flight
   int64_t numel = 0;
@@ -89,16 +91,37 @@ struct Reducer::State {
     done[b] = 1;
     finished[b] = Clock::now();
     if (options.zero) {  // keep this rank's shard of the summed bucket
-      const Bucket& bucket = buckets[b];
       const int r = comm->rank();
-      const int64_t lo = shard_starts[r], hi = shard_starts[r + 1];
-      const int64_t from = std::min(std::max(bucket.begin, lo), hi);
       const int64_t n = bucket_counts[b][r];
       if (n > 0) {
-        shard_storage.narrow(0, from - lo, n).copy_(bucket_buffer(b).narrow(0, from - bucket.begin, n));
+        shard_storage.narrow(0, shard_offsets[b], n)
+            .copy_(bucket_buffer(b).narrow(0, pieces[b][r] - buckets[b].begin, n));
       }
     }
     staging[b] = Tensor();
+  }
+
+  // ZeRO shards. Without units rank r owns [N r / W, N (r+1) / W) of the flat
+  // buffer; with units [n r / W, n (r+1) / W) of each bucket of n. Cut at
+  // multiples of 16 elements.
+  int64_t shard_len = 0;
+  std::vector<int64_t> units;  // per managed parameter (with options.units)
+  void lay_out_shards() {
+    const int w = comm->world_size(), rank = comm->rank();
+    shard_starts.assign(w + 1, numel);
+    for (int r = 0; r < w; ++r) shard_starts[r] = (numel * r / w) / 16 * 16;
+    for (const Bucket& b : buckets) {
+      std::vector<int64_t> at(w + 1, b.end), counts(w);
+      for (int r = 0; r < w; ++r) {
+        at[r] = units.empty() ? std::clamp(shard_starts[r], b.begin, b.end)
+                              : b.begin + ((b.end - b.begin) * r / w) / 16 * 16;
+      }
+      for (int r = 0; r < w; ++r) counts[r] = at[r + 1] - at[r];
+      shard_offsets.push_back(shard_len);
+      shard_len += counts[rank];
+      pieces.push_back(std::move(at));
+      bucket_counts.push_back(std::move(counts));
+    }
   }
 
   void reset_step() {
@@ -180,8 +203,8 @@ struct Reducer::State {
     if (!options.zero) return;
     for (size_t b = 0; b < buckets.size(); ++b) {
       for (size_t i : buckets[b].params) copy_in(i, params[i].grad());
-      if (numel > 0)  // one rank: its shard is the whole layout
-        shard_grad.narrow(0, buckets[b].begin, buckets[b].end - buckets[b].begin).copy_(bucket_buffer(b));
+      if (buckets[b].end > buckets[b].begin)  // one rank: its shard is the whole layout
+        shard_grad.narrow(0, shard_offsets[b], buckets[b].end - buckets[b].begin).copy_(bucket_buffer(b));
       staging[b] = Tensor();
     }
   }
@@ -234,8 +257,13 @@ Reducer::Reducer(Communicator& comm, const std::vector<Variable>& params, Reduce
   State& s = *state_;
   s.comm = &comm;
   s.options = options;
-  for (const Variable& p : params) {
+  EMBER_CHECK(options.units.empty() || (options.zero && options.units.size() == params.size()),
+              "dist::Reducer: units need zero = true and one unit per parameter (", options.units.size(),
+              " for ", params.size(), ")");
+  for (size_t given = 0; given < params.size(); ++given) {
+    const Variable& p = params[given];
     if (!p.requires_grad()) continue;
+    if (!options.units.empty()) s.units.push_back(options.units[given]);
     EMBER_CHECK(p.is_leaf(), "dist::Reducer: parameter ", s.params.size(), " is not a leaf");
     EMBER_CHECK(s.index.emplace(p.impl().get(), s.params.size()).second,
                 "dist::Reducer: parameter ", s.params.size(), " appears twice");
@@ -256,7 +284,10 @@ Reducer::Reducer(Communicator& comm, const std::vector<Variable>& params, Reduce
     if (s.buckets.empty()) s.buckets.push_back(Bucket{});
     Bucket* b = &s.buckets.back();
     const int64_t cap = s.buckets.size() == 1 ? options.first_bucket_bytes : options.bucket_bytes;
-    if (!b->params.empty() && (b->end - b->begin) * elem + bytes > cap) {
+    const bool cut = !b->params.empty() && (s.units.empty()
+                                                ? (b->end - b->begin) * elem + bytes > cap
+                                                : s.units[k] != s.units[b->params.back()]);
+    if (cut) {
       s.buckets.push_back(Bucket{b->end, b->end, {}});
       b = &s.buckets.back();
     }
@@ -270,19 +301,8 @@ Reducer::Reducer(Communicator& comm, const std::vector<Variable>& params, Reduce
               "dist::Reducer: shard_grads (ZeRO-2) needs zero = true");
   s.flat = Tensor::zeros({options.shard_grads ? 1 : std::max<int64_t>(s.numel, 1)}, dtype);
   s.flags = Tensor::zeros({std::max<int64_t>(static_cast<int64_t>(n), 1)}, DType::Float32);
-  // ZeRO shards: rank r owns [N r / W, N (r+1) / W), cut at multiples of 16 elements.
-  const int w = comm.world_size();
-  s.shard_starts.assign(w + 1, s.numel);
-  for (int r = 0; r < w; ++r) s.shard_starts[r] = (s.numel * r / w) / 16 * 16;
-  for (const Bucket& b : s.buckets) {
-    std::vector<int64_t> counts(w);
-    for (int r = 0; r < w; ++r) {
-      counts[r] = std::max<int64_t>(
-          0, std::min(b.end, s.shard_starts[r + 1]) - std::max(b.begin, s.shard_starts[r]));
-    }
-    s.bucket_counts.push_back(std::move(counts));
-  }
-  const int64_t shard_len = s.shard_starts[comm.rank() + 1] - s.shard_starts[comm.rank()];
+  s.lay_out_shards();
+  const int64_t shard_len = s.shard_len;
   s.shard_storage = Tensor::zeros({std::max<int64_t>(shard_len, 1)}, dtype);
   s.shard_grad = s.shard_storage.narrow(0, 0, shard_len);
   s.copied.assign(n, 0);
@@ -373,6 +393,18 @@ const std::vector<bool>& Reducer::has_grad() const {
 }
 int64_t Reducer::shard_begin(int rank) const {
   return state_->shard_starts.at(rank);
+}
+int64_t Reducer::piece_begin(size_t b, int rank) const {
+  return state_->pieces.at(b).at(rank);
+}
+int64_t Reducer::shard_offset(size_t b) const {
+  return state_->shard_offsets.at(b);
+}
+int64_t Reducer::shard_numel() const {
+  return state_->shard_len;
+}
+size_t Reducer::bucket_of(size_t index) const {
+  return state_->bucket_of.at(index);
 }
 const Tensor& Reducer::shard_grad() const {
   return state_->shard_grad;

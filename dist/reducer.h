@@ -26,6 +26,13 @@ struct ReducerOptions {
   bool zero = false;  // ZeRO-1: keep only this rank's shard of the reduced gradient
   // ZeRO-2 (with zero): keep only the shard; per-bucket staging, .grad released.
   bool shard_grads = false;
+  // ZeRO-3's layout (with zero): per constructor parameter a unit id (e.g. its
+  // transformer block). Buckets are then cut where the unit changes (in the
+  // reverse order) and nowhere else, whatever their size, and each bucket is
+  // sharded on its own: rank r keeps elements [n r / W, n (r+1) / W) of every
+  // bucket of n (cut at multiples of 16), so a unit's gather is balanced.
+  // Empty (ZeRO-1/2): by bytes, one contiguous range of the flat buffer per rank.
+  std::vector<int64_t> units = {};
 };
 
 // Figures of the last synchronized step (all times in seconds).
@@ -96,8 +103,16 @@ class Reducer {
   int64_t flat_offset(size_t index) const;
   // Per managed parameter: did any rank produce a gradient in the last step.
   const std::vector<bool>& has_grad() const;
-  // Flat range [shard_begin(r), shard_begin(r + 1)) belongs to rank r (ZeRO).
+  // Flat range [shard_begin(r), shard_begin(r + 1)) belongs to rank r (ZeRO
+  // without units).
   int64_t shard_begin(int rank) const;
+  // Any layout: rank r's piece of bucket b is the flat range
+  // [piece_begin(b, r), piece_begin(b, r + 1)); this rank's shard is its
+  // pieces in bucket order, the piece of bucket b at shard_offset(b).
+  int64_t piece_begin(size_t b, int rank) const;
+  int64_t shard_offset(size_t b) const;
+  int64_t shard_numel() const;
+  size_t bucket_of(size_t index) const;  // of params()[index]
   // ZeRO: this rank's shard of the averaged gradient (after finish()).
   const Tensor& shard_grad() const;
   // The flat buffer (ZeRO-1 uses it to all-gather the parameters); with

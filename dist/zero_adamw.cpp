@@ -16,10 +16,9 @@ ZeroAdamW::ZeroAdamW(Reducer& reducer, std::vector<optim::ParamGroup> groups,
   EMBER_CHECK(reducer.options().zero,
               "ZeroAdamW: the Reducer must be built with ReducerOptions::zero = true");
   const int rank = reducer.comm().rank();
-  shard_begin_ = reducer.shard_begin(rank);
-  shard_end_ = reducer.shard_begin(rank + 1);
+  shard_len_ = reducer.shard_numel();
   const DType dtype = reducer.flat().dtype();
-  const int64_t len = shard_end_ - shard_begin_;
+  const int64_t len = shard_len_;
   exp_avg_ = Tensor::zeros({std::max<int64_t>(len, 1)}, dtype);
   exp_avg_sq_ = Tensor::zeros({std::max<int64_t>(len, 1)}, dtype);
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
@@ -33,9 +32,14 @@ ZeroAdamW::ZeroAdamW(Reducer& reducer, std::vector<optim::ParamGroup> groups,
       managed_.push_back({gi, i, static_cast<size_t>(managed)});
       EMBER_CHECK(p.data().is_contiguous(), "ZeroAdamW: parameter data must be contiguous");
       const int64_t off = reducer.flat_offset(static_cast<size_t>(managed));
-      const int64_t begin = std::max(off, shard_begin_);
-      const int64_t end = std::min(off + p.numel(), shard_end_);
-      if (begin < end) segments_.push_back({gi, i, static_cast<size_t>(managed), off, begin, end});
+      const size_t b = reducer.bucket_of(static_cast<size_t>(managed));
+      const int64_t piece = reducer.piece_begin(b, rank);
+      const int64_t begin = std::max(off, piece);
+      const int64_t end = std::min(off + p.numel(), reducer.piece_begin(b, rank + 1));
+      if (begin < end) {
+        segments_.push_back({gi, i, static_cast<size_t>(managed), off, begin, end,
+                             reducer.shard_offset(b) + begin - piece});
+      }
     }
   }
 }
@@ -54,18 +58,19 @@ void ZeroAdamW::step(double lr, double grad_scale) {
   for (const Segment& s : segments_) {
     if (!has_grad[s.managed]) continue;
     const optim::ParamGroup& group = groups_[s.group];
-    const Tensor data = group.params[s.index].data();
-    const int64_t at = s.begin - shard_begin_, in_param = s.begin - s.flat_offset;
+    const Tensor data = param_shard_.defined() ? param_shard_ : group.params[s.index].data();
+    const int64_t at = s.local;
+    const int64_t in_data = param_shard_.defined() ? at : s.begin - s.flat_offset;
     dispatch_float(data.dtype(), "ZeroAdamW", [&](auto tag) {
       using T = decltype(tag);
-      optim::adamw_update_span<T>(data.data<T>() + in_param, grad.data<T>() + at,
+      optim::adamw_update_span<T>(data.data<T>() + in_data, grad.data<T>() + at,
                                   exp_avg_.data<T>() + at, exp_avg_sq_.data<T>() + at,
                                   s.end - s.begin, lr * group.lr_scale, group.weight_decay,
                                   options_, param_step_[s.group][s.index], grad_scale);
     });
     data.bump_version();
   }
-  if (reducer_.comm().world_size() == 1) return;
+  if (reducer_.comm().world_size() == 1 || param_shard_.defined()) return;
   if (reducer_.options().shard_grads) {
     gather_parameters_by_bucket();
   } else {
@@ -79,9 +84,12 @@ void ZeroAdamW::step(double lr, double grad_scale) {
 void ZeroAdamW::gather_range(const Tensor& buffer, int64_t begin, const std::vector<int64_t>& counts,
                              const std::vector<size_t>& params_in_range) {
   const std::vector<Variable>& params = reducer_.params();
+  const int rank = reducer_.comm().rank();
   for (size_t k : params_in_range) {
     const int64_t off = reducer_.flat_offset(k), n = params[k].numel();
-    const int64_t lo = std::max(off, shard_begin_), hi = std::min(off + n, shard_end_);
+    const size_t b = reducer_.bucket_of(k);
+    const int64_t lo = std::max(off, reducer_.piece_begin(b, rank));
+    const int64_t hi = std::min(off + n, reducer_.piece_begin(b, rank + 1));
     if (lo >= hi) continue;
     buffer.narrow(0, lo - begin, hi - lo).copy_(params[k].data().reshape({n}).narrow(0, lo - off, hi - lo));
   }
@@ -113,19 +121,26 @@ void ZeroAdamW::gather_parameters() {
   gather_range(reducer_.flat(), 0, counts, all);
 }
 
-std::map<std::string, Tensor> ZeroAdamW::state_dict() const {
+// The whole flat layout from every rank's shard, bucket by bucket. Collective.
+Tensor ZeroAdamW::gather_shard(const Tensor& shard) const {
   Communicator& comm = reducer_.comm();
-  const int64_t numel = reducer_.numel(), len = shard_end_ - shard_begin_;
-  std::vector<int64_t> counts(comm.world_size());
-  for (int r = 0; r < comm.world_size(); ++r) {
-    counts[r] = reducer_.shard_begin(r + 1) - reducer_.shard_begin(r);
+  const std::vector<Bucket>& buckets = reducer_.buckets();
+  Tensor full = Tensor::zeros({std::max<int64_t>(reducer_.numel(), 1)}, shard.dtype());
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    const int64_t piece = reducer_.piece_begin(b, comm.rank());
+    const int64_t n = reducer_.piece_begin(b, comm.rank() + 1) - piece;
+    if (n > 0) full.narrow(0, piece, n).copy_(shard.narrow(0, reducer_.shard_offset(b), n));
+    const int64_t len = buckets[b].end - buckets[b].begin;
+    if (len > 0) comm.all_gather_in_place(full.narrow(0, buckets[b].begin, len), reducer_.bucket_shard_counts(b));
   }
+  return full;
+}
+
+std::map<std::string, Tensor> ZeroAdamW::state_dict() const {
   std::map<std::string, Tensor> out;
   for (auto [suffix, shard] :
        {std::pair{"/exp_avg", &exp_avg_}, std::pair{"/exp_avg_sq", &exp_avg_sq_}}) {
-    Tensor full = Tensor::zeros({std::max<int64_t>(numel, 1)}, shard->dtype());
-    if (len > 0) full.narrow(0, shard_begin_, len).copy_(shard->narrow(0, 0, len));
-    comm.all_gather_in_place(full, counts);
+    const Tensor full = gather_shard(*shard);
     for (size_t gi = 0; gi < groups_.size(); ++gi) {
       for (size_t i = 0; i < groups_[gi].params.size(); ++i) {
         const Variable& p = groups_[gi].params[i];
@@ -147,14 +162,17 @@ void ZeroAdamW::gather_state(int root, const StateSink& sink) const {
   for (const Managed& m : managed_) {
     const Variable& p = groups_[m.group].params[m.index];
     const int64_t off = reducer_.flat_offset(m.managed), n = p.numel();
-    // Rank r holds the part of [off, off + n) inside its shard (one range, maybe empty).
+    // Rank r holds the part of [off, off + n) inside its piece of the parameter's bucket
+    // (one range, maybe empty; the pieces follow rank order).
+    const size_t b = reducer_.bucket_of(m.managed);
     for (int r = 0; r < comm.world_size(); ++r) {
-      const int64_t lo = std::max(off, reducer_.shard_begin(r));
-      const int64_t hi = std::min(off + n, reducer_.shard_begin(r + 1));
+      const int64_t lo = std::max(off, reducer_.piece_begin(b, r));
+      const int64_t hi = std::min(off + n, reducer_.piece_begin(b, r + 1));
       counts[r] = std::max<int64_t>(hi - lo, 0);
     }
     const int64_t mine = counts[comm.rank()];
-    const int64_t at = std::max(off, shard_begin_) - shard_begin_;
+    const int64_t piece = reducer_.piece_begin(b, comm.rank());
+    const int64_t at = reducer_.shard_offset(b) + std::max(off, piece) - piece;
     for (auto [suffix, shard] :
          {std::pair{"/exp_avg", &exp_avg_}, std::pair{"/exp_avg_sq", &exp_avg_sq_}}) {
       const Tensor part = mine > 0 ? shard->narrow(0, at, mine) : Tensor::empty({0}, shard->dtype());
@@ -179,7 +197,7 @@ void ZeroAdamW::load_tensors(const StateSource& get) {
                     shape_str(p.shape()));
         for (const Segment& s : segments_) {
           if (s.group != gi || s.index != i) continue;
-          shard->narrow(0, s.begin - shard_begin_, s.end - s.begin)
+          shard->narrow(0, s.local, s.end - s.begin)
               .copy_(t.reshape({p.numel()})
                          .narrow(0, s.begin - s.flat_offset, s.end - s.begin));
         }
@@ -189,7 +207,15 @@ void ZeroAdamW::load_tensors(const StateSource& get) {
 }
 
 int64_t ZeroAdamW::state_bytes() const {
-  return 2 * (shard_end_ - shard_begin_) * static_cast<int64_t>(dtype_size(exp_avg_.dtype()));
+  return 2 * shard_len_ * static_cast<int64_t>(dtype_size(exp_avg_.dtype()));
+}
+
+void ZeroAdamW::set_parameter_shard(const Tensor& shard) {
+  EMBER_CHECK(shard.dim() == 1 && shard.numel() >= shard_len_ && shard.is_contiguous() &&
+                  shard.dtype() == exp_avg_.dtype(),
+              "ZeroAdamW::set_parameter_shard: expected a contiguous 1-d ", dtype_name(exp_avg_.dtype()),
+              " tensor of ", shard_len_, " elements, got ", shape_str(shard.shape()));
+  param_shard_ = shard;
 }
 
 }  // namespace ember::dist

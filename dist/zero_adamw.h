@@ -8,7 +8,9 @@
 // counted when the Reducer's has_grad (agreed by all ranks) says some rank
 // had its gradient, exactly when plain data-parallel AdamW updates it.
 // Over a Reducer with shard_grads it is ZeRO-2: the same update, the
-// parameters all-gathered one bucket at a time.
+// parameters all-gathered one bucket at a time. With set_parameter_shard it
+// is ZeRO-3: the update goes to the parameters' shard (dist::ShardedParameters
+// keeps it) and nothing is gathered here.
 #pragma once
 #include <functional>
 
@@ -40,12 +42,17 @@ class ZeroAdamW : public optim::Optimizer {
   // state_dict gives or optim::AdamW saves; each rank keeps its shard. Not
   // collective: every rank passes the same state.
 
+  // ZeRO-3: parameters live as this rank's shard of the Reducer's layout
+  // (shard_numel() elements); step() updates it instead of the parameters.
+  void set_parameter_shard(const Tensor& shard);
+
   const optim::AdamWOptions& options() const { return options_; }
   // Bytes of optimizer state held by this rank.
   int64_t state_bytes() const;
 
  private:
   void load_tensors(const StateSource& get) override;
+  Tensor gather_shard(const Tensor& shard) const;
   void gather_parameters();
   void gather_parameters_by_bucket();
   void gather_range(const Tensor& buffer, int64_t begin, const std::vector<int64_t>& counts,
@@ -57,6 +64,7 @@ class ZeroAdamW : public optim::Optimizer {
     size_t managed;       // its index among the reducer's parameters
     int64_t flat_offset;  // of the parameter in the flat buffer
     int64_t begin, end;   // flat range of the part, within the shard
+    int64_t local;        // where the part starts in this rank's shard
   };
   // A parameter the Reducer manages (all of them, not only this shard's).
   struct Managed {
@@ -65,8 +73,9 @@ class ZeroAdamW : public optim::Optimizer {
 
   Reducer& reducer_;
   optim::AdamWOptions options_;
-  int64_t shard_begin_ = 0, shard_end_ = 0;
+  int64_t shard_len_ = 0;
   Tensor exp_avg_, exp_avg_sq_;  // this rank's shard (at least one element allocated)
+  Tensor param_shard_;           // ZeRO-3 only
   std::vector<Segment> segments_;
   std::vector<Managed> managed_;
 };

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "autograd/backward_hook.h"
 #include "autograd/checkpoint.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
@@ -154,11 +155,16 @@ ModelOutput Transformer::forward(const Tensor& ids, const Tensor& real) const {
   EMBER_CHECK(T <= cfg_.max_seq_len, "Transformer: sequence length ", T, " exceeds max_seq_len ",
               cfg_.max_seq_len);
   ModelOutput out;
+  if (residency_) residency_->forward_begins();
   Variable x = add_positions(embed_tokens_->forward(ids), 0, T);  // [B, T, C]
   EMBER_CHECK(!real.defined() || real.shape() == ids.shape(),
               "Transformer: the real-token mask of shape ", shape_str(real.shape()),
               " does not match the ids' ", shape_str(ids.shape()));
-  for (size_t i = 0; i < blocks_.size(); ++i) x = block_forward(i, x, out.moe_aux, real);
+  for (size_t i = 0; i < blocks_.size(); ++i) x = resident_block_forward(i, x, out.moe_aux, real);
+  if (residency_) {
+    const std::shared_ptr<BlockResidency> r = residency_;
+    x = on_backward(x, [r] { r->after_head_backward(); });  // runs after every node of head()
+  }
   out.logits = head(x);
   return out;
 }
@@ -167,6 +173,19 @@ void Transformer::set_activation_checkpointing(int64_t every) {
   EMBER_CHECK(every >= 0, "Transformer: activation checkpointing every ", every,
               " blocks; expected >= 1, or 0 for none");
   checkpoint_every_ = every;
+}
+
+Variable Transformer::resident_block_forward(size_t i, const Variable& x,
+                                            std::vector<MoEAux>& moe_aux, const Tensor& real) const {
+  if (!residency_) return block_forward(i, x, moe_aux, real);
+  const std::shared_ptr<BlockResidency> r = residency_;
+  r->before_forward(i);
+  // Backward runs nodes latest first: the output's marker before every node of the block, the
+  // input's after them all (and after the block's parameter gradients are final).
+  const Variable in = on_backward(x, [r, i] { r->after_backward(i); });
+  const Variable y = on_backward(block_forward(i, in, moe_aux, real), [r, i] { r->before_backward(i); });
+  r->after_forward(i);
+  return y;
 }
 
 Variable Transformer::block_forward(size_t i, const Variable& x, std::vector<MoEAux>& moe_aux,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "nn/attention.h"
+#include "nn/block_residency.h"
 #include "nn/config.h"
 #include "nn/moe.h"
 #include "nn/kv_cache.h"
@@ -82,6 +83,11 @@ class Transformer : public Module {
   // bit-identical to the plain forward's.
   void set_activation_checkpointing(int64_t every);
   int64_t activation_checkpointing() const { return checkpoint_every_; }
+  // ZeRO-3 (nn/block_residency.h): forward() tells `residency` when each block's parameters are
+  // needed (null, the default: they always are). forward_cached does not: gather them all first.
+  void set_block_residency(std::shared_ptr<BlockResidency> residency) {
+    residency_ = std::move(residency);
+  }
   // The dropout stream (its offset is training state).
   Generator& dropout_generator() { return *dropout_gen_; }
   const std::shared_ptr<Generator>& shared_dropout_generator() const { return dropout_gen_; }
@@ -111,6 +117,11 @@ class Transformer : public Module {
   std::shared_ptr<UnaryModule> lm_head_;            // a Linear, or its LoRALinear (replaceable)
   std::shared_ptr<UnaryModule> tied_head_adapter_;  // tied embeddings with a head adapter
   int64_t checkpoint_every_ = 0;
+  std::shared_ptr<BlockResidency> residency_;
+  // block_forward between the residency calls: before/after its forward, and markers in the
+  // graph at its input and output that call after/before its backward.
+  Variable resident_block_forward(size_t i, const Variable& x, std::vector<MoEAux>& moe_aux,
+                                  const Tensor& real) const;
   // Block i's forward (TransformerBlock::forward), checkpointed when set_activation_checkpointing
   // says so: its MoE losses are then outputs of the checkpoint, back-propagated with its output.
   Variable block_forward(size_t i, const Variable& x, std::vector<MoEAux>& moe_aux,

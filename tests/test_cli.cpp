@@ -252,7 +252,7 @@ TEST_CASE("ember train refuses an invalid option at start with one line naming i
       {"--seq-len 0", "--seq-len must be > 0"},
       {"--grad-accum 0", "--grad-accum must be > 0"},
       {"--dtype fp16", "--dtype must be one of float32, bf16"},
-      {"--zero 3", "--zero must be in [0, 2]"},
+      {"--zero 4", "--zero must be in [0, 3]"},
       {"--bucket-mb 0", "--bucket-mb must be > 0"},
       {"--vocab-size 100", "--vocab-size must be 0"},
       {"--vocab-size 258", "--vocab-size must be 0 (no tokenizer training) or at least 259 (the 256 byte tokens, "

@@ -1,7 +1,8 @@
 // The data-parallel pieces of `ember train` (under mpirun; see docs/scaling.md):
 // the gradient reducer and the optimizer
-// (AdamW, or ZeRO-1/2's sharded AdamW), and the note when a resumed run's
-// global batch differs from the checkpoint's.
+// (AdamW, or ZeRO-1/2/3's sharded AdamW; ZeRO-3's sharded parameters wired to
+// the model's blocks), and the note when a resumed run's global batch differs
+// from the checkpoint's.
 #pragma once
 #include <memory>
 #include <string>
@@ -10,6 +11,7 @@
 #include "dist/agreed.h"
 #include "dist/communicator.h"
 #include "dist/reducer.h"
+#include "dist/sharded_parameters.h"
 #include "nn/transformer.h"
 #include "optim/optimizer.h"
 
@@ -19,13 +21,30 @@ using dist::agreed;
 
 struct Optimization {
   std::unique_ptr<dist::Reducer> reducer;  // null in a plain single-process run
+  std::unique_ptr<dist::ShardedParameters> sharded;  // --zero 3 only
   std::unique_ptr<optim::Optimizer> optimizer;
 };
-// The reducer over the trained parameters `named` (buckets of --bucket-mb, the first 1 MiB)
-// when there are several ranks or --zero 1 or 2, and AdamW or dist::ZeroAdamW over them.
-Optimization make_optimization(dist::Communicator& comm,
+// The reducer over the trained parameters `named` (buckets of --bucket-mb, the first 1 MiB;
+// with --zero 3 one bucket per block and the rest, each sharded on its own) when there are
+// several ranks or --zero 1, 2 or 3, and AdamW or dist::ZeroAdamW over them. --zero 3: every
+// parameter of `model` is trained; their shards are taken (so call it once the weights are the
+// same on every rank) and the model's blocks gather and free theirs (nn::BlockResidency).
+Optimization make_optimization(dist::Communicator& comm, nn::Transformer& model,
                                const std::vector<std::pair<std::string, Variable>>& named,
                                const TrainOptions& o);
+
+// --zero 3: every parameter resident while it lives (code that reads them, on some ranks
+// only: checkpoints, evaluation, the sample), released after. Collective; nothing otherwise.
+class HeldParameters {
+ public:
+  HeldParameters(const Optimization& optimization, bool hold = true);
+  ~HeldParameters();
+  HeldParameters(const HeldParameters&) = delete;
+  HeldParameters& operator=(const HeldParameters&) = delete;
+
+ private:
+  dist::ShardedParameters* sharded_ = nullptr;
+};
 
 // Rank 0 prints what changed when the checkpoint's global batch (saved_world
 // x saved_batch rows) differs from this run's (world x batch).

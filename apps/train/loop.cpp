@@ -117,6 +117,9 @@ StepResult train_step(TrainRun& run) {
   } else {
     forward_backward(run, s);
   }
+  // ZeRO-3: the non-block parameters (and any block a backward did not reach) go until the
+  // next forward; the update works on the shards.
+  if (run.optimization.sharded) run.optimization.sharded->release_all();
   clip_gradients(run, s);
   average_and_check_loss(run, s);
   {
@@ -149,6 +152,7 @@ bool has_validation(const TrainRun& run) {
 void log_base_validation(TrainRun& run, MetricsLog& metrics) {
   json record = {{"step", 0}, {"tokens", 0}};
   EvalResult before;
+  const HeldParameters held(run.optimization);  // ZeRO-3: gathered
   agreed(run.comm, [&] {
     if (!run.root) return;
     before = evaluate_run(run);
@@ -194,10 +198,13 @@ void log_step(TrainRun& run, RunTally& tally, MetricsLog& metrics, TrainProgress
   if (s.trained_tokens >= 0) m["trained_tokens"] = s.trained_tokens;
   const bool eval_now =
       has_validation(run) && (every(o.eval_every, run.step) || run.step == o.steps);
-  if (eval_now) evaluate_step(run, tally, m);
-  if (run.world > 1 && o.check_every > 0 &&
-      (run.step % o.check_every == 0 || run.step == o.steps)) {
-    dist::check_parameters_consistent(run.comm, run.params, run.step);
+  // ZeRO-3 keeps one copy of each parameter (every rank gathers the same): nothing can diverge.
+  const bool check_now = run.world > 1 && o.check_every > 0 && !run.optimization.sharded &&
+                         (run.step % o.check_every == 0 || run.step == o.steps);
+  {
+    const HeldParameters held(run.optimization, eval_now);  // ZeRO-3: gathered
+    if (eval_now) evaluate_step(run, tally, m);
+    if (check_now) dist::check_parameters_consistent(run.comm, run.params, run.step);
   }
   metrics.append(m.dump());
   if (!run.root) return;
@@ -299,6 +306,8 @@ int train_loop(TrainRun& run) {
   if (run.step == tally.first_step) save_checkpoint(run, run.step);
   restore_default_signals();
   progress.clear();
+  // ZeRO-3: the sample reads every parameter.
+  const HeldParameters held(run.optimization, o.sample_tokens > 0 && run.tokenizer.has_value());
   if (run.root) print_summary(run, tally);
   return 0;
 }

@@ -120,8 +120,10 @@ const std::vector<Field>& fields() {
       {"--sample-prompt", &O::sample_prompt, "prompt of the end-of-run sample", OnResume::Free, kAny},
       {"--dtype", &O::dtype, "matmul precision: float32, or bf16 (bfloat16 operands; float32 weights, grads, AdamW)",
        OnResume::Free, one_of({"float32", "bf16"})},
-      {"--zero", &O::zero, "under mpirun: 1 shards the AdamW moments across ranks (ZeRO-1), 2 the gradients too (ZeRO-2)",
-       OnResume::Free, between(0, 2)},
+      {"--zero", &O::zero,
+       "under mpirun: 1 shards the AdamW moments across ranks (ZeRO-1), 2 the gradients too (ZeRO-2), "
+       "3 the parameters too (ZeRO-3)",
+       OnResume::Free, between(0, 3)},
       {"--bucket-mb", &O::bucket_mb, "under mpirun: gradient all-reduce bucket size in MiB (the first is 1 MiB)",
        OnResume::Free, kPositive},
       {"--check-every", &O::check_every,

@@ -1,8 +1,8 @@
 // One checkpoint of a run: refused when a parameter is not finite (`latest`
 // never moves to diverged weights); rank 0 writes OUT/step_N.h5 with the run
 // state of an exact resume (ZeroAdamW gathering the moments to it a parameter
-// at a time as it writes them), points OUT/latest at it and prunes, while the
-// others wait at a barrier.
+// at a time as it writes them; ZeRO-3 gathers the parameters for the save),
+// points OUT/latest at it and prunes, while the others wait at a barrier.
 #include <filesystem>
 
 #include "apps/train/finite_parameters.h"
@@ -36,6 +36,7 @@ std::string save_checkpoint(TrainRun& run, int64_t at_step) {
   const TrainOptions& o = run.o;
   const optim::Optimizer& opt = *run.optimization.optimizer;
   const std::string name = checkpoint_name(at_step);
+  const HeldParameters held(run.optimization);  // ZeRO-3: every parameter gathered, then freed
   agreed(run.comm, [&] {
     // A LoRA run's frozen base was checked when it was read and never changes.
     const std::string bad = first_non_finite_parameter(

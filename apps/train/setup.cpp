@@ -84,6 +84,10 @@ void resolve_model_source(TrainRun& run) {
     EMBER_CHECK(!o.finetune || o.full || o.lora_r <= run.cfg.d_model, "--lora-r ", o.lora_r,
                 " exceeds the base's d_model ", run.cfg.d_model,
                 " (every target has d_model on one side, so B A has rank at most d_model)");
+    // ZeRO-3 shards every parameter through the gradient layout: all must be trained.
+    EMBER_CHECK(!(o.finetune && !o.full && o.zero == 3),
+                "--zero 3 shards every parameter and needs all of them trained; a LoRA fine-tune "
+                "keeps a frozen base (use --zero 2, or --full)");
     if (o.data.empty()) o.data = default_corpus();
   });
 }

@@ -25,7 +25,7 @@ void build_model_and_optimizer(TrainRun& run) {
   // Every rank starts from rank 0's weights (also after --init-from / --resume).
   dist::broadcast_parameters(run.comm, run.params);
   // Gradients are averaged across ranks by the reducer (none in a plain single-process run).
-  run.optimization = make_optimization(run.comm, trained, o);
+  run.optimization = make_optimization(run.comm, *run.model, trained, o);
 }
 
 void restore_training_state(TrainRun& run) {

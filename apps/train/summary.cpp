@@ -82,7 +82,7 @@ void print_run_start(const TrainRun& run) {
   if (run.world > 1) {
     std::printf("ember %s: %lld ranks x %d threads, %s\n", command,
                 static_cast<long long>(run.world), omp_get_max_threads(),
-                o.zero == 2 ? "ZeRO-2" : o.zero ? "ZeRO-1" : "all-reduce");
+                o.zero == 3 ? "ZeRO-3" : o.zero == 2 ? "ZeRO-2" : o.zero ? "ZeRO-1" : "all-reduce");
   }
   std::printf(
       "ember %s: %s parameters, %lld tokens/step (%sB %lld x T %lld x accum %lld), %lld steps, "

@@ -3,12 +3,14 @@
 // ends the job through Communicator::fail, as the trainer's main does.
 // "kill-zero2": rank 1 dies by SIGKILL (as kill -9) in the middle of a ZeRO-2
 // step's backward; mpirun must end the others, left waiting in finish().
+// "kill-zero3": the same in a ZeRO-3 step (the others wait for its gathers).
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <string>
 
+#include "apps/train/zero3_residency.h"
 #include "dist/consistency.h"
 #include "dist/reducer.h"
 #include "dist/zero_adamw.h"
@@ -59,6 +61,29 @@ int main(int argc, char** argv) {
         opt.zero_grad();
         testing::tiny_loss(model, testing::tiny_batch(comm.rank(), step)).backward();
         reducer.finish();
+        reducer.clip_grad_norm(1.0);
+        opt.step(1e-3);
+      }
+    } else if (mode == "kill-zero3") {
+      nn::Transformer model(testing::tiny_config(), 1);
+      const auto named = model.named_parameters();
+      dist::ReducerOptions ro{64, 256, true, true};
+      ro.units = apps::block_units(named, model.config().n_layers);
+      dist::Reducer reducer(comm, model.parameters(), ro);
+      dist::ShardedParameters sharded(reducer);
+      sharded.shard();
+      dist::ZeroAdamW opt(reducer, optim::decay_groups(named, 0.1));
+      opt.set_parameter_shard(sharded.values());
+      model.set_block_residency(
+          std::make_shared<apps::Zero3Residency>(sharded, model.config().n_layers));
+      for (int step = 0; step < 2; ++step) {  // one whole step, then the fault in the second
+        if (step == 1 && comm.rank() == 1) {
+          model.parameters()[3].register_post_accumulate_grad_hook([](Variable&) { kill(getpid(), SIGKILL); });
+        }
+        opt.zero_grad();
+        testing::tiny_loss(model, testing::tiny_batch(comm.rank(), step)).backward();
+        reducer.finish();
+        sharded.release_all();
         reducer.clip_grad_norm(1.0);
         opt.step(1e-3);
       }

@@ -17,8 +17,10 @@ MODES=(
   "allreduce|2|"
   "zero1|2|--zero 1 --bucket-mb 1"
   "zero2|2|--zero 2 --bucket-mb 1"
+  "zero3|2|--zero 3"
   "allreduce-3nodes|3|"
   "zero1-3nodes|3|--zero 1 --bucket-mb 1"
+  "zero3-3nodes|3|--zero 3"
 )
 STEPS=10
 FAULT_BOUND_S=30  # the job must end within this many seconds of the link going down
