@@ -174,6 +174,8 @@ json report_header(const BenchOptions& o, const json& peak, const FloorPeak& flo
           {"dtype", o.dtype},
           {"matmul_peak_gflops", peak.at("flops").get<double>() / 1e9},
           {"matmul_peak_products", peak.at("products")},
+          {"matmul_peak_layout", peak.at("layout")},
+          {"matmul_peak_layouts_gflops", peak.at("layouts_gflops")},
           {"onednn_isa", peak.at("onednn_isa").get<std::string>()},
           {"fma_peak_gflops", peak.at("fma_flops").get<double>() / 1e9},
           {"fma_peak_isa", peak.at("fma_isa")},
@@ -208,8 +210,12 @@ int run_bench(const BenchOptions& o) {
   const ChildResult peak = run_in_child("matmul peak", [&] {
     set_threads();
     const MatmulPeak p = measure_peak(3, 4, autocast);
+    json layouts = json::object();
+    for (const PeakCandidate& c : p.candidates) layouts[c.layout] = c.flops / 1e9;
     return json{{"flops", p.flops},
                 {"products", p.products},
+                {"layout", p.layout},
+                {"layouts_gflops", layouts},
                 {"fma_flops", measure_float32_fma_peak()},
                 {"fma_isa", apps::fma_peak_isa(DType::Float32)},
                 {"onednn_isa", kernels::onednn_cpu_isa()},
@@ -221,11 +227,12 @@ int run_bench(const BenchOptions& o) {
   const std::string onednn_isa = peak.result.at("onednn_isa").get<std::string>();
   const int threads = peak.result.at("threads").get<int>();
   std::printf("ember bench: %d threads, %s, %lld timed steps after %lld warm-up; oneDNN ISA %s; %s matmul peak "
-              "%.1f GFLOP/s (best of %d 1024^3 products); float32 FMA peak %.1f GFLOP/s (%s register-only "
+              "%.1f GFLOP/s (best of %d 1024^3 products, %s); float32 FMA peak %.1f GFLOP/s (%s register-only "
               "multiply-adds); floor at the %s peak\n",
               threads, o.dtype.c_str(), static_cast<long long>(o.steps), static_cast<long long>(o.warmup),
               onednn_isa.c_str(), autocast == DType::BFloat16 ? "bf16" : "float32", peak_flops / 1e9,
-              peak.result.at("products").get<int>(), fma_flops / 1e9,
+              peak.result.at("products").get<int>(), peak.result.at("layout").get<std::string>().c_str(),
+              fma_flops / 1e9,
               peak.result.at("fma_isa").get<std::string>().c_str(), floor.source);
   std::printf("%-16s %4s %5s %10s %10s %10s %9s %7s %10s %9s\n", "config", "B", "T", "ms median", "ms best",
               "tokens/s", "GFLOP/s", "%peak", "peak RSS", "floor ms");
