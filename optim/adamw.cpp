@@ -183,6 +183,7 @@ uint16_t* AdamW::bf16_copy(size_t gi, size_t i) {
     return nullptr;
   }
   if (!copy.defined()) copy = Tensor::empty(data.shape(), DType::BFloat16);
+  copy.bump_version();  // a graph that saved last step's copy fails at backward, as for the weight
   return static_cast<uint16_t*>(copy.raw_data());
 }
 
