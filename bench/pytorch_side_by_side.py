@@ -23,7 +23,9 @@ The torch children run with OPENBLAS_CORETYPE set from the CPU flags
 (Cooperlake where avx512_bf16, SkylakeX with avx512f, Haswell with avx2) unless
 it is set already: Debian's OpenBLAS 0.3.21 takes newer CPUs for "Prescott"
 (SSE3) and runs torch's float32 step about 3x slower. The first line printed
-says which it used.
+says which it used, and a warning follows (and ends the report) when
+libblas.so.3 is not OpenBLAS at all: Debian's torch (BLAS_INFO=generic) then
+runs the reference BLAS, tens of times slower, and no ratio means anything.
 
 Each torch config runs in its own subprocess (peak RSS = its VmHWM); ember
 runs each config in its own process too. The two are interleaved config by
@@ -73,6 +75,19 @@ def openblas_coretype(flags_path="/proc/cpuinfo"):
     if "avx2" in flags:
         return "Haswell"
     return None
+
+
+def blas_warning(libblas="/usr/lib/x86_64-linux-gnu/libblas.so.3"):
+    """A warning when Debian's torch (BLAS_INFO=generic: whatever libblas.so.3 is) runs on the
+    reference netlib BLAS, not OpenBLAS: its float32 matmuls then run ~50x slower and every
+    ratio flatters ember. None when OpenBLAS (or an unknown layout) is in place."""
+    if not os.path.exists(libblas):
+        return None
+    target = os.path.realpath(libblas)
+    if "openblas" in target.lower():
+        return None
+    return (f"WARNING: {libblas} is {target}, not OpenBLAS (install libopenblas0): torch's float32 "
+            "matmuls run on the reference BLAS and the ratios below are not a fair comparison")
 
 
 def torch_env():
@@ -368,6 +383,9 @@ def main():
     args.torch_dtype = args.torch_dtype or args.dtype
     args.torch_env, coretype_line = torch_env()
     print(f"torch side: {coretype_line}", flush=True)
+    warning = blas_warning()
+    if warning:
+        print(warning, flush=True)
     presets = args.preset or DEFAULT_PRESETS
     results = {}
     for r in range(args.rounds):
@@ -426,6 +444,8 @@ def main():
     peaks = ", ".join(f"{n} {results[(n, 'ember')]['matmul_peak_gflops']:.1f}" for n in presets)
     print(f"{args.dtype} matmul peak (GFLOP/s, measured by each counted ember run, used for both MFUs): {peaks}; "
           f"torch {results[(presets[0], 'torch')]['torch']}")
+    if warning:
+        print(warning)
 
 
 if __name__ == "__main__":
