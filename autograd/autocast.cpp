@@ -1,8 +1,10 @@
 // Autocast state and the per-region cache of bfloat16 parameter copies (see autocast.h).
 #include "autograd/autocast.h"
 
+#include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/kernels/bf16.h"
 
@@ -21,9 +23,25 @@ struct CachedCopy {
   }
 };
 
+// A copy its writer published: holds no reference to the parameter's storage,
+// only checks it is still the same storage, place, layout and version.
+struct PublishedCopy {
+  std::weak_ptr<Storage> storage;
+  const void* data = nullptr;
+  Shape shape, strides;
+  uint64_t version = 0;
+  Tensor copy;
+  bool matches(const Tensor& t) const {
+    return !storage.expired() && storage.lock() == t.storage() && data == t.raw_data() &&
+           shape == t.shape() && strides == t.strides() && version == t.version();
+  }
+};
+
 struct AutocastState {
   DType dtype = DType::Float32;
-  std::unordered_map<const void*, CachedCopy> cache;  // by data address
+  std::unordered_map<const void*, CachedCopy> cache;          // by data address
+  std::unordered_map<const void*, PublishedCopy> published;  // outlives regions
+  std::unordered_set<const void*> rounded;                   // this region's parameters
 };
 
 AutocastState& state() {
@@ -39,6 +57,7 @@ void set_autocast_dtype(DType dtype) {
   EMBER_CHECK(dtype == DType::Float32 || dtype == DType::BFloat16,
               "autocast: expected float32 or bfloat16, got ", dtype_name(dtype));
   AutocastState& s = state();
+  if (dtype == DType::BFloat16 && s.dtype != DType::BFloat16) s.rounded.clear();  // a new region
   s.dtype = dtype;
   if (dtype == DType::Float32) s.cache.clear();
 }
@@ -53,6 +72,9 @@ Tensor autocast_to_bfloat16(const Variable& v) {
   const Tensor& t = v.data();
   AutocastState& s = state();
   if (s.dtype != DType::BFloat16 || !v.is_leaf() || !v.requires_grad()) return kernels::to_bfloat16(t);
+  s.rounded.insert(t.raw_data());
+  const auto published = s.published.find(t.raw_data());
+  if (published != s.published.end() && published->second.matches(t)) return published->second.copy;
   CachedCopy& entry = s.cache[t.raw_data()];
   if (!entry.matches(t)) entry = CachedCopy{t, t.version(), kernels::to_bfloat16(t)};
   return entry.copy;
@@ -63,6 +85,18 @@ void autocast_forget(const Tensor& t) {
   if (s.cache.empty() || !t.defined() || t.storage()->data() == nullptr) return;
   auto it = s.cache.find(t.raw_data());
   if (it != s.cache.end() && it->second.source.shares_storage(t)) s.cache.erase(it);
+  auto pub = s.published.find(t.raw_data());
+  if (pub != s.published.end() && pub->second.storage.lock() == t.storage()) s.published.erase(pub);
 }
+
+bool autocast_rounded(const Tensor& t) { return state().rounded.count(t.raw_data()) > 0; }
+
+void publish_bfloat16_copy(const Tensor& t, const Tensor& copy) {
+  EMBER_CHECK(copy.dtype() == DType::BFloat16 && copy.is_contiguous() && copy.shape() == t.shape(),
+              "publish_bfloat16_copy: expected a contiguous bfloat16 copy of shape ", shape_str(t.shape()));
+  state().published[t.raw_data()] = PublishedCopy{t.storage(), t.raw_data(), t.shape(), t.strides(), t.version(), copy};
+}
+
+void forget_bfloat16_copy(const Tensor& t) { state().published.erase(t.raw_data()); }
 
 }  // namespace ember

@@ -9,6 +9,10 @@
 // A leaf that requires grad (a parameter) is rounded once per autocast region
 // and the copy reused by every matmul that reads it, forward and backward,
 // until the region ends or the parameter is written (its version changes).
+// Its writer may publish the rounded copy itself (AdamW rounds each weight the
+// last region rounded in its update kernel): a published copy serves every
+// later region while the parameter's version is unchanged, so a bf16 training
+// step converts no weight at all.
 //
 //   { AutocastGuard bf16(DType::BFloat16); loss = model.loss(...); loss.total.backward(); }
 //   opt.step(lr);   // outside: float32
@@ -45,5 +49,15 @@ class AutocastGuard {
 Tensor autocast_to_bfloat16(const Variable& v);
 // Drops the cached bfloat16 copy of t's data, if any (ZeRO-3 before it frees a parameter).
 void autocast_forget(const Tensor& t);
+
+// True when the latest bfloat16 autocast region of this thread (from when it
+// was turned on) rounded t's data: a parameter some bf16 matmul reads.
+bool autocast_rounded(const Tensor& t);
+// Publishes copy (bfloat16, contiguous, t's shape: t's data rounded) as t's at t's
+// current version: autocast_to_bfloat16 returns it on this thread, in any later
+// region, until t's version changes. The caller keeps copy's values right.
+void publish_bfloat16_copy(const Tensor& t, const Tensor& copy);
+// Drops t's published copy (its writer is gone).
+void forget_bfloat16_copy(const Tensor& t);
 
 }  // namespace ember

@@ -88,11 +88,13 @@ void accumulate_leaf(const std::shared_ptr<VariableImpl>& impl, Tensor g) {
   for (auto& hook : leaf.post_accumulate_hooks) hook(handle);
 }
 
-// Sums a new contribution into a pending gradient, in place when the slot is unshared.
-void add_into(Tensor& slot, const Tensor& g) {
+// Sums a new contribution into a pending gradient, in place when the slot is unshared. g is
+// taken by value: a caller that moves its last reference in lets the slot (and then a leaf,
+// accumulate_leaf) own the buffer alone, instead of a copy of every parameter's gradient.
+void add_into(Tensor& slot, Tensor g) {
   EMBER_PROFILE_SCOPE(kElementwiseFamily);
   if (!slot.defined()) {
-    slot = g;
+    slot = std::move(g);
   } else if (slot.shape() == g.shape() && slot.dtype() == g.dtype() && !slot.shares_storage(g) &&
              sole_owner(slot)) {
     kernels::add_(slot, g);
@@ -179,10 +181,10 @@ void run_backward(const std::vector<Variable>& roots, const std::vector<Tensor>&
         gi = kernels::sum_to_shape(gi, n->input_shapes[i]);
       }
       if (e.node) {
-        if (gi.defined()) add_into(grads[e.node.get()], gi);
+        if (gi.defined()) add_into(grads[e.node.get()], std::move(gi));
         if (--pending[e.node.get()] == 0) ready.push(e.node.get());
       } else {
-        if (gi.defined()) add_into(leaf_grads[e.leaf.get()], gi);
+        if (gi.defined()) add_into(leaf_grads[e.leaf.get()], std::move(gi));
         if (--leaf_pending[e.leaf.get()] == 0) {
           auto it = leaf_grads.find(e.leaf.get());
           if (it != leaf_grads.end()) {

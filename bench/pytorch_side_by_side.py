@@ -14,8 +14,18 @@ FLOPs from ember's nn::model_stats over ember's measured matmul peak), peak
 RSS of each, ember's floor (the step's FLOPs, causal attention halved, at
 the fastest measured rate, from `ember bench`) and floor/torch,
 the smallest ratio this machine allows, and the targets (ratio <= 0.5
-dense/moe, <= 0.65 gpt2-small; MFU >= 60% dense-small, >= 70% gpt2-small; RSS
-below torch) met or not.
+dense/moe, <= 0.65 gpt2-small, <= 0.6 gpt2-small-1024; MFU >= 60% dense-small,
+>= 70% gpt2-small; RSS below torch) met or not. gpt2-small-1024 (`ember bench`'s
+case: gpt2-small at B 8, T 1024, the pretraining shape) runs only when named; its
+MFU counts causal attention as half the T x T square.
+
+The torch children run with OPENBLAS_CORETYPE set from the CPU flags
+(Cooperlake where avx512_bf16, SkylakeX with avx512f, Haswell with avx2) unless
+it is set already: Debian's OpenBLAS 0.3.21 takes newer CPUs for "Prescott"
+(SSE3) and runs torch's float32 step about 3x slower. The first line printed
+says which it used, and a warning follows (and ends the report) when
+libblas.so.3 is not OpenBLAS at all: Debian's torch (BLAS_INFO=generic) then
+runs the reference BLAS, tens of times slower, and no ratio means anything.
 
 Each torch config runs in its own subprocess (peak RSS = its VmHWM); ember
 runs each config in its own process too. The two are interleaved config by
@@ -39,9 +49,57 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-SHAPES = {"dense-small": (8, 256), "moe-small": (8, 256), "gpt2-small": (4, 64)}
-RATIO_TARGET = {"dense-small": 0.5, "moe-small": 0.5, "gpt2-small": 0.65}
+SHAPES = {"dense-small": (8, 256), "moe-small": (8, 256), "gpt2-small": (4, 64), "gpt2-small-1024": (8, 1024)}
+DEFAULT_PRESETS = ["dense-small", "moe-small", "gpt2-small"]  # gpt2-small-1024 on request (minutes a step)
+MODEL = {"gpt2-small-1024": "gpt2-small"}  # ember bench's case name -> the config it runs
+RATIO_TARGET = {"dense-small": 0.5, "moe-small": 0.5, "gpt2-small": 0.65, "gpt2-small-1024": 0.6}
 MFU_TARGET = {"dense-small": 60.0, "gpt2-small": 70.0}
+CAUSAL_MFU = {"gpt2-small-1024"}  # MFU with causal attention counted as half the T x T square
+
+
+def openblas_coretype(flags_path="/proc/cpuinfo"):
+    """The OPENBLAS_CORETYPE for this CPU's flags: Debian's OpenBLAS 0.3.21 takes
+    Sapphire Rapids and Zen for "Prescott" (SSE3) and runs torch's float32 step about
+    3x slower unless told. None where no flag applies (or the flags are unreadable)."""
+    try:
+        flags = set()
+        for line in open(flags_path):
+            if line.startswith("flags"):
+                flags.update(line.split(":", 1)[1].split())
+    except OSError:
+        return None
+    if "avx512_bf16" in flags:
+        return "Cooperlake"
+    if "avx512f" in flags:
+        return "SkylakeX"
+    if "avx2" in flags:
+        return "Haswell"
+    return None
+
+
+def blas_warning(libblas="/usr/lib/x86_64-linux-gnu/libblas.so.3"):
+    """A warning when Debian's torch (BLAS_INFO=generic: whatever libblas.so.3 is) runs on the
+    reference netlib BLAS, not OpenBLAS: its float32 matmuls then run ~50x slower and every
+    ratio flatters ember. None when OpenBLAS (or an unknown layout) is in place."""
+    if not os.path.exists(libblas):
+        return None
+    target = os.path.realpath(libblas)
+    if "openblas" in target.lower():
+        return None
+    return (f"WARNING: {libblas} is {target}, not OpenBLAS (install libopenblas0): torch's float32 "
+            "matmuls run on the reference BLAS and the ratios below are not a fair comparison")
+
+
+def torch_env():
+    """The environment of the torch children, and a line saying which OPENBLAS_CORETYPE they run."""
+    env = dict(os.environ)
+    if "OPENBLAS_CORETYPE" in env:
+        return env, f"OPENBLAS_CORETYPE={env['OPENBLAS_CORETYPE']} (set by the user)"
+    core = openblas_coretype()
+    if core is None:
+        return env, "OPENBLAS_CORETYPE unset (no AVX2 or AVX-512 flag: OpenBLAS picks its own kernels)"
+    env["OPENBLAS_CORETYPE"] = core
+    return env, f"OPENBLAS_CORETYPE={core} (from the CPU flags)"
 
 
 # --- the model of SPEC.md sections 1-2 in PyTorch ----------------------------------------------
@@ -258,7 +316,7 @@ def torch_child(name, B, T, steps, warmup, threads, dtype):
     import torch
     torch.set_num_threads(threads)
     torch.manual_seed(1337)
-    c = load_config(os.path.join(ROOT, "configs", name + ".json"))
+    c = load_config(os.path.join(ROOT, "configs", MODEL.get(name, name) + ".json"))
     model = build_model(c)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
@@ -287,7 +345,7 @@ def torch_child(name, B, T, steps, warmup, threads, dtype):
 def run_torch(name, B, T, args):
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--torch-child", name, str(B), str(T),
                           str(args.steps), str(args.warmup), str(args.threads), args.torch_dtype],
-                         check=True, capture_output=True, text=True).stdout
+                         check=True, capture_output=True, text=True, env=args.torch_env).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -311,7 +369,8 @@ def main():
         return
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--ember", default=os.path.join(ROOT, "build", "apps", "ember"))
-    p.add_argument("--preset", action="append", choices=list(SHAPES), help="repeatable; default all three")
+    p.add_argument("--preset", action="append", choices=list(SHAPES),
+                   help="repeatable; default dense-small, moe-small, gpt2-small (gpt2-small-1024: B 8, T 1024)")
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--threads", type=int, default=os.cpu_count())
@@ -322,7 +381,12 @@ def main():
                    help="torch's: float32, or bf16 under torch.autocast('cpu'); default: --dtype")
     args = p.parse_args()
     args.torch_dtype = args.torch_dtype or args.dtype
-    presets = args.preset or list(SHAPES)
+    args.torch_env, coretype_line = torch_env()
+    print(f"torch side: {coretype_line}", flush=True)
+    warning = blas_warning()
+    if warning:
+        print(warning, flush=True)
+    presets = args.preset or DEFAULT_PRESETS
     results = {}
     for r in range(args.rounds):
         for name in presets:
@@ -347,7 +411,9 @@ def main():
 
     print(f"\nember {args.dtype}, torch {args.torch_dtype}; "
           f"{args.threads} threads, {args.steps} timed steps after {args.warmup} warm-up, best median of "
-          f"{args.rounds} interleaved round(s); MFU = model FLOPs (ember's nn::model_stats) / ember's matmul peak")
+          f"{args.rounds} interleaved round(s); MFU = model FLOPs (ember's nn::model_stats) / ember's matmul peak"
+          + (f" ({', '.join(sorted(CAUSAL_MFU & set(presets)))}: causal attention as half the T x T square)"
+             if CAUSAL_MFU & set(presets) else "") + f"; torch: {coretype_line}")
     head = (f"{'config':12s} {'B':>2s} {'T':>4s} {'ember ms':>9s} {'torch ms':>9s} {'ratio':>6s} {'ember MFU':>9s} "
             f"{'torch MFU':>9s} {'ember RSS':>9s} {'torch RSS':>9s} {'floor ms':>8s} {'floor/torch':>11s}  targets")
     print(head)
@@ -355,7 +421,7 @@ def main():
     for name in presets:
         e, t = results[(name, "ember")], results[(name, "torch")]
         B, T = SHAPES[name]
-        flops = e["flops_per_token"] * B * T
+        flops = e["causal_flops_per_token" if name in CAUSAL_MFU else "flops_per_token"] * B * T
         peak = e["matmul_peak_gflops"] * 1e9
         e_ms, t_ms = e["ms_per_step_median"], t["ms_per_step_median"]
         e_mfu, t_mfu = 100 * flops / (e_ms / 1e3) / peak, 100 * flops / (t_ms / 1e3) / peak
@@ -378,6 +444,8 @@ def main():
     peaks = ", ".join(f"{n} {results[(n, 'ember')]['matmul_peak_gflops']:.1f}" for n in presets)
     print(f"{args.dtype} matmul peak (GFLOP/s, measured by each counted ember run, used for both MFUs): {peaks}; "
           f"torch {results[(presets[0], 'torch')]['torch']}")
+    if warning:
+        print(warning)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,10 @@
 // t is the parameter's own update count (param_step): a parameter without a
 // gradient (an idle MoE expert) is skipped, decay included, and not counted.
 // One fused loop over all tensors in one OpenMP region; moments are float32 for float32 params.
+// bf16 training: a float32 parameter the latest bf16 autocast region rounded (a weight some
+// matmul reads, autocast_rounded) gets a bfloat16 copy the update kernel writes as it writes
+// the parameter (the same rounding as kernels::to_bfloat16), published to autocast
+// (publish_bfloat16_copy): the next step's matmuls read it and convert no weight.
 #pragma once
 #include "optim/optimizer.h"
 
@@ -28,6 +32,9 @@ void adamw_update_span(T* p, const T* g, T* m, T* v, int64_t n, double lr, doubl
 class AdamW : public Optimizer {
  public:
   AdamW(std::vector<ParamGroup> groups, AdamWOptions options = {});
+  ~AdamW() override;
+  AdamW(const AdamW&) = delete;
+  AdamW& operator=(const AdamW&) = delete;
   void step(double lr, double grad_scale = 1.0) override;
   std::map<std::string, Tensor> state_dict() const override;
   const AdamWOptions& options() const { return options_; }
@@ -37,9 +44,12 @@ class AdamW : public Optimizer {
 
  private:
   void load_tensors(const StateSource& get) override;
+  // Parameter (gi, i)'s bfloat16 copy to refresh in this step, or null (see above).
+  uint16_t* bf16_copy(size_t gi, size_t i);
 
   AdamWOptions options_;
   std::vector<std::vector<Tensor>> m_, v_;
+  std::vector<std::vector<Tensor>> p16_;  // bfloat16 copies (undefined where none)
 };
 
 }  // namespace ember::optim

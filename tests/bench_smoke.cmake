@@ -42,7 +42,8 @@ run_ember(out bench --config ${WORK}/tiny.json --steps 2 --warmup 1 --threads 2 
 expect_lines("${out}" "oneDNN ISA [a-z0-9_]+;" "matmul peak [0-9.]+ GFLOP/s" "float32 FMA peak [0-9.]+ GFLOP/s"
              "floor at the (float32 FMA|float32 matmul) peak" "floor ms\n"
              "\ntiny +8 +32 +[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9.]+% +[0-9]+ MB +[0-9.]+\n"
-             "phases: .*forward [0-9.]+%" "families: .*matmul [0-9.]+%" "moe_dispatch" "op family +ms/step")
+             "phases: .*forward [0-9.]+%" "families: .*matmul [0-9.]+%" "moe_dispatch" "op family +ms/step"
+             "products, A B(\\^T)?\\);" "causal: +[0-9.]+% of the peak")
 # Under the caps of tests/isa (ISA_VARIANT avx2 or generic) the header names the capped instruction sets.
 if(ISA_VARIANT STREQUAL "avx2")
   expect_lines("${out}" "oneDNN ISA (avx2|avx|sse41);" "float32 FMA peak [0-9.]+ GFLOP/s \\((avx2|generic) register-only")
@@ -54,6 +55,7 @@ expect_positive("${bench}" matmul_peak_gflops fma_peak_gflops floor_peak_gflops 
                 configs.0.floor_peak_gflops configs.0.floor_ms
                 configs.0.ms_per_step_median configs.0.ms_per_step_best configs.0.tokens_per_s
                 configs.0.gflops configs.0.mfu_percent configs.0.peak_rss_mb configs.0.flops_per_token
+                configs.0.mfu_causal_percent configs.0.causal_flops_per_token
                 configs.0.ms_per_step.1 configs.0.profile.steps
                 configs.0.profile.phases.forward.ms_per_step configs.0.profile.phases.backward.ms_per_step
                 configs.0.profile.phases.optimizer.ms_per_step

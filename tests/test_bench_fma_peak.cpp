@@ -12,9 +12,12 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "apps/bench/matmul_peak.h"
 #include "core/kernels/cpu_isa.h"
+#include "core/kernels/matmul.h"
 #include "apps/bench/fma_peak.h"
 
 using namespace ember;
@@ -134,4 +137,46 @@ TEST_CASE("FMA peak rejects other dtypes and bad round counts", "[fma_peak]") {
   CHECK_THROWS_WITH(apps::fma_round_flops(DType::Int64), Catch::Contains("float32 or bfloat16, got int64"));
   CHECK_THROWS_WITH(apps::measure_fma_peak(DType::Float32, 0), Catch::Contains("rounds"));
   CHECK_THROWS_WITH(apps::fma_round_flops(DType::Float32, 0), Catch::Contains("round_seconds"));
+}
+
+TEST_CASE("matmul peak: the fastest of the measured layouts", "[bench]") {
+  // The rule on given figures: the maximum, its layout; the first on a tie.
+  apps::MatmulPeak p = apps::best_candidate({{"A B", 410e9}, {"A B^T", 440e9}}, 12);
+  CHECK(p.flops == 440e9);
+  CHECK(std::string(p.layout) == "A B^T");
+  CHECK(p.products == 12);
+  REQUIRE(p.candidates.size() == 2);
+  p = apps::best_candidate({{"A B", 300e9}, {"A B^T", 300e9}}, 6);
+  CHECK(std::string(p.layout) == "A B");
+  // Measured: one product per layout per round; the peak is the best candidate (bf16 only where
+  // native: emulated 1024^3 bf16 products under the capped ISA variants take seconds).
+  std::vector<DType> dtypes{DType::Float32};
+  if (kernels::bf16_matmul_native()) dtypes.push_back(DType::BFloat16);
+  for (DType dt : dtypes) {
+    const apps::MatmulPeak m = apps::measure_peak(1, 2, dt);
+    REQUIRE(m.candidates.size() == 2);
+    CHECK(m.products == 2);
+    double best = 0;
+    for (const apps::PeakCandidate& c : m.candidates) {
+      CHECK(std::isfinite(c.flops));
+      CHECK(c.flops > 0);
+      best = std::max(best, c.flops);
+    }
+    CHECK(m.flops == best);
+  }
+}
+
+TEST_CASE("oneDNN ISA names: each dnnl_cpu_isa_t value of oneDNN 2.6 maps to its name", "[bench]") {
+  // The values of dnnl_types.h (oneDNN 2.6): nested bit masks.
+  const std::pair<int, const char*> names[] = {
+      {0x0, "reference"},           {0x1, "sse41"},
+      {0x3, "avx"},                 {0x7, "avx2"},
+      {0xf, "avx512_mic"},          {0x1f, "avx512_mic_4ops"},
+      {0x27, "avx512_core"},        {0x67, "avx512_core_vnni"},
+      {0xe7, "avx512_core_bf16"},   {0x3e7, "avx512_core_amx"},
+      {0x407, "avx2_vnni"},         {0x12345, "reference"}};
+  for (const auto& [value, name] : names) CHECK(std::string(kernels::onednn_isa_name(value)) == name);
+  // What oneDNN runs here is one of them.
+  const std::string here = kernels::onednn_cpu_isa();
+  CHECK(std::any_of(std::begin(names), std::end(names), [&](const auto& n) { return here == n.second; }));
 }

@@ -4,7 +4,9 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "apps/bench/bench_cases.h"
 #include "apps/bench/bench_runner.h"
+#include "apps/bench/causal_flops.h"
 #include "apps/bench/matmul_peak.h"
 
 using namespace ember;
@@ -29,6 +31,36 @@ TEST_CASE("bench floor: the step's FLOPs, causal attention halved, at the floor 
   const double median_s = j.at("ms_per_step_median").get<double>() / 1e3;
   CHECK(j.at("mfu_percent").get<double>() ==
         Approx(100 * (6 * weights + attention_full) * tokens / median_s / 4e9));
+  CHECK(j.at("causal_flops_per_token").get<double>() == Approx(6 * weights + attention_full / 2));
+  CHECK(j.at("mfu_causal_percent").get<double>() ==
+        Approx(100 * (6 * weights + attention_full / 2) * tokens / median_s / 4e9));
+}
+
+TEST_CASE("bench cases: presets at their timed shapes, gpt2-small-1024 the pretraining shape", "[bench]") {
+  CHECK(apps::default_bench_cases() == std::vector<std::string>{"dense-small", "moe-small", "gpt2-small"});
+  const apps::BenchCase big = apps::bench_preset_case("gpt2-small-1024");
+  CHECK(big.name == "gpt2-small-1024");
+  CHECK(big.batch_size == 8);
+  CHECK(big.seq_len == 1024);
+  CHECK(big.config.d_model == 768);
+  CHECK(big.config.n_layers == 12);
+  CHECK(big.config.max_seq_len == 1024);
+  const apps::BenchCase small = apps::bench_preset_case("gpt2-small");
+  CHECK((small.batch_size == 4 && small.seq_len == 64));
+  const apps::BenchCase dense = apps::bench_preset_case("dense-small");
+  CHECK((dense.batch_size == 8 && dense.seq_len == 256));
+  CHECK_THROWS(apps::bench_preset_case("no-such-preset"));
+}
+
+TEST_CASE("causal FLOPs: half the attention square off the PaLM count", "[bench]") {
+  nn::ModelStats st;
+  st.flops_per_token = 1000;
+  st.attention_flops_per_token = 300;
+  CHECK(apps::causal_flops_per_token(st) == 850);
+  // gpt2-small at T 1024: 12 layers x 12 x 768 x 1024 attention FLOPs per token, half of them counted.
+  const nn::ModelStats g = nn::model_stats(apps::bench_preset_case("gpt2-small-1024").config, 8, 1024);
+  CHECK(g.attention_flops_per_token == Approx(12.0 * 12 * 768 * 1024));
+  CHECK(apps::causal_flops_per_token(g) == Approx(g.flops_per_token - 6.0 * 12 * 768 * 1024));
 }
 
 TEST_CASE("bench floor peak: the better of the float32 FMA peak and the step's matmul peak", "[bench]") {

@@ -7,6 +7,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "core/kernels/elementwise.h"
 
 using namespace ember;
 
@@ -156,4 +157,33 @@ TEST_CASE("leaf gradients never alias each other or the graph", "[engine]") {
   sum(c * c).backward();
   CHECK(c.grad().to_vector<double>() == std::vector<double>{4.0, 8.0});
   CHECK(c.grad().storage().use_count() == 1);
+}
+
+TEST_CASE("a leaf adopts the gradient buffer its op's backward made (no copy of it)", "[engine]") {
+  // An op whose backward returns a fresh tensor nobody else holds: the leaf's .grad
+  // must be that very buffer (a parameter's gradient is not copied once a step).
+  Variable w = leaf({1.0, 2.0, 3.0}, {3});
+  const void* made = nullptr;
+  Variable y = record("scale2", {w}, kernels::mul_scalar(w.data(), 2.0), [&made](const Tensor& g) -> Grads {
+    Tensor d = kernels::mul_scalar(g, 2.0);
+    made = d.data<double>();
+    return {d};
+  });
+  sum(y).backward();
+  CHECK(w.grad().data<double>() == made);
+  CHECK(w.grad().to_vector<double>() == std::vector<double>{2.0, 2.0, 2.0});
+  // Through an intermediate node as well: x -> scale2 -> scale2 -> w.
+  Variable v = leaf({1.0}, {1});
+  const void* inner = nullptr;
+  auto scale2 = [](const Variable& in, const void** seen) {
+    return record("scale2", {in}, kernels::mul_scalar(in.data(), 2.0), [seen](const Tensor& g) -> Grads {
+      Tensor d = kernels::mul_scalar(g, 2.0);
+      *seen = d.data<double>();
+      return {d};
+    });
+  };
+  const void* outer = nullptr;
+  sum(scale2(scale2(v, &inner), &outer)).backward();
+  CHECK(v.grad().data<double>() == inner);
+  CHECK(v.grad().to_vector<double>() == std::vector<double>{4.0});
 }

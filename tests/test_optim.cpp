@@ -4,6 +4,9 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
+#include "autograd/autocast.h"
+#include "autograd/ops.h"
+#include "core/kernels/bf16.h"
 #include "optim/adamw.h"
 #include "optim/clip.h"
 #include "optim/schedule.h"
@@ -232,4 +235,60 @@ TEST_CASE("clipping fused into the update (grad_scale) equals clipping the gradi
       CHECK(a[i].data().to_vector<double>() == b[i].data().to_vector<double>());
     }
   }
+}
+
+// The bits of a bfloat16 tensor.
+static std::vector<uint16_t> bf16_bits(const Tensor& t) {
+  const auto* p = static_cast<const uint16_t*>(t.raw_data());
+  return {p, p + t.numel()};
+}
+
+TEST_CASE("AdamW under bf16 training refreshes the weights' bfloat16 copies in its update", "[optim][bf16]") {
+  // w is read by a bf16 matmul, b by nothing bf16: after the step, w's copy is published and equals
+  // to_bfloat16 of the updated w bit for bit; the next region reads it instead of converting.
+  Variable w(Tensor::randn({16, 24}, 3), true), b(Tensor::randn({24}, 4), true);
+  const Variable x(Tensor::randn({5, 16}, 5));
+  AdamW opt(decay_groups({{"w", w}, {"b", b}}, 0.1), {0.9, 0.95, 1e-8});
+  for (int step = 0; step < 3; ++step) {
+    opt.zero_grad();
+    {
+      AutocastGuard bf16(DType::BFloat16);
+      sum(matmul(x, w) + b).backward();
+    }
+    CHECK(autocast_rounded(w.data()));
+    CHECK_FALSE(autocast_rounded(b.data()));
+    // The plain float32 update of w (adamw_update_span, no copy) on copies of its state.
+    Tensor p = w.data().clone(), m = opt.exp_avg(0, 0).clone(), v = opt.exp_avg_sq(0, 0).clone();
+    adamw_update_span<float>(p.data<float>(), w.grad().data<float>(), m.data<float>(), v.data<float>(), p.numel(),
+                             1e-2, 0.1, opt.options(), step + 1);
+    opt.step(1e-2);
+    CHECK(w.data().to_vector<float>() == p.to_vector<float>());  // the copy changes no float32 bit
+    CHECK(opt.exp_avg(0, 0).to_vector<float>() == m.to_vector<float>());
+    Tensor copy;
+    {
+      AutocastGuard bf16(DType::BFloat16);
+      copy = autocast_to_bfloat16(w);
+    }
+    CHECK(bf16_bits(copy) == bf16_bits(kernels::to_bfloat16(w.data())));
+    // Another region (the per-region cache dropped) gets the same published buffer, while the first
+    // result is still alive: nothing was converted.
+    AutocastGuard bf16(DType::BFloat16);
+    CHECK(autocast_to_bfloat16(w).raw_data() == copy.raw_data());
+  }
+  // A parameter written after the step (its version bumps) is converted afresh, not served stale.
+  w.data().fill_(0.5);
+  AutocastGuard bf16(DType::BFloat16);
+  CHECK(bf16_bits(autocast_to_bfloat16(w)) == bf16_bits(kernels::to_bfloat16(w.data())));
+}
+
+TEST_CASE("AdamW in float32 training keeps no bfloat16 copies", "[optim][bf16]") {
+  Variable w(Tensor::randn({8, 8}, 6), true);
+  const Variable x(Tensor::randn({3, 8}, 7));
+  AdamW opt({{{w}, {}, 1.0, 0.0}});
+  sum(matmul(x, w)).backward();
+  CHECK_FALSE(autocast_rounded(w.data()));
+  opt.step(1e-2);
+  AutocastGuard bf16(DType::BFloat16);
+  // Nothing published: a fresh conversion (cached by this region from now on).
+  CHECK(bf16_bits(autocast_to_bfloat16(w)) == bf16_bits(kernels::to_bfloat16(w.data())));
 }

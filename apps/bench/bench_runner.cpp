@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "apps/bench/causal_flops.h"
 #include "apps/bench/profile_report.h"
 #include "apps/bench/stopwatch.h"
 #include "apps/train/step_phases.h"
@@ -76,7 +77,7 @@ nlohmann::json case_json(const BenchCase& c, const BenchRunOptions& o, const Ste
   // The floor: every FLOP the step must do at the floor peak (apps::floor_peak). A causal
   // kernel computes about half of the full T x T attention square that
   // flops_per_token counts.
-  const double needed_flops = (st.flops_per_token - st.attention_flops_per_token / 2) * tokens;
+  const double needed_flops = causal_flops_per_token(st) * tokens;
   std::vector<double> ms;
   for (double v : f.seconds) ms.push_back(v * 1e3);
   return {{"name", c.name},
@@ -94,6 +95,8 @@ nlohmann::json case_json(const BenchCase& c, const BenchRunOptions& o, const Ste
           {"gflops", flops / 1e9},
           {"mfu_percent", 100 * flops / peak_flops},
           {"mfu_percent_best", 100 * st.flops_per_token * tokens / best / peak_flops},
+          {"causal_flops_per_token", causal_flops_per_token(st)},
+          {"mfu_causal_percent", 100 * needed_flops / median / peak_flops},
           {"floor_peak_gflops", floor_peak_flops / 1e9},
           {"floor_ms", 1e3 * needed_flops / floor_peak_flops},
           {"final_loss", f.last_ce},

@@ -2,7 +2,8 @@
 // clip 1.0, AdamW with the defaults of SPEC.md section 4, as `ember train`) on
 // random tokens, timed step by step with the profiler on. The result is JSON:
 // ms/step (median, best, every step), tokens/s, model GFLOP/s (nn::model_stats
-// FLOPs per token times tokens), % of the given matmul peak, the floor (the
+// FLOPs per token times tokens), % of the given matmul peak (also with causal
+// attention as half the square, apps::causal_flops_per_token), the floor (the
 // step's FLOPs, causal attention counted as half the square, at the given
 // floor peak, apps::floor_peak: no step can be faster), and the profile.
 #pragma once

@@ -25,25 +25,39 @@ double best_of_rounds(int rounds, Measure&& measure) {
   return best;
 }
 
-// FLOP/s of the fastest of `products` 1024^3 products.
-double matmul_flops(int products, DType operands) {
+// FLOP/s of the fastest of `products` 1024^3 products, B transposed when trans_b.
+double matmul_flops(int products, DType operands, bool trans_b) {
   const int64_t n = 1024;
   Tensor a = Tensor::randn({n, n}, 1), b = Tensor::randn({n, n}, 2);
   if (operands == DType::BFloat16) {
     a = kernels::to_bfloat16(a);
     b = kernels::to_bfloat16(b);
   }
-  const double seconds = best_seconds({.min = products, .max = products}, [&] { kernels::matmul(a, b); });
+  const double seconds = best_seconds({.min = products, .max = products},
+                                      [&] { kernels::matmul(a, b, false, trans_b); });
   return 2.0 * static_cast<double>(n * n * n) / seconds;
 }
 
 }  // namespace
 
-MatmulPeak measure_peak(int rounds, int products_per_round, DType operands) {
+MatmulPeak best_candidate(std::vector<PeakCandidate> candidates, int products) {
   MatmulPeak p;
-  p.flops = best_of_rounds(rounds, [&] { return matmul_flops(products_per_round, operands); });
-  p.products = std::max(rounds, 0) * products_per_round;
+  p.products = products;
+  for (const PeakCandidate& c : candidates) {
+    if (c.flops > p.flops) p.flops = c.flops, p.layout = c.layout;
+  }
+  p.candidates = std::move(candidates);
   return p;
+}
+
+MatmulPeak measure_peak(int rounds, int products_per_round, DType operands) {
+  std::vector<PeakCandidate> candidates{{"A B", 0}, {"A B^T", 0}};
+  const int per_layout = std::max(1, (products_per_round + 1) / 2);
+  for (PeakCandidate& c : candidates) {
+    const bool trans_b = &c != &candidates.front();
+    c.flops = best_of_rounds(rounds, [&] { return matmul_flops(per_layout, operands, trans_b); });
+  }
+  return best_candidate(std::move(candidates), std::max(rounds, 0) * per_layout * 2);
 }
 
 double measure_fma_peak(DType dtype, int rounds, double round_seconds) {

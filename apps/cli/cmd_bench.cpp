@@ -1,5 +1,6 @@
 // `ember bench`: training-step benchmark of the presets (dense-small and
-// moe-small at B 8, T 256; gpt2-small at B 4, T 64) or of --config files.
+// moe-small at B 8, T 256; gpt2-small at B 4, T 64; on request gpt2-small-1024,
+// gpt2-small at B 8, T 1024: apps/bench/bench_cases.h) or of --config files.
 // Prints, per config: ms/step (median and best of --steps after --warmup),
 // tokens/s, model GFLOP/s, % of the matmul peak of --dtype (measured once per
 // run), peak RSS, the floor (the step's FLOPs at the fastest measured rate,
@@ -22,12 +23,12 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "apps/bench/bench_cases.h"
 #include "apps/bench/bench_runner.h"
 #include "apps/cli/commands.h"
 #include "apps/bench/matmul_peak.h"
 #include "apps/cli/output_file.h"
 #include "apps/train/stop_signals.h"
-#include "nn/presets.h"
 #include "autograd/autocast.h"
 #include "core/error.h"
 #include "apps/bench/fma_peak.h"
@@ -110,13 +111,9 @@ ChildResult run_in_child(const std::string& what, const std::function<json()>& f
 
 std::vector<BenchCase> bench_cases(const BenchOptions& o) {
   std::vector<std::string> presets = o.presets;
-  if (presets.empty() && o.configs.empty()) presets = {"dense-small", "moe-small", "gpt2-small"};
+  if (presets.empty() && o.configs.empty()) presets = default_bench_cases();
   std::vector<BenchCase> cases;
-  for (const std::string& p : presets) {
-    BenchCase c{p, nn::preset_config(p), 8, 256};
-    if (p == "gpt2-small") c.batch_size = 4, c.seq_len = 64;
-    cases.push_back(c);
-  }
+  for (const std::string& p : presets) cases.push_back(bench_preset_case(p));
   for (const std::string& path : o.configs) {
     nn::ModelConfig cfg = nn::ModelConfig::from_file(path);
     cases.push_back({std::filesystem::path(path).stem().string(), cfg, 8, std::min<int64_t>(256, cfg.max_seq_len)});
@@ -177,6 +174,8 @@ json report_header(const BenchOptions& o, const json& peak, const FloorPeak& flo
           {"dtype", o.dtype},
           {"matmul_peak_gflops", peak.at("flops").get<double>() / 1e9},
           {"matmul_peak_products", peak.at("products")},
+          {"matmul_peak_layout", peak.at("layout")},
+          {"matmul_peak_layouts_gflops", peak.at("layouts_gflops")},
           {"onednn_isa", peak.at("onednn_isa").get<std::string>()},
           {"fma_peak_gflops", peak.at("fma_flops").get<double>() / 1e9},
           {"fma_peak_isa", peak.at("fma_isa")},
@@ -192,6 +191,8 @@ void print_case(const BenchCase& c, const json& j, double peak_rss_mb, bool prof
               j.at("ms_per_step_median").get<double>(), j.at("ms_per_step_best").get<double>(),
               j.at("tokens_per_s").get<double>(), j.at("gflops").get<double>(), j.at("mfu_percent").get<double>(),
               peak_rss_mb, j.at("floor_ms").get<double>());
+  std::printf("  causal:   %.1f%% of the peak with causal attention as half the T x T square\n",
+              j.at("mfu_causal_percent").get<double>());
   std::printf("  phases:   %s\n", split_line(j.at("profile").at("phases")).c_str());
   std::printf("  families: %s\n", split_line(j.at("profile").at("families")).c_str());
   if (profile) std::printf("%s", j.at("profile_table").get<std::string>().c_str());
@@ -209,8 +210,12 @@ int run_bench(const BenchOptions& o) {
   const ChildResult peak = run_in_child("matmul peak", [&] {
     set_threads();
     const MatmulPeak p = measure_peak(3, 4, autocast);
+    json layouts = json::object();
+    for (const PeakCandidate& c : p.candidates) layouts[c.layout] = c.flops / 1e9;
     return json{{"flops", p.flops},
                 {"products", p.products},
+                {"layout", p.layout},
+                {"layouts_gflops", layouts},
                 {"fma_flops", measure_float32_fma_peak()},
                 {"fma_isa", apps::fma_peak_isa(DType::Float32)},
                 {"onednn_isa", kernels::onednn_cpu_isa()},
@@ -222,11 +227,12 @@ int run_bench(const BenchOptions& o) {
   const std::string onednn_isa = peak.result.at("onednn_isa").get<std::string>();
   const int threads = peak.result.at("threads").get<int>();
   std::printf("ember bench: %d threads, %s, %lld timed steps after %lld warm-up; oneDNN ISA %s; %s matmul peak "
-              "%.1f GFLOP/s (best of %d 1024^3 products); float32 FMA peak %.1f GFLOP/s (%s register-only "
+              "%.1f GFLOP/s (best of %d 1024^3 products, %s); float32 FMA peak %.1f GFLOP/s (%s register-only "
               "multiply-adds); floor at the %s peak\n",
               threads, o.dtype.c_str(), static_cast<long long>(o.steps), static_cast<long long>(o.warmup),
               onednn_isa.c_str(), autocast == DType::BFloat16 ? "bf16" : "float32", peak_flops / 1e9,
-              peak.result.at("products").get<int>(), fma_flops / 1e9,
+              peak.result.at("products").get<int>(), peak.result.at("layout").get<std::string>().c_str(),
+              fma_flops / 1e9,
               peak.result.at("fma_isa").get<std::string>().c_str(), floor.source);
   std::printf("%-16s %4s %5s %10s %10s %10s %9s %7s %10s %9s\n", "config", "B", "T", "ms median", "ms best",
               "tokens/s", "GFLOP/s", "%peak", "peak RSS", "floor ms");
@@ -257,7 +263,8 @@ CommandRunner add_bench_command(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* sub = app.add_subcommand("bench", "Time full training steps (forward, backward, clip, AdamW) of the "
                                               "presets on random tokens: ms/step, tokens/s, MFU, peak RSS, profile");
-  sub->add_option("--preset", o->presets, "preset to run (repeatable; default: dense-small, moe-small, gpt2-small)");
+  sub->add_option("--preset", o->presets, "preset to run (repeatable; default: dense-small, moe-small, gpt2-small; also "
+                                  "gpt2-small-1024: gpt2-small at B 8, T 1024)");
   sub->add_option("--config", o->configs, "model config JSON to run (repeatable)")->check(CLI::ExistingFile);
   sub->add_option("--batch-size", o->batch_size, "rows per step (default: 8, gpt2-small 4)");
   sub->add_option("--seq-len", o->seq_len, "tokens per row (default: 256, gpt2-small 64)");

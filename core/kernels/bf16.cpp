@@ -16,13 +16,7 @@ namespace {
 
 EMBER_TARGET_CLONES void narrow_block(const float* __restrict in, uint16_t* __restrict out,
                                       int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t u = std::bit_cast<uint32_t>(in[i]);
-    const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-    const uint32_t quiet_nan = (u >> 16) | 0x40u;  // keeps sign and payload top bits
-    const uint32_t is_nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
-    out[i] = static_cast<uint16_t>(is_nan ? quiet_nan : rounded);
-  }
+  for (int64_t i = 0; i < n; ++i) out[i] = bfloat16_bits(in[i]);
 }
 
 EMBER_TARGET_CLONES void widen_block(const uint16_t* __restrict in, float* __restrict out,

@@ -4,9 +4,22 @@
 //   bf16(x) = (bits(x) + 0x7FFF + (bits(x) >> 16 & 1)) >> 16,  NaN stays a (quiet) NaN
 // and widening is exact: bits(float(h)) = h << 16.
 #pragma once
+#include <bit>
+#include <cstdint>
+
 #include "core/tensor.h"
 
 namespace ember::kernels {
+
+// One float's bfloat16 bits by the rule above (the element function of
+// to_bfloat16; AdamW rounds updated weights with it). Branch-free, vectorizes.
+[[gnu::always_inline]] inline uint16_t bfloat16_bits(float x) {
+  const uint32_t u = std::bit_cast<uint32_t>(x);
+  const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (u >> 16) | 0x40u;  // keeps sign and payload top bits
+  const uint32_t is_nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
+  return static_cast<uint16_t>(is_nan ? quiet_nan : rounded);
+}
 
 // A new contiguous bfloat16 tensor holding x (float32, any layout) rounded.
 Tensor to_bfloat16(const Tensor& x);

@@ -491,9 +491,8 @@ bool bf16_matmul_native() {
   return (isa & bf16) == bf16;
 }
 
-const char* onednn_cpu_isa() {
-  runtime();  // EMBER_MAX_ISA's cap first
-  switch (dnnl::get_effective_cpu_isa()) {
+const char* onednn_isa_name(int isa) {
+  switch (static_cast<dnnl::cpu_isa>(isa)) {
     case dnnl::cpu_isa::sse41: return "sse41";
     case dnnl::cpu_isa::avx: return "avx";
     case dnnl::cpu_isa::avx2: return "avx2";
@@ -506,6 +505,11 @@ const char* onednn_cpu_isa() {
     case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
     default: return "reference";  // cpu_isa::all: no JIT code at all
   }
+}
+
+const char* onednn_cpu_isa() {
+  runtime();  // EMBER_MAX_ISA's cap first
+  return onednn_isa_name(static_cast<int>(dnnl::get_effective_cpu_isa()));
 }
 
 }  // namespace ember::kernels

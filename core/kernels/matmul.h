@@ -32,5 +32,8 @@ bool bf16_matmul_native();
 // ONEDNN_MAX_CPU_ISA, or else by EMBER_MAX_ISA, which ember passes on to oneDNN
 // (generic -> sse41, oneDNN's lowest; avx2 -> avx2; avx512 -> avx512_core).
 const char* onednn_cpu_isa();
+// The name onednn_cpu_isa() gives a dnnl::cpu_isa value (its int); "reference"
+// for cpu_isa::all and any value oneDNN 2.6 does not name.
+const char* onednn_isa_name(int isa);
 
 }  // namespace ember::kernels
