@@ -47,7 +47,7 @@ class AutocastGuard {
 // v's data (float32) rounded to bfloat16: cached for leaves that require grad
 // while autocast is on, a fresh copy otherwise.
 Tensor autocast_to_bfloat16(const Variable& v);
-// Drops the cached bfloat16 copy of t's data, if any (ZeRO-3 before it frees a parameter).
+// Drops the cached and the published bfloat16 copy of t's data, if any (ZeRO-3 before it frees a parameter).
 void autocast_forget(const Tensor& t);
 
 // True when the latest bfloat16 autocast region of this thread (from when it
