@@ -90,6 +90,22 @@ int checked_count(int64_t n, const char* what) {
   return static_cast<int>(n);
 }
 
+// MPI's per-rank element counts and displacements (the parts laid end to end)
+// of a v-collective, and their total.
+struct Layout {
+  std::vector<int> counts, displs;
+  int64_t total = 0;
+};
+Layout layout_of(const std::vector<int64_t>& counts, const char* what) {
+  Layout l;
+  for (int64_t c : counts) {
+    l.counts.push_back(checked_count(c, what));
+    l.displs.push_back(checked_count(l.total, what));
+    l.total += c;
+  }
+  return l;
+}
+
 void require_contiguous(const Tensor& t, const char* what) {
   EMBER_CHECK(t.defined() && t.is_contiguous(), what,
               ": the tensor must be defined and contiguous");
@@ -259,17 +275,11 @@ void Communicator::all_gather_in_place(const Tensor& buffer,
   EMBER_CHECK(static_cast<int>(counts.size()) == world_size_,
               "all_gather_in_place: ", counts.size(), " counts for ", world_size_, " ranks");
   if (world_size_ == 1) return;
-  std::vector<int> n(world_size_), displs(world_size_);
-  int64_t offset = 0;
-  for (int r = 0; r < world_size_; ++r) {
-    n[r] = checked_count(counts[r], "all_gather_in_place");
-    displs[r] = checked_count(offset, "all_gather_in_place");
-    offset += counts[r];
-  }
-  EMBER_CHECK(offset <= buffer.numel(), "all_gather_in_place: counts add up to ", offset,
+  const Layout l = layout_of(counts, "all_gather_in_place");
+  EMBER_CHECK(l.total <= buffer.numel(), "all_gather_in_place: counts add up to ", l.total,
               " but the buffer has ", buffer.numel(), " elements");
-  mpi_check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer.raw_data(), n.data(),
-                           displs.data(), mpi_type(buffer.dtype()), impl_->world),
+  mpi_check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer.raw_data(), l.counts.data(),
+                           l.displs.data(), mpi_type(buffer.dtype()), impl_->world),
             "MPI_Allgatherv", rank_);
   buffer.bump_version();
 }
@@ -293,16 +303,10 @@ void Communicator::gather(const Tensor& part, const Tensor& out, const std::vect
     if (total > 0) out.reshape({total}).copy_(part.reshape({total}));
     return;
   }
-  std::vector<int> n(world_size_), displs(world_size_);
-  int64_t offset = 0;
-  for (int r = 0; r < world_size_; ++r) {
-    n[r] = checked_count(counts[r], "gather");
-    displs[r] = checked_count(offset, "gather");
-    offset += counts[r];
-  }
+  const Layout l = layout_of(counts, "gather");
   void* recv = rank_ == root ? out.raw_data() : nullptr;
-  mpi_check(MPI_Gatherv(part.raw_data(), n[rank_], mpi_type(part.dtype()), recv, n.data(),
-                        displs.data(), mpi_type(part.dtype()), root, impl_->world),
+  mpi_check(MPI_Gatherv(part.raw_data(), l.counts[rank_], mpi_type(part.dtype()), recv, l.counts.data(),
+                        l.displs.data(), mpi_type(part.dtype()), root, impl_->world),
             "MPI_Gatherv", rank_);
   if (rank_ == root) out.bump_version();
 }
