@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `ember info`'s per-rank memory against the measured peak RSS of each rank of the
 # `ember train` run it describes: the gpt2-small preset on the fortunes corpus, 2 steps
-# of B x T per rank, at 1 and 2 ranks (mpirun --oversubscribe -np 2) and ZeRO 0, 1, 2,
-# and with --checkpoint-activations at --zero 0. tests/memory/peak_rss records each
+# of B x T per rank, at 1 and 2 ranks (mpirun --oversubscribe -np 2) and ZeRO 0, 1, 2, 3,
+# and with --checkpoint-activations at --zero 0 and 3. tests/memory/peak_rss records each
 # rank's ru_maxrss (the final checkpoint's save included, as in any run).
 #   bash bench/bench_memory_per_rank.sh [BUILD_DIR] [B] [T]     (defaults: build, 4, 256)
 # Prints one markdown row per run and rank: predicted MiB, measured MiB, error.
@@ -22,7 +22,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY
 
 echo "| ranks | --zero | recompute | rank | predicted MiB | measured MiB | error |"
 echo "|---|---|---|---|---|---|---|"
-for case in "1 0" "1 1" "1 2" "2 0" "2 1" "2 2" "2 0 --checkpoint-activations"; do
+for case in "1 0" "1 1" "1 2" "1 3" "2 0" "2 1" "2 2" "2 3" "2 0 --checkpoint-activations" "2 3 --checkpoint-activations"; do
   read -r w k extra <<< "$case"
   out="$tmp/run"
   rm -rf "$out" "$out".rss.*

@@ -157,6 +157,27 @@ void ShardedParameters::release_all() {
   if (was_held) allocator_empty_cache();  // the step's gathers need two blocks, not them all
 }
 
+void ShardedParameters::for_each_unit(
+    const std::function<void(int64_t unit, const std::vector<Variable>& params)>& visit) {
+  release_all();  // a resident unit may predate the last update
+  const std::vector<Variable>& all = reducer_.params();
+  for (int64_t unit = 0; unit < units(); ++unit) {
+    gather(unit);
+    if (unit + 1 < units()) prefetch(unit + 1);
+    std::vector<Variable> params;
+    for (size_t b : unit_buckets_[static_cast<size_t>(unit)].buckets) {
+      for (size_t k : reducer_.buckets()[b].params) params.push_back(all[k]);
+    }
+    try {
+      visit(unit, params);
+    } catch (...) {
+      release_all();
+      throw;
+    }
+    release(unit);
+  }
+}
+
 bool ShardedParameters::resident(int64_t unit) const {
   check_unit(unit);
   return unit_buckets_[static_cast<size_t>(unit)].residency == Residency::Resident;

@@ -7,6 +7,7 @@
 // while the bytes are dropped (core/storage.h). A gather is a non-blocking
 // all-gather of each of the unit's buckets (prefetch starts it early).
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "dist/reducer.h"
@@ -46,6 +47,12 @@ class ShardedParameters {
   // Releases every unit (also after hold_all). Not collective.
   void release_all();
   bool resident(int64_t unit) const;
+  // Every unit in turn: gathered (the next one's gather started meanwhile),
+  // visit(unit, its parameters) called, then released, so no more than two
+  // units are held beyond the shard (a checkpoint's save streams the
+  // parameters this way, not 4P on every rank). Starts by releasing every
+  // unit. Collective; a throw from visit must happen on every rank alike.
+  void for_each_unit(const std::function<void(int64_t unit, const std::vector<Variable>& params)>& visit);
 
   // Parameter bytes this rank holds now: the shard, resident parameters and
   // gather buffers in flight.

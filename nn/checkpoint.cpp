@@ -46,6 +46,11 @@ void write_checkpoint(const std::string& path, const Checkpoint& ckpt) {
       f.write_attr("/", "base_sha256", ckpt.base_sha256);
     }
     for (const auto& [name, t] : ckpt.model) f.write_tensor("/model/" + name, t.to(DType::Float32));
+    if (ckpt.model_stream) {
+      ckpt.model_stream([&f](const std::string& name, const Tensor& t) {
+        f.write_tensor("/model/" + name, t.to(DType::Float32));
+      });
+    }
     if (ckpt.optim_step) {
       for (const auto& [name, t] : ckpt.optim) f.write_tensor("/optim/" + name, t.to(DType::Float32));
       if (ckpt.optim_stream) {

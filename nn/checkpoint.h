@@ -36,6 +36,7 @@ using TensorStream = std::function<void(const TensorPut& put)>;
 struct Checkpoint {
   nn::ModelConfig config;
   std::map<std::string, Tensor> model;   // name -> tensor
+  TensorStream model_stream;            // write_checkpoint only: more of model, produced as written
   std::map<std::string, Tensor> optim;   // "<name>/exp_avg", "<name>/exp_avg_sq"
   TensorStream optim_stream;            // write_checkpoint only: more of optim, produced as written
   std::optional<int64_t> optim_step;    // present when /optim is

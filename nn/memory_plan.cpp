@@ -49,10 +49,24 @@ int64_t size_class_bytes(const std::vector<int64_t>& numels) {
   return bytes;
 }
 
+// ZeRO-3's buckets (dist::Reducer with units): in reverse registration order, cut where the
+// unit changes (a block, or the root's parameters: the final norm and head, then the embeddings).
+std::vector<int64_t> unit_buckets(const std::vector<ParameterEntry>& layout) {
+  std::vector<int64_t> buckets;
+  int64_t unit = 0;
+  for (size_t k = layout.size(); k-- > 0;) {
+    if (buckets.empty() || layout[k].block != unit) buckets.push_back(0);
+    unit = layout[k].block;
+    buckets.back() += layout[k].numel;
+  }
+  return buckets;
+}
+
 Sizes sizes_of(const ModelConfig& cfg, const TrainingPlan& plan) {
   Sizes s;
   std::vector<int64_t> numels, per_block(static_cast<size_t>(cfg.n_layers), 0);
-  for (const ParameterEntry& p : parameter_layout(cfg)) {
+  const std::vector<ParameterEntry> layout = parameter_layout(cfg);
+  for (const ParameterEntry& p : layout) {
     numels.push_back(p.numel);
     s.params += p.numel;
     (p.block < 0 ? s.root : per_block[static_cast<size_t>(p.block)]) += p.numel;
@@ -66,7 +80,11 @@ Sizes sizes_of(const ModelConfig& cfg, const TrainingPlan& plan) {
     };
     s.shard = std::max(s.shard, start(r + 1) - start(r));
   }
-  s.buckets = reducer_buckets(numels, kFloat, plan.first_bucket_bytes, plan.bucket_bytes);
+  if (plan.zero == 3 && w > 1) {
+    s.buckets = unit_buckets(layout);
+  } else {
+    s.buckets = reducer_buckets(numels, kFloat, plan.first_bucket_bytes, plan.bucket_bytes);
+  }
   // ZeroAdamW::gather_state: each moment gathered whole on rank 0, one tensor at a time.
   s.save_gather = size_class_bytes(numels);
   return s;
@@ -89,16 +107,17 @@ int64_t mpi_temporaries(const Sizes& s, int64_t world) {
   return bytes;
 }
 
-// --zero 3, as designed (being merged; unmeasured): parameters sharded 4P/W; a block's
-// parameters all-gathered before its forward and backward and freed after, the next block's
-// gather prefetched (two blocks resident), the root unit (embeddings, final norm, lm_head)
-// gathered for the whole step; gradients as ZeRO-2; the checkpoint gathers the full
-// parameters (4P) besides the moments (8P). At one rank the shard is the whole model and
-// nothing is gathered.
+// --zero 3: parameters sharded 4P/W; a block's parameters all-gathered before its forward
+// and backward and freed after, the next block's gather prefetched (two blocks resident),
+// the root unit (embeddings, final norm, lm_head) gathered for the whole step; gradients as
+// ZeRO-2, staged and reduced per unit (sizes_of: the buckets are the units). The save gathers
+// a unit at a time into its parameters' own blocks, and each moment into a block of a
+// parameter's size class, which the units' releases left cached: nothing beyond training.
+// At one rank the shard is the whole model and nothing is gathered.
 void zero3_parameters(const Sizes& s, int64_t world, RankMemory& m) {
   if (world == 1) return;
   m.parameters = kFloat * (s.shard + s.root + 2 * s.largest_block);
-  m.checkpoint_save += kFloat * s.params;
+  m.checkpoint_save = 0;
 }
 
 }  // namespace

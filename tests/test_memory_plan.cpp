@@ -155,12 +155,16 @@ TEST_CASE("rank_memory: each ZeRO stage against hand-computed figures", "[memory
     CHECK(m.optimizer == 2 * full);
     CHECK(m.communication == 425984);
   }
-  SECTION("W = 2, --zero 3: shard + root + two blocks of parameters; the save gathers 4P and a moment") {
+  SECTION("W = 2, --zero 3: shard + root + two blocks of parameters; a bucket per unit; the save adds nothing") {
     plan.zero = 3;
     const RankMemory m = rank_memory(cfg, plan);
     CHECK(m.parameters == 4 * (49312 + 16448 + 2 * 41088));
     CHECK(m.gradients == shard + tied + 230144);
-    CHECK(m.checkpoint_save == full + save);
+    // Buckets per unit, backward order: the final norm (64), block 1, block 0 (41088 each),
+    // the embeddings (16384). Staging: one block per size class, 256 + 11 x 16384 (164352
+    // bytes rounded up) + 65536 bytes; MPI temporaries: the two largest, 2 x 164352.
+    CHECK(m.communication == 256 + 180224 + 65536 + 2 * 164352);
+    CHECK(m.checkpoint_save == 0);
     plan.world_size = 1;  // nothing to gather: the shard is the model
     CHECK(rank_memory(cfg, plan).parameters == full);
     CHECK(rank_memory(cfg, plan).checkpoint_save == save);

@@ -93,10 +93,9 @@ void print_rank_memory(const nn::ModelConfig& cfg, const nn::TrainingPlan& plan)
   std::string recompute = "no activation checkpointing";
   if (plan.checkpoint_every == 1) recompute = "every block recomputed";
   if (plan.checkpoint_every > 1) recompute = "blocks 0, " + std::to_string(plan.checkpoint_every) + ", ... recomputed";
-  std::printf("per-rank peak memory  %lld rank(s), --zero %d, B = %lld, T = %lld per rank, float32, %s%s\n",
+  std::printf("per-rank peak memory  %lld rank(s), --zero %d, B = %lld, T = %lld per rank, float32, %s\n",
               static_cast<long long>(plan.world_size), plan.zero, static_cast<long long>(plan.batch),
-              static_cast<long long>(plan.seq_len), recompute.c_str(),
-              plan.zero == 3 ? " (--zero 3: planned figures, not measured)" : "");
+              static_cast<long long>(plan.seq_len), recompute.c_str());
   const std::pair<const char*, int64_t> rows[] = {
       {"parameters", m.parameters},        {"gradients", m.gradients},
       {"optimizer state", m.optimizer},    {"activations", m.activations},

@@ -3,7 +3,11 @@
 // state of an exact resume (ZeroAdamW gathering the moments to it a parameter
 // at a time as it writes them; ZeRO-3 gathers the parameters for the save),
 // points OUT/latest at it and prunes, while the others wait at a barrier.
+// ZeRO-3 streams the parameters the same way, a unit (block) at a time:
+// every rank gathers the unit and checks it is finite, rank 0 writes it, all
+// free it, so a save holds one unit beyond the shard (not 4P on every rank).
 #include <filesystem>
+#include <unordered_map>
 
 #include "apps/train/finite_parameters.h"
 #include "apps/train/run_files.h"
@@ -29,6 +33,30 @@ std::string train_state(const TrainRun& run, int64_t at_step) {
   return st.dump();
 }
 
+// Refused when a parameter is not finite (`latest` never moves to diverged weights).
+void check_finite(const dist::Communicator& comm, int64_t at_step,
+                  const std::vector<std::pair<std::string, Variable>>& named) {
+  agreed(comm, [&] {
+    const std::string bad = first_non_finite_parameter(named);
+    EMBER_CHECK(bad.empty(), "step ", at_step, ": parameter ", bad,
+                " is not finite (the run diverged); no checkpoint written");
+  });
+}
+
+// ZeRO-3: the model's tensors a unit at a time (every rank runs it; put is empty off rank 0).
+void stream_sharded_model(TrainRun& run, int64_t at_step, const nn::TensorPut& put) {
+  std::unordered_map<const Storage*, std::string> name_of;
+  for (const auto& [name, v] : run.model->named_parameters()) name_of.emplace(v.data().storage().get(), name);
+  run.optimization.sharded->for_each_unit([&](int64_t, const std::vector<Variable>& params) {
+    std::vector<std::pair<std::string, Variable>> named;
+    for (const Variable& p : params) named.emplace_back(name_of.at(p.data().storage().get()), p);
+    check_finite(run.comm, at_step, named);
+    if (put) {
+      for (const auto& [name, p] : named) put(name, p.data());
+    }
+  });
+}
+
 }  // namespace
 
 std::string save_checkpoint(TrainRun& run, int64_t at_step) {
@@ -36,25 +64,26 @@ std::string save_checkpoint(TrainRun& run, int64_t at_step) {
   const TrainOptions& o = run.o;
   const optim::Optimizer& opt = *run.optimization.optimizer;
   const std::string name = checkpoint_name(at_step);
-  const HeldParameters held(run.optimization);  // ZeRO-3: every parameter gathered, then freed
-  agreed(run.comm, [&] {
-    // A LoRA run's frozen base was checked when it was read and never changes.
-    const std::string bad = first_non_finite_parameter(
-        run.cfg.lora ? nn::trainable_parameters(*run.model) : run.model->named_parameters());
-    EMBER_CHECK(bad.empty(), "step ", at_step, ": parameter ", bad,
-                " is not finite (the run diverged); no checkpoint written");
-  });
+  const bool sharded = run.optimization.sharded != nullptr;
+  // A LoRA run's frozen base was checked when it was read and never changes.
+  if (!sharded) {
+    check_finite(run.comm, at_step,
+                 run.cfg.lora ? nn::trainable_parameters(*run.model) : run.model->named_parameters());
+  }
   nn::Checkpoint c;
   // ZeRO: the moments are gathered to rank 0 one parameter at a time while it writes them.
   const auto* zero = dynamic_cast<const dist::ZeroAdamW*>(&opt);
   if (!run.root) {
+    if (sharded) stream_sharded_model(run, at_step, {});
     if (zero) zero->gather_state(0, {});
     run.comm.barrier();
     return name;
   }
   if (zero) c.optim_stream = [zero](const nn::TensorPut& put) { zero->gather_state(0, put); };
   c.config = run.cfg;
-  if (!run.cfg.lora) {
+  if (sharded) {
+    c.model_stream = [&run, at_step](const nn::TensorPut& put) { stream_sharded_model(run, at_step, put); };
+  } else if (!run.cfg.lora) {
     c.model = run.model->state_dict();
   } else {  // a LoRA fine-tune: the trained tensors, naming the base (SPEC.md section 9)
     for (const auto& [tensor, v] : nn::trainable_parameters(*run.model))

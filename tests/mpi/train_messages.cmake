@@ -3,7 +3,8 @@
 # message and the right exit code: a library error inside the ranks' agreement
 # (OUT/data is a file) in the words of a single process, never "filesystem
 # error"; a checkpoint whose /train state is not JSON, named; a usage error
-# on one rank only (exit 2); ranks running different commands.
+# on one rank only (exit 2); ranks running different commands; a ZeRO-3 run that
+# diverged (its streamed save refused, nothing written).
 # Variables: EMBER, TOOL, MPIRUN, WORK.
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
@@ -60,6 +61,16 @@ endif()
 expect_job("corrupt /train state" 1
            "ember: error: rank 0: ${WORK}/run/step_00000002.h5: the training state (/train) is not ember's: "
            -np 2 ${EMBER} train --resume ${WORK}/run --steps 4)
+
+# ZeRO-3 streams the parameters into the checkpoint a unit at a time: a diverged one stops
+# every rank with one message, leaves no file (not even the temporary) and latest unmoved.
+expect_job("--zero 3 diverged" 1 "is not finite (the run diverged); no checkpoint written"
+           -np 2 ${EMBER} ${common} --out ${WORK}/diverged --zero 3 --steps 1 --warmup 0 --val-fraction 0
+           --lr 1e300 --min-lr 0 --clip 0)
+file(GLOB written ${WORK}/diverged/*.h5 ${WORK}/diverged/.*.tmp ${WORK}/diverged/latest)
+if(written)
+  message(FATAL_ERROR "--zero 3 diverged: left ${written}")
+endif()
 
 # One rank's command line does not parse (an MPMD job): exit 2 with CLI11's message, no hang.
 expect_job("usage error on rank 1" 2 "The following argument was not expected: --no-such-option"
