@@ -130,11 +130,16 @@ StepResult train_step(TrainRun& run) {
 }
 
 // Rank 0 evaluates (validated as trained: same matmul precision); a
-// non-finite loss stops every rank.
+// non-finite loss stops every rank. Under ZeRO-3 every rank runs the same
+// evaluation, so the blocks gather their parameters one at a time (the
+// model's residency hooks are collective) rather than all 4P on every rank.
 void evaluate_step(TrainRun& run, RunTally& tally, json& record) {
+  const bool every_rank = run.optimization.sharded != nullptr;
   agreed(run.comm, [&] {
+    if (!run.root && !every_rank) return;
+    const EvalResult result = evaluate_run(run);
     if (!run.root) return;
-    tally.last_eval = evaluate_run(run);
+    tally.last_eval = result;
     tally.have_eval = true;
     record["val_loss"] = tally.last_eval.loss;
     record["val_bpb"] = tally.last_eval.bits_per_byte;
@@ -201,11 +206,8 @@ void log_step(TrainRun& run, RunTally& tally, MetricsLog& metrics, TrainProgress
   // ZeRO-3 keeps one copy of each parameter (every rank gathers the same): nothing can diverge.
   const bool check_now = run.world > 1 && o.check_every > 0 && !run.optimization.sharded &&
                          (run.step % o.check_every == 0 || run.step == o.steps);
-  {
-    const HeldParameters held(run.optimization, eval_now);  // ZeRO-3: gathered
-    if (eval_now) evaluate_step(run, tally, m);
-    if (check_now) dist::check_parameters_consistent(run.comm, run.params, run.step);
-  }
+  if (eval_now) evaluate_step(run, tally, m);
+  if (check_now) dist::check_parameters_consistent(run.comm, run.params, run.step);
   metrics.append(m.dump());
   if (!run.root) return;
   const StepReport r{run.step,

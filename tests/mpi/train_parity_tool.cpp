@@ -8,8 +8,9 @@
 //   train_parity_tool chat DIR        writes DIR/base.h5 and DIR/chat.jsonl
 //   (tests/finetune_testing.h)
 //   train_parity_tool metrics A B     run folders A and B logged the same steps with the same
-//                                     trained tokens (train: tokens), loss (relative 1e-6) and
-//                                     gradient norm (1e-5)
+//                                     trained tokens (train: tokens), loss (relative 1e-6),
+//                                     gradient norm (1e-5) and, where both validated, validation
+//                                     loss (1e-6)
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -56,10 +57,15 @@ int compare_metrics(const char* a_dir, const char* b_dir) {
   for (size_t i = 0; i < a.size(); ++i) {
     const double la = a[i].at("loss"), lb = b[i].at("loss"), na = a[i].at("grad_norm"),
                  nb = b[i].at("grad_norm");
-    const bool same = a[i].at("step") == b[i].at("step") && tokens_of(a[i]) == tokens_of(b[i]) &&
-                      near(la, lb, 1e-6) && near(na, nb, 1e-5);
+    bool same = a[i].at("step") == b[i].at("step") && tokens_of(a[i]) == tokens_of(b[i]) &&
+                near(la, lb, 1e-6) && near(na, nb, 1e-5);
     std::printf("step %d: loss %.9g vs %.9g, grad norm %.9g vs %.9g, trained tokens %d vs %d\n",
                 a[i].at("step").get<int>(), la, lb, na, nb, tokens_of(a[i]), tokens_of(b[i]));
+    if (a[i].contains("val_loss") && b[i].contains("val_loss")) {  // both validated at this step
+      const double va = a[i].at("val_loss"), vb = b[i].at("val_loss");
+      std::printf("step %d: validation loss %.9g vs %.9g\n", a[i].at("step").get<int>(), va, vb);
+      same = same && near(va, vb, 1e-6);
+    }
     if (!same) return 1;
   }
   return 0;

@@ -3,7 +3,8 @@
 # the same final weights at W = 2 and W = 3 (uneven shards of every block),
 # with --grad-accum 2 and a --clip that triggers, with --dtype bf16, with
 # --checkpoint-activations (the recompute gathers the block again), with
-# validation every 5 steps (every parameter gathered on every rank), and
+# validation every 5 steps (every rank evaluates, gathering block by block;
+# the validation losses equal --zero 0's, where rank 0 evaluates alone), and
 # resumed across world sizes (ZeRO-3 at 2 ranks on 1; ZeRO-0 at 1 on 3 ranks
 # with ZeRO-3). 12 rows per micro-step: W 3 x B 4 = W 2 x B 6 = W 1 x B 12.
 # Variables: EMBER, TOOL, MPIRUN, WORK.
@@ -20,7 +21,8 @@ function(same what a b)
   run("${what}: weights" ${TOOL} compare ${WORK}/${a}/${final} ${WORK}/${b}/${final})
 endfunction()
 
-run("W=2 B=6" ${mpirun} -np 2 ${EMBER} ${common} --batch-size 6 --out ${WORK}/w2)
+run("W=2 B=6" ${mpirun} -np 2 ${EMBER} ${common} --batch-size 6
+    --val-data ${WORK}/train.bin --eval-every 5 --eval-batches 2 --out ${WORK}/w2)
 run("W=2 B=6 ZeRO-3" ${mpirun} -np 2 ${EMBER} ${common} --batch-size 6 --zero 3
     --val-data ${WORK}/train.bin --eval-every 5 --eval-batches 2 --out ${WORK}/w2z3)
 same("W=2 ZeRO-3 = ZeRO-0" w2z3 w2)
