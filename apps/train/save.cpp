@@ -1,11 +1,11 @@
 // One checkpoint of a run: refused when a parameter is not finite (`latest`
 // never moves to diverged weights); rank 0 writes OUT/step_N.h5 with the run
 // state of an exact resume (ZeroAdamW gathering the moments to it a parameter
-// at a time as it writes them; ZeRO-3 gathers the parameters for the save),
-// points OUT/latest at it and prunes, while the others wait at a barrier.
-// ZeRO-3 streams the parameters the same way, a unit (block) at a time:
-// every rank gathers the unit and checks it is finite, rank 0 writes it, all
-// free it, so a save holds one unit beyond the shard (not 4P on every rank).
+// at a time as it writes them), points OUT/latest at it and prunes, while the
+// others wait at a barrier. ZeRO-3 streams the parameters too, a unit (block)
+// at a time: every rank gathers the unit and checks it is finite, rank 0
+// writes it, all free it, so a save holds two units (one prefetched) beyond
+// the shard, not 4P on every rank.
 #include <filesystem>
 #include <unordered_map>
 
