@@ -17,29 +17,16 @@
 
 #include "finetune_testing.h"
 #include "nn/checkpoint.h"
+#include "cli_run.h"
 #include "temp_dir.h"
 
 namespace fs = std::filesystem;
 using ember::testing::read_text;
 using ember::testing::TempDir;
+using Run = ember::testing::CliRun;
+using ember::testing::run_cli;
 
 namespace {
-
-struct Run {
-  int code = -1;
-  std::string out, err;
-};
-
-Run run_ember(const TempDir& dir, const std::string& args) {
-  const std::string cmd = std::string(EMBER_BINARY) + " " + args + " > " + (dir / "stdout") +
-                          " 2> " + (dir / "stderr") + " < /dev/null";
-  const int status = std::system(cmd.c_str());
-  Run r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = read_text(dir / "stdout");
-  r.err = read_text(dir / "stderr");
-  return r;
-}
 
 // The numbers of every metrics.jsonl line that do not measure time.
 std::vector<nlohmann::json> metric_values(const std::string& run) {
@@ -81,7 +68,7 @@ void check_runs_agree(const TempDir& dir, const std::string& command, const std:
   std::vector<std::string> outs;
   for (size_t i = 0; i < variants.size(); ++i) {
     outs.push_back(dir / ("run" + std::to_string(calls) + "_" + std::to_string(i)));
-    const Run r = run_ember(dir, command + " " + args + " --out " + outs.back() + variants[i]);
+    const Run r = run_cli(dir, command + " " + args + " --out " + outs.back() + variants[i]);
     INFO(command << args << variants[i] << "\n" << r.err);
     REQUIRE(r.code == 0);
     CHECK((r.out.find(" blocks keep only their input and are recomputed in backward") !=
@@ -152,7 +139,7 @@ TEST_CASE("finetune with activation checkpointing: the same run to the last bit"
 TEST_CASE("train and finetune refuse --checkpoint-every 0", "[cli][train][checkpoint]") {
   TempDir dir("cli_actckpt_bounds");
   write_corpus(dir);
-  const Run r = run_ember(dir, "train --data " + (dir / "corpus.txt") + " --out " + (dir / "run") +
+  const Run r = run_cli(dir, "train --data " + (dir / "corpus.txt") + " --out " + (dir / "run") +
                                " --steps 1 --checkpoint-every 0");
   CHECK(r.code == 1);
   CHECK(r.err == "ember: error: --checkpoint-every must be >= 1 (1: every block); got 0\n");
@@ -161,12 +148,12 @@ TEST_CASE("train and finetune refuse --checkpoint-every 0", "[cli][train][checkp
     "ffn_hidden": 32, "max_seq_len": 32})");
   const std::string one_step = "train --config " + (dir / "four.json") + " --data " + (dir / "corpus.txt") +
                                " --steps 1 --batch-size 1 --seq-len 8 --eval-batches 0 --out ";
-  CHECK(run_ember(dir, one_step + (dir / "every3") + " --checkpoint-every 3").out.find(
+  CHECK(run_cli(dir, one_step + (dir / "every3") + " --checkpoint-every 3").out.find(
             "\nactivation checkpointing: 2 of 4 blocks keep only their input") != std::string::npos);
-  CHECK(run_ember(dir, one_step + (dir / "all") + " --checkpoint-activations").out.find(
+  CHECK(run_cli(dir, one_step + (dir / "all") + " --checkpoint-activations").out.find(
             "\nactivation checkpointing: 4 of 4 blocks") != std::string::npos);
-  const Run help = run_ember(dir, "train --help");
+  const Run help = run_cli(dir, "train --help");
   CHECK(help.out.find("--checkpoint-activations") != std::string::npos);
   CHECK(help.out.find("--checkpoint-every") != std::string::npos);
-  CHECK(run_ember(dir, "finetune --help").out.find("--checkpoint-every") != std::string::npos);
+  CHECK(run_cli(dir, "finetune --help").out.find("--checkpoint-every") != std::string::npos);
 }

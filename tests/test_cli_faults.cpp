@@ -17,6 +17,7 @@
 
 #include "nn/checkpoint.h"
 #include "data/tokenizer/tokenizer.h"
+#include "cli_run.h"
 #include "temp_dir.h"
 
 
@@ -34,25 +35,10 @@
 namespace fs = std::filesystem;
 using ember::testing::read_text;
 using ember::testing::TempDir;
+using Run = ember::testing::CliRun;
+using ember::testing::run_cli;
 
 namespace {
-
-struct Run {
-  int code = -1;  // the exit code; 128 + n when signal n ended it
-  std::string out, err;
-};
-
-// Runs `bash -c "PREFIX ember ARGS"` and collects its exit code and output.
-Run run_ember(const TempDir& dir, const std::string& args, const std::string& prefix = "") {
-  const std::string cmd = "bash -c '" + prefix + " exec " + EMBER_BINARY + " " + args + "' > " +
-                          (dir / "stdout") + " 2> " + (dir / "stderr") + " < /dev/null";
-  const int status = std::system(cmd.c_str());
-  Run r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = read_text(dir / "stdout");
-  r.err = read_text(dir / "stderr");
-  return r;
-}
 
 // A 1-layer byte-level model and a small text corpus in dir; the train options for them.
 std::string tiny_train_args(const TempDir& dir, const std::string& out) {
@@ -111,19 +97,19 @@ void check_run_intact(const fs::path& run, int64_t min_checkpoints) {
 TEST_CASE("eval and generate refuse a corrupt checkpoint with one line and exit 1", "[cli][faults]") {
   TempDir dir("cli_corrupt");
   const std::string run = dir / "run";
-  REQUIRE(run_ember(dir, tiny_train_args(dir, run) + " --steps 1").code == 0);
+  REQUIRE(run_cli(dir, tiny_train_args(dir, run) + " --steps 1").code == 0);
   const std::string good = run + "/step_00000001.h5", bad = dir / "bad.h5";
   const std::string shards = run + "/data/train_000000.bin";
-  REQUIRE(run_ember(dir, "eval --checkpoint " + good + " --data " + shards + " --batches 1").code == 0);
+  REQUIRE(run_cli(dir, "eval --checkpoint " + good + " --data " + shards + " --batches 1").code == 0);
   // The superblock, the first object header, a tensor's data, the end.
   for (const size_t at : {size_t{520}, size_t{1100}, fs::file_size(good) / 2, fs::file_size(good) - 3}) {
     fs::copy_file(good, bad, fs::copy_options::overwrite_existing);
     flip_byte(bad, at);
-    const Run r = run_ember(dir, "eval --checkpoint " + bad + " --data " + shards + " --batches 1");
+    const Run r = run_cli(dir, "eval --checkpoint " + bad + " --data " + shards + " --batches 1");
     CHECK(r.code == 1);
     CHECK(lines(r.err) == 1);
     CHECK(r.err == "ember: error: " + bad + ": checksum mismatch (file corrupt)\n");
-    const Run g = run_ember(dir, "generate --checkpoint " + bad + " --max-tokens 2");
+    const Run g = run_cli(dir, "generate --checkpoint " + bad + " --max-tokens 2");
     CHECK(g.code == 1);
     CHECK(g.err == "ember: error: " + bad + ": checksum mismatch (file corrupt)\n");
   }
@@ -133,12 +119,12 @@ TEST_CASE("train --resume falls back past a corrupt checkpoint and removes stale
   TempDir dir("cli_resume");
   const fs::path run = dir.path / "run";
   const std::string args = tiny_train_args(dir, run.string());
-  REQUIRE(run_ember(dir, args + " --steps 4 --save-every 2").code == 0);
+  REQUIRE(run_cli(dir, args + " --steps 4 --save-every 2").code == 0);
   flip_byte((run / "step_00000004.h5").string(), 530);  // the superblock: libhdf5 crashed on such files
   for (const char* stale : {".step_00000006.h5.tmp", ".latest.tmp", "data/train_000000.bin.tmp"}) {
     std::ofstream(run / stale) << "partial";
   }
-  const Run r = run_ember(dir, "train --resume " + run.string() + " --steps 6 --save-every 2");
+  const Run r = run_cli(dir, "train --resume " + run.string() + " --steps 6 --save-every 2");
   CHECK(r.code == 0);
   CHECK(r.err.find("warning: skipping " + (run / "step_00000004.h5").string() + ": ") != std::string::npos);
   CHECK(r.err.find("checksum mismatch") != std::string::npos);
@@ -161,7 +147,7 @@ TEST_CASE("a full disk ends training with one error line, exit 1 and the earlier
       EMBER_SKIP_UNLESS_CI("cannot mount a tmpfs at " << mnt << " (" << std::strerror(errno) << ")");
     }
     const fs::path run = mnt / "run";
-    const Run r = run_ember(dir, tiny_train_args(dir, run.string()) + " --steps 100000 --save-every 1");
+    const Run r = run_cli(dir, tiny_train_args(dir, run.string()) + " --steps 100000 --save-every 1");
     INFO("tmpfs " << size << ": " << r.err);
     CHECK(r.code == 1);
     CHECK(lines(r.err) == 1);
@@ -178,11 +164,11 @@ TEST_CASE("a file-size limit ends training with one error line, exit 1 and no te
   TempDir dir("cli_fsize");
   const fs::path run = dir.path / "run";
   const std::string args = tiny_train_args(dir, run.string());
-  REQUIRE(run_ember(dir, args + " --steps 2").code == 0);
+  REQUIRE(run_cli(dir, args + " --steps 2").code == 0);
   const std::string before = read_text((run / "step_00000002.h5").string());
   // 64 KiB per file: the data shards and metrics.jsonl fit, a checkpoint does not.
   REQUIRE(before.size() > 64 * 1024);
-  const Run r = run_ember(dir, "train --resume " + run.string() + " --steps 4", "ulimit -f 64;");
+  const Run r = run_cli(dir, "train --resume " + run.string() + " --steps 4", "ulimit -f 64;");
   CHECK(r.code == 1);
   CHECK(lines(r.err) == 1);
   CHECK(r.err.starts_with("ember: error: "));
@@ -218,9 +204,9 @@ TEST_CASE("a full disk under tokenize, export, import, plot, eval --grads-out an
     EMBER_SKIP_UNLESS_CI("mounting a small tmpfs needs root");
   }
   const std::string run = dir / "run";
-  REQUIRE(run_ember(dir, tiny_train_args(dir, run) + " --steps 1").code == 0);
+  REQUIRE(run_cli(dir, tiny_train_args(dir, run) + " --steps 1").code == 0);
   const std::string ckpt = run + "/step_00000001.h5";
-  REQUIRE(run_ember(dir, "export --checkpoint " + ckpt + " --out " + dir / "hf").code == 0);
+  REQUIRE(run_cli(dir, "export --checkpoint " + ckpt + " --out " + dir / "hf").code == 0);
   dir.write("eot.json", ember::data::Tokenizer::bytes({"<|endoftext|>"}).to_json());
   const fs::path mnt = dir.path / "full";
   fs::create_directories(mnt);
@@ -249,7 +235,7 @@ TEST_CASE("a full disk under tokenize, export, import, plot, eval --grads-out an
     fs::resize_file(mnt / "filler", fs::file_size(mnt / "filler") - free_kib * 1024);
     for (const auto& [args, output] : commands) {
       INFO(args << " with " << free_kib << " KiB free");
-      const Run r = run_ember(dir, args);
+      const Run r = run_cli(dir, args);
       CHECK(r.code == 1);
       CHECK(r.err.ends_with("No space left on device\n"));
       // One error line (tokenize reports its progress on stderr before it).
@@ -273,7 +259,7 @@ TEST_CASE("plot, bench --json, train --profile and eval --grads-out fsync the fi
     EMBER_SKIP_UNLESS_CI("no strace");
   }
   const std::string run = dir / "run";
-  REQUIRE(run_ember(dir, tiny_train_args(dir, run) + " --steps 1").code == 0);
+  REQUIRE(run_cli(dir, tiny_train_args(dir, run) + " --steps 1").code == 0);
   const std::string ckpt = run + "/step_00000001.h5";
   // strace -y prints each descriptor's path: fsync(5</tmp/.../out>).
   const std::string strace = "strace -f -y -o " + dir / "trace" + " -e trace=fsync,rename,renameat,renameat2 ";

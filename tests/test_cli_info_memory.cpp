@@ -1,48 +1,23 @@
 // `ember info --world-size N --zero K [--checkpoint-activations | --checkpoint-every K]
 // [--bucket-mb M]`: the per-rank table after info's unchanged lines, its figures those of
 // nn::rank_memory, and one plain error line for each bad value.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
+#include "cli_run.h"
 #include "nn/memory_plan.h"
 #include "nn/presets.h"
 
-namespace fs = std::filesystem;
+using ember::testing::TempDir;
+using Run = ember::testing::CliRun;
 
 namespace {
 
-struct Run {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string read_text(const fs::path& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
+// `ember ARGS` in a folder of its own.
 Run run_ember(const std::string& args) {
-  const fs::path dir = fs::temp_directory_path() / ("ember_info_memory_" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  const std::string cmd = std::string(EMBER_BINARY) + " " + args + " > " + (dir / "out").string() + " 2> " +
-                          (dir / "err").string() + " < /dev/null";
-  const int status = std::system(cmd.c_str());
-  Run r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = read_text(dir / "out");
-  r.err = read_text(dir / "err");
-  fs::remove_all(dir);
-  return r;
+  const TempDir dir("info_memory");
+  return ember::testing::run_cli(dir, args);
 }
 
 std::string mib_row(const char* name, int64_t bytes) {
