@@ -31,7 +31,7 @@ const Tensor& SavedTensor::get() const {
 bool needs_grad(const Variable& v) { return grad_enabled() && v.defined() && v.requires_grad(); }
 
 Variable record(const char* name, const std::vector<Variable>& inputs, Tensor output,
-                BackwardFn backward) {
+                BackwardFn backward, BackwardIntoFn backward_into) {
   bool any = false;
   for (const Variable& v : inputs) any = any || needs_grad(v);
   if (!any) return Variable(std::move(output), false);
@@ -54,6 +54,7 @@ Variable record(const char* name, const std::vector<Variable>& inputs, Tensor ou
     node->input_shapes.push_back(v.defined() ? v.shape() : Shape{});
   }
   node->backward = std::move(backward);
+  if (node->inputs.size() == 1) node->backward_into = std::move(backward_into);
   auto impl = std::make_shared<VariableImpl>();
   impl->data = std::move(output);
   impl->requires_grad = true;
@@ -101,6 +102,21 @@ void add_into(Tensor& slot, Tensor g) {
   } else {
     slot = kernels::add(slot, g);
   }
+}
+
+// The pending gradient an edge's contribution would be added to, when one exists that nobody
+// else holds (a backward_into may then add into it in place), else nullptr.
+Tensor* pending_slot(const Edge& e, std::unordered_map<const Node*, Tensor>& grads,
+                     std::unordered_map<const VariableImpl*, Tensor>& leaf_grads) {
+  Tensor* slot = nullptr;
+  if (e.node) {
+    auto it = grads.find(e.node.get());
+    if (it != grads.end()) slot = &it->second;
+  } else if (e.leaf) {
+    auto it = leaf_grads.find(e.leaf.get());
+    if (it != leaf_grads.end()) slot = &it->second;
+  }
+  return slot && slot->defined() && sole_owner(*slot) ? slot : nullptr;
 }
 
 struct LaterFirst {
@@ -165,7 +181,8 @@ void run_backward(const std::vector<Variable>& roots, const std::vector<Tensor>&
                   "first backward");
       try {
         EMBER_PROFILE_CLAIM(n->family);  // backward time goes to the op's family
-        in_grads = n->backward(g);
+        Tensor* slot = n->backward_into ? pending_slot(n->inputs[0], grads, leaf_grads) : nullptr;
+        if (!(slot && n->backward_into(g, *slot))) in_grads = n->backward(g);
       } catch (const Error& err) {
         throw Error(detail::concat("backward of ", n->name, ": ", err.what()));
       }
@@ -194,7 +211,10 @@ void run_backward(const std::vector<Variable>& roots, const std::vector<Tensor>&
         }
       }
     }
-    if (!retain_graph) n->backward = nullptr;  // frees what the op saved
+    if (!retain_graph) {  // frees what the op saved
+      n->backward = nullptr;
+      n->backward_into = nullptr;
+    }
   }
 }
 

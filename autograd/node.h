@@ -24,6 +24,9 @@ namespace ember {
 
 using Grads = std::vector<Tensor>;
 using BackwardFn = std::function<Grads(const Tensor& grad_output)>;
+// Adds an op's gradient for its only input into `slot`, a pending gradient the engine holds
+// alone, in place; returns false (slot untouched) where it cannot, and backward runs instead.
+using BackwardIntoFn = std::function<bool(const Tensor& grad_output, Tensor& slot)>;
 
 // Where an input's gradient goes: the node that made it, or the leaf itself.
 // Both empty: the input needs no gradient.
@@ -39,6 +42,7 @@ struct Node {
   std::vector<Edge> inputs;
   std::vector<Shape> input_shapes;
   BackwardFn backward;  // reset when the graph is freed
+  BackwardIntoFn backward_into;  // optional, one-input ops: skips a dense temporary
   prof::Family family = prof::kOtherFamily;  // the profiler family its forward ran under
 };
 
@@ -58,7 +62,7 @@ class SavedTensor {
 // Records an op: returns a Variable over `output` that, when grad mode is on
 // and some input requires grad, carries a Node with `backward`.
 Variable record(const char* name, const std::vector<Variable>& inputs, Tensor output,
-                BackwardFn backward);
+                BackwardFn backward, BackwardIntoFn backward_into = nullptr);
 
 // True when `v` takes part in autograd right now (grad mode on, requires grad).
 bool needs_grad(const Variable& v);

@@ -150,6 +150,41 @@ TEST_CASE("index_add is bit-identical across thread counts (embedding backward)"
   CHECK(hot.select(0, 1).to_vector<float>() == std::vector<float>(1024, 0.0f));
 }
 
+TEMPLATE_TEST_CASE("index_add_summed_ adds each row's summed sources once, like a loop", "[index]",
+                   float, double) {
+  const DType dt = std::is_same_v<TestType, float> ? DType::Float32 : DType::Float64;
+  // 3000 sources of width 700 (three column pieces) into 40 rows; rows 0 and 39 get none.
+  std::vector<int64_t> shifted = random_index({3000}, 38, 11).to_vector<int64_t>();
+  for (int64_t& v : shifted) ++v;
+  const Tensor ids = Tensor::from_vector(shifted, {3000});
+  const Tensor src = uniform({3000, 700}, dt, 12);
+  const Tensor base = uniform({40, 700}, dt, 13);
+  auto run = [&] {
+    Tensor out = base.clone();
+    kernels::index_add_summed_(out, 0, ids, src);
+    return out;
+  };
+  const Tensor one = with_threads(1, run), many = with_threads(std::max(2, omp_get_num_procs()), run);
+  CHECK(one.to_vector<TestType>() == many.to_vector<TestType>());
+  // Reference: per row, 0 + its sources in ascending order, then added to the base once.
+  std::vector<TestType> want = base.to_vector<TestType>();
+  const auto iv = ids.to_vector<int64_t>();
+  const auto sv = src.to_vector<TestType>();
+  for (int64_t v = 0; v < 40; ++v) {
+    std::vector<TestType> sum(700, TestType(0));
+    for (size_t i = 0; i < iv.size(); ++i)
+      if (iv[i] == v)
+        for (int64_t j = 0; j < 700; ++j) sum[j] += sv[i * 700 + j];
+    for (int64_t j = 0; j < 700; ++j) want[v * 700 + j] += sum[j];
+  }
+  CHECK(many.to_vector<TestType>() == want);
+  // On a zero base it is index_add_ bit for bit.
+  Tensor zero = Tensor::zeros({40, 700}, dt);
+  kernels::index_add_summed_(zero, 0, ids, src);
+  CHECK(zero.to_vector<TestType>() ==
+        kernels::index_add(Tensor::zeros({40, 700}, dt), 0, ids, src).to_vector<TestType>());
+}
+
 TEMPLATE_TEST_CASE("gather and scatter_add follow their loops", "[index]", float, double) {
   const DType dt = dtype_of<TestType>();
   const Tensor a = Tensor::from_vector<TestType>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {3, 4});

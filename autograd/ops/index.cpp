@@ -20,14 +20,23 @@ namespace {
 // y = x.index_select(dim, index) recorded under `name` (index_select, embedding):
 //   dx = zeros(x) index_add'ed with g along dim (repeated indices sum);
 //   g is [x before dim, I, x after dim], the shape index_add takes for src.
+// Into a pending gradient P (a tied embedding's head gradient), P[v] += (sum of v's rows) in
+// place: the same sums as P + dx, without the dense dx.
 Variable record_index_select(const char* name, const Variable& a, int64_t dim,
                              const Tensor& index) {
-  return record(name, {a}, kernels::index_select(a.data(), dim, index),
-                [in_shape = a.shape(), dim, si = SavedTensor(index)](const Tensor& g) -> Grads {
-                  Tensor dx = Tensor::zeros(in_shape, g.dtype());
-                  kernels::index_add_(dx, dim, si.get(), g);
-                  return {dx};
-                });
+  const SavedTensor si(index);
+  return record(
+      name, {a}, kernels::index_select(a.data(), dim, index),
+      [in_shape = a.shape(), dim, si](const Tensor& g) -> Grads {
+        Tensor dx = Tensor::zeros(in_shape, g.dtype());
+        kernels::index_add_(dx, dim, si.get(), g);
+        return {dx};
+      },
+      [in_shape = a.shape(), dim, si](const Tensor& g, Tensor& slot) {
+        if (slot.shape() != in_shape || slot.dtype() != g.dtype()) return false;
+        kernels::index_add_summed_(slot, dim, si.get(), g);
+        return true;
+      });
 }
 
 }  // namespace

@@ -97,10 +97,14 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   return out;
 }
 
+namespace {
+
 // base[o, index[i], r] += src[o, i, r], index of any shape I and src [before dim, I, after dim].
 // Sources are bucketed by target row (stable counting sort), so each row sums
 // its sources in ascending i on one thread, whatever the thread count.
-void index_add_(Tensor& base, int64_t dim, const Tensor& index, const Tensor& src) {
+// summed: base[o, v, r] += (0 + src[o, i1, r] + src[o, i2, r] + ...) over the i with
+// index[i] == v: the contributions are summed first and the sum is added once.
+void scatter_rows(Tensor& base, int64_t dim, const Tensor& index, const Tensor& src, bool summed) {
   EMBER_CHECK(base.defined() && base.dim() > 0 && src.defined(),
               "index_add: expected defined tensors, base with at least 1 dim");
   const int64_t d = wrap_dim(dim, base.dim(), "index_add", base.shape());
@@ -149,13 +153,32 @@ void index_add_(Tensor& base, int64_t dim, const Tensor& index, const Tensor& sr
       const int64_t o = row / static_cast<int64_t>(targets.size());
       const int64_t v = targets[row % static_cast<int64_t>(targets.size())];
       T* dst = o_base + (o * size + v) * inner;
+      T sum[256];
+      T* acc = dst;
+      if (summed) {
+        acc = sum - c0;
+        for (int64_t k = c0; k < c1; ++k) acc[k] = T(0);
+      }
       for (int64_t q = start[v]; q < start[v + 1]; ++q) {
         const T* s = s_base + (o * n + order[q]) * inner;
-        for (int64_t k = c0; k < c1; ++k) dst[k] += s[k];
+        for (int64_t k = c0; k < c1; ++k) acc[k] += s[k];
+      }
+      if (summed) {
+        for (int64_t k = c0; k < c1; ++k) dst[k] += acc[k];
       }
     }
   });
   if (!base.is_contiguous()) base.copy_(out);
+}
+
+}  // namespace
+
+void index_add_(Tensor& base, int64_t dim, const Tensor& index, const Tensor& src) {
+  scatter_rows(base, dim, index, src, false);
+}
+
+void index_add_summed_(Tensor& base, int64_t dim, const Tensor& index, const Tensor& src) {
+  scatter_rows(base, dim, index, src, true);
 }
 
 Tensor index_add(const Tensor& base, int64_t dim, const Tensor& index, const Tensor& src) {
