@@ -4,6 +4,7 @@
 // indices, masks) are plain Tensors: they are never differentiated.
 // Shape letters: B batch, T time, C channels, H heads, V vocab.
 #pragma once
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -67,7 +68,10 @@ Variable log_softmax(const Variable& x);
 
 // --- matmul (ops/matmul.cpp) ----------------------------------------------------------------------------
 // op(a) op(b) over the last two dims, batch dims broadcast (see core/kernels/matmul.h).
-Variable matmul(const Variable& a, const Variable& b, bool trans_a = false, bool trans_b = false);
+// on_b_read (optional) runs in backward once B has been read for the last time, after dA and
+// before dB is allocated: whoever holds B may free it there (ZeRO-3's tied head).
+Variable matmul(const Variable& a, const Variable& b, bool trans_a = false, bool trans_b = false,
+                std::function<void()> on_b_read = nullptr);
 // y = x W^T, x [..., C] float32 or float64, W [O, C] in NF4 (ops/nf4_linear.cpp): W not
 // differentiable (frozen, QLoRA); tiles of W dequantized to x's dtype inside forward and backward.
 Variable nf4_linear(const Variable& x, std::shared_ptr<const kernels::Nf4Tensor> w);

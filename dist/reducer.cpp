@@ -59,7 +59,8 @@ struct Reducer::State {
   bool sync = true;
   std::vector<char> copied;       // per parameter: its gradient is in flat
   std::vector<int64_t> missing;   // per bucket: parameters not yet copied
-  std::vector<Request> requests;  // per bucket
+  std::vector<Request> requests;  // per bucket: its piece in flight
+  std::vector<int64_t> issued;    // per bucket: elements whose all-reduce has started
   std::vector<char> done;
   std::vector<Clock::time_point> started, finished;  // per bucket
   size_t next_launch = 0;
@@ -131,11 +132,31 @@ struct Reducer::State {
       missing[b] = static_cast<int64_t>(buckets[b].params.size());
     }
     flags.zero_();
+    std::fill(issued.begin(), issued.end(), 0);
     next_launch = 0;
     running = ReducerStats{};
   }
 
+  // ZeRO-2/3: a bucket of one parameter takes over its gradient's buffer as its staging buffer
+  // (the all-reduce then runs on it in place) instead of copying it: for a large parameter (the
+  // embedding table) a second full-size buffer would be live while the copy runs.
+  bool adopt(size_t i, const Tensor& grad) {
+    const size_t b = bucket_of[i];
+    if (!options.shard_grads || !grad.defined() || buckets[b].params.size() != 1 ||
+        staging[b].defined() || grad.dtype() != flat.dtype() || !grad.is_contiguous() ||
+        grad.offset() != 0 || grad.storage().use_count() != 1) {
+      return false;
+    }
+    staging[b] = grad.reshape({params[i].numel()});
+    flags.set({static_cast<int64_t>(i)}, 1.0);
+    copied[i] = 1;
+    --missing[b];
+    params[i].zero_grad();
+    return true;
+  }
+
   void copy_in(size_t i, const Tensor& grad) {
+    if (adopt(i, grad)) return;
     const Tensor dst = grad_slot(i);
     if (grad.defined()) {
       if (grad.raw_data() != dst.raw_data()) dst.copy_(grad);  // a view of flat already: in place
@@ -148,29 +169,63 @@ struct Reducer::State {
     if (options.shard_grads) params[i].zero_grad();  // ZeRO-2: the staged copy is the one kept
   }
 
-  void launch(size_t b, bool from_hook) {
-    const Tensor in = bucket_buffer(b);
-    started[b] = Clock::now();
+  int64_t bucket_len(size_t b) const { return buckets[b].end - buckets[b].begin; }
+
+  // Starts the all-reduce of bucket b's next piece.
+  void launch_piece(size_t b) {
+    const int64_t elem = static_cast<int64_t>(dtype_size(flat.dtype()));
+    const int64_t piece = std::max<int64_t>(1, options.message_bytes / elem);
+    const int64_t n = std::min(piece, bucket_len(b) - issued[b]);
     // ZeRO too: an all-reduce of the bucket, this rank's part then copied out (bucket_done).
     // Open MPI 4.1's non-blocking reduce-scatter (libnbc: all to rank 0, then scattered) took
     // 10-16x the time of its all-reduce on a 25 MiB bucket here (2-3 ranks), and made ZeRO-1/2
     // steps 3x slower than plain data parallelism.
-    requests[b] = comm->iall_reduce_sum(in);
+    requests[b] = comm->iall_reduce_sum(bucket_buffer(b).narrow(0, issued[b], n));
+    issued[b] += n;
+  }
+
+  void launch(size_t b, bool from_hook) {
+    started[b] = Clock::now();
+    launch_piece(b);
     running.buckets++;
-    running.bytes += static_cast<int64_t>(in.nbytes());
+    running.bytes += bucket_len(b) * static_cast<int64_t>(dtype_size(flat.dtype()));
     running.launched_in_backward += from_hook ? 1 : 0;
     next_launch = b + 1;
   }
 
+  // Every rank starts the same collectives in the same order: a bucket's pieces one after
+  // the other, and the next bucket only once the last piece of this one has started.
+  bool all_issued(size_t b) const { return issued[b] == bucket_len(b); }
+  bool may_launch_next() const { return next_launch == 0 || all_issued(next_launch - 1); }
+
   void launch_ready() {
-    while (next_launch < buckets.size() && missing[next_launch] == 0) launch(next_launch, true);
+    while (next_launch < buckets.size() && missing[next_launch] == 0 && may_launch_next())
+      launch(next_launch, true);
+  }
+
+  // Completes bucket b's piece in flight (waiting, or only if done when !block); starts the
+  // next piece, or finishes the bucket after its last. False if the piece is still in flight.
+  bool advance(size_t b, bool block) {
+    if (block) {
+      comm->wait(requests[b]);
+    } else if (!comm->test(requests[b])) {
+      return false;
+    }
+    if (all_issued(b)) {
+      bucket_done(b);
+    } else {
+      launch_piece(b);
+    }
+    return true;
   }
 
   // MPI progresses non-blocking collectives only inside MPI calls: test them.
   void progress() {
     for (size_t b = 0; b < next_launch; ++b) {
-      if (!done[b] && comm->test(requests[b])) bucket_done(b);
+      while (!done[b] && advance(b, false)) {
+      }
     }
+    launch_ready();
   }
 
   void on_grad_ready(size_t i, const Variable& v) {
@@ -180,6 +235,7 @@ struct Reducer::State {
                 shape_str(v.shape()),
                 ") became final twice in one synchronized step; run one "
                 "backward per micro-step, set_sync(true) only on the last, then finish()");
+    progress();  // a bucket seen complete frees its staging buffer before the next is allocated
     copy_in(i, v.grad());
     launch_ready();
     progress();
@@ -218,18 +274,20 @@ struct Reducer::State {
       return;
     }
     const auto t0 = Clock::now();
+    auto issue_rest = [&](size_t b) {  // the pieces of a started bucket not yet started
+      while (!all_issued(b)) advance(b, true);
+    };
     for (size_t b = next_launch; b < buckets.size(); ++b) {
+      if (b > 0) issue_rest(b - 1);
       for (size_t i : buckets[b].params) {
         if (!copied[i]) copy_in(i, params[i].grad());
       }
       launch(b, false);
     }
+    if (next_launch > 0) issue_rest(next_launch - 1);
     comm->all_reduce(flags, ReduceOp::Max);
     for (size_t b = 0; b < buckets.size(); ++b) {
-      if (!done[b]) {
-        comm->wait(requests[b]);
-        bucket_done(b);
-      }
+      if (!done[b]) advance(b, true);
       if (!options.zero)
         divide_(flat.narrow(0, buckets[b].begin, buckets[b].end - buckets[b].begin), world());
     }
@@ -297,6 +355,7 @@ Reducer::Reducer(Communicator& comm, const std::vector<Variable>& params, Reduce
     b->end += s.params[k].numel();
   }
   s.numel = s.buckets.empty() ? 0 : s.buckets.back().end;
+  EMBER_CHECK(options.message_bytes > 0, "dist::Reducer: message_bytes must be positive");
   EMBER_CHECK(!options.shard_grads || options.zero,
               "dist::Reducer: shard_grads (ZeRO-2) needs zero = true");
   s.flat = Tensor::zeros({options.shard_grads ? 1 : std::max<int64_t>(s.numel, 1)}, dtype);
@@ -308,6 +367,7 @@ Reducer::Reducer(Communicator& comm, const std::vector<Variable>& params, Reduce
   s.copied.assign(n, 0);
   s.missing.assign(s.buckets.size(), 0);
   s.requests.assign(s.buckets.size(), Request{});
+  s.issued.assign(s.buckets.size(), 0);
   s.done.assign(s.buckets.size(), 0);
   s.staging.assign(s.buckets.size(), Tensor());
   s.started.assign(s.buckets.size(), Clock::time_point{});

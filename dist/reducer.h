@@ -33,6 +33,11 @@ struct ReducerOptions {
   // bucket of n (cut at multiples of 16), so a unit's gather is balanced.
   // Empty (ZeRO-1/2): by bytes, one contiguous range of the flat buffer per rank.
   std::vector<int64_t> units = {};
+  // A bucket larger than this (one big parameter, e.g. the embedding table, or a ZeRO-3 unit)
+  // is all-reduced in pieces of at most this size, one after the other, so MPI's temporary
+  // for a non-blocking all-reduce (the message's size) stays this small. Later buckets start
+  // once the last piece has.
+  int64_t message_bytes = int64_t{32} << 20;
 };
 
 // Figures of the last synchronized step (all times in seconds).

@@ -88,7 +88,15 @@ void ShardedParameters::prefetch(int64_t unit) {
   for (size_t j = 0; j < u.buckets.size(); ++j) {
     const size_t b = u.buckets[j];
     const Bucket& bucket = reducer_.buckets()[b];
-    u.buffers[j] = Tensor::empty({bucket.end - bucket.begin}, shard_.dtype());
+    if (bucket.params.size() == 1) {
+      // One parameter (the token table): gathered straight into its storage, not through a
+      // second buffer of its size.
+      const Tensor& d = reducer_.params()[bucket.params[0]].data();
+      d.storage()->reacquire();
+      u.buffers[j] = d.reshape({bucket.end - bucket.begin});
+    } else {
+      u.buffers[j] = Tensor::empty({bucket.end - bucket.begin}, shard_.dtype());
+    }
     const int64_t lo = reducer_.piece_begin(b, rank), n = reducer_.piece_begin(b, rank + 1) - lo;
     if (n > 0) {
       u.buffers[j].narrow(0, lo - bucket.begin, n).copy_(shard_.narrow(0, reducer_.shard_offset(b), n));
@@ -111,7 +119,8 @@ void ShardedParameters::finish_gather(Unit& u) {
       const Tensor& d = params[k].data();
       d.storage()->reacquire();
       const size_t elem = dtype_size(d.dtype());
-      std::memcpy(d.raw_data(), from + (reducer_.flat_offset(k) - bucket.begin) * elem, d.nbytes());
+      const char* src = from + (reducer_.flat_offset(k) - bucket.begin) * elem;
+      if (src != d.raw_data()) std::memcpy(d.raw_data(), src, d.nbytes());
       if (changed) d.bump_version();
     }
     u.buffers[j] = Tensor();

@@ -23,6 +23,9 @@ class BlockResidency {
   // projection) is done; the non-block parameters are not read again in this backward (the
   // embeddings' backward does not read their weights).
   virtual void after_head_backward() = 0;
+  // From the graph: the tied head's backward has read the token table for the last time (it
+  // computed the gradient of its input and is about to compute the table's).
+  virtual void tied_table_read() {}
 };
 
 }  // namespace ember::nn

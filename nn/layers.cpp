@@ -78,8 +78,9 @@ int64_t Embedding::num_embeddings() const {
   return weight_.size(0) + (added_rows_.defined() ? added_rows_.size(0) : 0);
 }
 
-Variable Embedding::project(const Variable& h) const {
-  Variable y = matmul(h, weight_, false, true);
+Variable Embedding::project(const Variable& h, std::function<void()> on_weight_read) const {
+  // Backward runs the added rows' product first, then W's, whose callback is then the last read.
+  Variable y = matmul(h, weight_, false, true, std::move(on_weight_read));
   if (added_rows_.defined()) y = cat({y, matmul(h, added_rows_, false, true)}, -1);
   return y;
 }

@@ -2,6 +2,7 @@
 // its initial weights from the Generator it is built with (normal(0, std);
 // norms start at 1 and biases at 0), so a seeded model is reproducible.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -54,7 +55,8 @@ class Embedding : public Module {
   const Variable& added_rows() const { return added_rows_; }
   int64_t num_embeddings() const;
   // The tied output layer: h [..., dim] -> h W^T [..., num_embeddings()] (added rows last).
-  Variable project(const Variable& h) const;
+  // on_weight_read (optional) runs in backward after the last read of W and the added rows.
+  Variable project(const Variable& h, std::function<void()> on_weight_read = nullptr) const;
   // W with the added rows appended below it (no graph).
   Tensor full_weight() const;
 

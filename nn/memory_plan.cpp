@@ -34,8 +34,10 @@ struct Sizes {
   int64_t params = 0;        // P
   int64_t shard = 0;         // the largest rank's ZeRO shard, elements
   int64_t root = 0;          // embeddings, final norm, lm_head: elements
+  int64_t table = 0;         // of which the token embedding table
   int64_t largest_block = 0; // elements of the largest TransformerBlock
   std::vector<int64_t> buckets;  // Reducer bucket sizes, elements
+  std::vector<int64_t> staged;   // those holding more than one parameter (ZeRO-2/3 stage them)
   int64_t save_gather = 0;       // bytes rank 0 keeps from gathering the moments to save (ZeRO)
 };
 
@@ -50,7 +52,7 @@ int64_t size_class_bytes(const std::vector<int64_t>& numels) {
 }
 
 // ZeRO-3's buckets (dist::Reducer with units): in reverse registration order, cut where the
-// unit changes (a block, or the root's parameters: the final norm and head, then the embeddings).
+// unit changes (a block; the final norm and head; the position table; the token table).
 std::vector<int64_t> unit_buckets(const std::vector<ParameterEntry>& layout) {
   std::vector<int64_t> buckets;
   int64_t unit = 0;
@@ -70,6 +72,7 @@ Sizes sizes_of(const ModelConfig& cfg, const TrainingPlan& plan) {
     numels.push_back(p.numel);
     s.params += p.numel;
     (p.block < 0 ? s.root : per_block[static_cast<size_t>(p.block)]) += p.numel;
+    if (p.block == kTokenTable) s.table += p.numel;
   }
   for (int64_t b : per_block) s.largest_block = std::max(s.largest_block, b);
   // dist::Reducer: rank r owns [N r / W, N (r+1) / W), cut at multiples of 16 elements.
@@ -85,38 +88,53 @@ Sizes sizes_of(const ModelConfig& cfg, const TrainingPlan& plan) {
   } else {
     s.buckets = reducer_buckets(numels, kFloat, plan.first_bucket_bytes, plan.bucket_bytes);
   }
+  // The buckets take the parameters in reverse order: count each one's.
+  size_t k = numels.size();
+  for (int64_t size : s.buckets) {
+    int64_t taken = 0, count = 0;
+    for (; taken < size && k > 0; ++count) taken += numels[--k];
+    if (count > 1) s.staged.push_back(size);
+  }
   // ZeroAdamW::gather_state: each moment gathered whole on rank 0, one tensor at a time.
   s.save_gather = size_class_bytes(numels);
   return s;
 }
 
-// ZeRO-2/3 stage each bucket in a buffer of its own, freed when its all-reduce completes
-// (at one rank: in finish(), one after the other), and ZeroAdamW gathers the parameters
-// through a bucket-sized buffer: the caching allocator keeps one block per size class.
-int64_t staging_bytes(const Sizes& s) { return size_class_bytes(s.buckets); }
+// ZeRO-2/3 stage each bucket of several parameters in a buffer of its own, freed when its
+// all-reduce completes (at one rank: in finish(), one after the other; a bucket of one parameter
+// all-reduces its gradient in place), and ZeroAdamW gathers the parameters through a
+// bucket-sized buffer: the caching allocator keeps one block per size class.
+int64_t staging_bytes(const Sizes& s) { return size_class_bytes(s.staged); }
 
-// Open MPI's non-blocking all-reduce (libnbc) mallocs a temporary the size of its buffer for
-// each bucket in flight: counted for the two largest buckets (one completing while the next
-// starts; more are in flight when backward outpaces the all-reduces, up to the whole 4P).
+// dist::ReducerOptions::message_bytes: a larger bucket is all-reduced in pieces of this size.
+constexpr int64_t kMessageBytes = int64_t{32} << 20;
+
+// Open MPI's non-blocking all-reduce (libnbc) mallocs a temporary the size of its message for
+// each one in flight: counted for the two largest buckets (one completing while the next
+// starts; more are in flight when backward outpaces the all-reduces), each at most a piece.
 int64_t mpi_temporaries(const Sizes& s, int64_t world) {
   if (world == 1) return 0;
   std::vector<int64_t> b = s.buckets;
   std::sort(b.rbegin(), b.rend());
   int64_t bytes = 0;
-  for (size_t i = 0; i < std::min<size_t>(2, b.size()); ++i) bytes += b[i] * kFloat;
+  for (size_t i = 0; i < std::min<size_t>(2, b.size()); ++i) bytes += std::min(b[i] * kFloat, kMessageBytes);
   return bytes;
 }
 
 // --zero 3: parameters sharded 4P/W; a block's parameters all-gathered before its forward
 // and backward and freed after, the next block's gather prefetched (two blocks resident),
-// the root unit (embeddings, final norm, lm_head) gathered for the whole step; gradients as
-// ZeRO-2, staged and reduced per unit (sizes_of: the buckets are the units). The save gathers
-// a unit at a time into its parameters' own blocks, and each moment into a block of a
-// parameter's size class, which the units' releases left cached: nothing beyond training.
+// the root units (embeddings, final norm, lm_head) gathered for the forward and the head's
+// backward; gradients as ZeRO-2, staged and reduced per unit (sizes_of: the buckets are the
+// units), except that the token table's gradient reuses the table's memory (the table is
+// freed before that gradient is allocated: once the tied head has read it, or after the
+// head's backward). The save gathers a unit at a time into its parameters' own blocks, and
+// each moment into a block of a parameter's size class, which the units' releases left
+// cached: nothing beyond training.
 // At one rank the shard is the whole model and nothing is gathered.
 void zero3_parameters(const Sizes& s, int64_t world, RankMemory& m) {
   if (world == 1) return;
   m.parameters = kFloat * (s.shard + s.root + 2 * s.largest_block);
+  m.gradients -= kFloat * s.table;
   m.checkpoint_save = 0;
 }
 
@@ -157,15 +175,12 @@ RankMemory rank_memory(const ModelConfig& cfg, const TrainingPlan& plan) {
   EMBER_CHECK(plan.bucket_bytes >= 1 && plan.first_bucket_bytes >= 1, "bucket sizes must be positive");
   const Sizes s = sizes_of(cfg, plan);
   const int64_t full = kFloat * s.params, shard = kFloat * s.shard;
-  // Tied embeddings: the engine sums the head's gradient of the shared table and the
-  // lookup's (each vocab x d_model) when the second arrives, so two are live at once.
-  const int64_t tied = cfg.tie_embeddings ? kFloat * cfg.vocab_size * cfg.d_model : 0;
   RankMemory m;
   m.runtime = runtime_bytes(w);
   m.activations = activation_bytes(cfg, plan.batch, plan.seq_len, plan.checkpoint_every);
   m.parameters = full;
   if (plan.zero == 0) {
-    m.gradients = full + tied;
+    m.gradients = full;
     m.optimizer = 2 * full;
     m.communication = w > 1 ? full + mpi_temporaries(s, w) : 0;  // no Reducer at one rank
     return m;
@@ -173,13 +188,13 @@ RankMemory rank_memory(const ModelConfig& cfg, const TrainingPlan& plan) {
   m.optimizer = 2 * shard;
   m.checkpoint_save = s.save_gather;  // rank 0 gathers the moments a tensor at a time to save
   if (plan.zero == 1) {
-    m.gradients = full + tied + shard;  // local .grad, and the averaged shard
+    m.gradients = full + shard;  // local .grad, and the averaged shard
     m.communication = full + mpi_temporaries(s, w);  // the flat buffer
     return m;
   }
   // ZeRO-2/3: at one rank backward keeps every .grad until finish(); with more, each .grad is
   // released once staged, so about one block's and the root unit's are live at a time.
-  m.gradients = shard + tied + (w == 1 ? full : kFloat * (s.root + s.largest_block));
+  m.gradients = shard + (w == 1 ? full : kFloat * (s.root + s.largest_block));
   m.communication = staging_bytes(s) + mpi_temporaries(s, w);
   if (plan.zero == 3) zero3_parameters(s, w, m);
   return m;

@@ -7,10 +7,10 @@
 //   --zero 1: 4P, 4P .grad + 4P/W shard, 8P/W; 4P flat buffer; the save gathers each
 //             moment whole on rank 0, one tensor at a time
 //   --zero 2: 4P, 4P/W shard + the .grad of one block and the root unit (W = 1: all 4P),
-//             8P/W; the bucket staging buffers; the save as ZeRO-1
-//   --zero 3: zero3_parameters() in memory_plan.cpp (planned, unmeasured)
-// plus activations, a second vocab x d_model gradient with tied embeddings, Open MPI's
-// temporaries of two buckets (W > 1) and the measured runtime.
+//             8P/W; the staging buffers of buckets of several parameters; the save as ZeRO-1
+//   --zero 3: zero3_parameters() in memory_plan.cpp
+// plus activations, Open MPI's temporaries of two buckets (W > 1; at most 32 MiB each, the
+// Reducer's message size) and the measured runtime.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -32,7 +32,7 @@ struct TrainingPlan {
 // Bytes resident on the busiest rank at the run's peak.
 struct RankMemory {
   int64_t parameters = 0;
-  int64_t gradients = 0;       // .grad tensors and this rank's gradient shard (tied: + vocab x d)
+  int64_t gradients = 0;       // .grad tensors and this rank's gradient shard
   int64_t optimizer = 0;       // AdamW's exp_avg and exp_avg_sq (this rank's shard)
   int64_t activations = 0;     // kept by forward for backward (an estimate; see activation_bytes)
   int64_t communication = 0;   // Reducer flat buffer or bucket staging, MPI temporaries

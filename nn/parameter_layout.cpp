@@ -49,7 +49,9 @@ struct LayoutBuilder {
 
 std::vector<ParameterEntry> parameter_layout(const ModelConfig& c) {
   LayoutBuilder b;
+  b.block = kTokenTable;
   b.add(c.vocab_size * c.d_model);
+  b.block = -1;
   if (c.pos == "learned") b.add(c.max_seq_len * c.d_model);
   for (int64_t layer = 0; layer < c.n_layers; ++layer) {
     b.block = layer;

@@ -10,9 +10,13 @@
 
 namespace ember::nn {
 
+inline constexpr int64_t kTokenTable = -2;
+
 struct ParameterEntry {
   int64_t numel = 0;
-  int64_t block = -1;  // the TransformerBlock it belongs to; -1: embeddings, final norm, lm_head
+  // The TransformerBlock it belongs to; -1: position table, final norm, lm_head; kTokenTable:
+  // the token embedding table (ZeRO-3 gathers and frees it as a unit of its own).
+  int64_t block = -1;
 };
 
 // Every parameter of Transformer(cfg), in registration order (LoRA adapters not included).

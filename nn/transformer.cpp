@@ -141,7 +141,9 @@ Variable Transformer::add_positions(const Variable& x, int64_t pos0, int64_t T) 
 
 Variable Transformer::head(const Variable& x) const {
   const Variable h = final_norm_->forward(x);
-  Variable logits = lm_head_ ? lm_head_->forward(h) : embed_tokens_->project(h);
+  std::function<void()> table_read;
+  if (residency_) table_read = [r = residency_] { r->tied_table_read(); };
+  Variable logits = lm_head_ ? lm_head_->forward(h) : embed_tokens_->project(h, std::move(table_read));
   if (tied_head_adapter_) logits = logits + tied_head_adapter_->forward(h);
   if (cfg_.final_softcap > 0) {
     logits = tanh(logits / cfg_.final_softcap) * cfg_.final_softcap;

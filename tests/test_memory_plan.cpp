@@ -101,7 +101,6 @@ TEST_CASE("rank_memory: each ZeRO stage against hand-computed figures", "[memory
   // W = 2: rank 0 owns [0, 49312) (98624 / 2 cut at a multiple of 16), rank 1 the other 49312.
   const int64_t shard = 4 * 49312;
   const int64_t act = 64 * (2 * 896 + 512);
-  const int64_t tied = 4 * 256 * 64;  // the second gradient of the shared embedding table
   // A ZeRO save gathers each moment whole on rank 0, one at a time: one block of each size
   // class the parameters fall in, 64 (norms), 4096 (q, k, v, o), 8192 (gate, up, down) and
   // 16384 (embedding) floats, all exact classes.
@@ -112,18 +111,18 @@ TEST_CASE("rank_memory: each ZeRO stage against hand-computed figures", "[memory
   SECTION("one process, no ZeRO: 4P + 4P + 8P, no Reducer") {
     const RankMemory m = rank_memory(cfg, plan);
     CHECK(m.parameters == full);
-    CHECK(m.gradients == full + tied);
+    CHECK(m.gradients == full);
     CHECK(m.optimizer == 2 * full);
     CHECK(m.activations == act);
     CHECK(m.communication == 0);
     CHECK(m.checkpoint_save == 0);
     CHECK(m.runtime == 54 * kMiB);
-    CHECK(m.total() == 4 * full + tied + act + 54 * kMiB);
+    CHECK(m.total() == 4 * full + act + 54 * kMiB);
   }
   plan.world_size = 2;
   SECTION("W = 2, --zero 0: the flat buffer and one bucket's MPI temporary (one bucket of 4P)") {
     const RankMemory m = rank_memory(cfg, plan);
-    CHECK(m.gradients == full + tied);
+    CHECK(m.gradients == full);
     CHECK(m.optimizer == 2 * full);
     CHECK(m.communication == 2 * full);
     CHECK(m.runtime == 64 * kMiB);
@@ -132,7 +131,7 @@ TEST_CASE("rank_memory: each ZeRO stage against hand-computed figures", "[memory
     plan.zero = 1;
     const RankMemory m = rank_memory(cfg, plan);
     CHECK(m.parameters == full);
-    CHECK(m.gradients == full + tied + shard);
+    CHECK(m.gradients == full + shard);
     CHECK(m.optimizer == 2 * shard);
     CHECK(m.communication == 2 * full);
     CHECK(m.checkpoint_save == save);
@@ -142,7 +141,7 @@ TEST_CASE("rank_memory: each ZeRO stage against hand-computed figures", "[memory
     const RankMemory m = rank_memory(cfg, plan);
     // root 16384 + 64, a block 41088: 4 x 57536 = 230144. The staging buffer of 394496 bytes
     // takes the allocator's size class 13 x 32768 = 425984 (8 classes per power of two).
-    CHECK(m.gradients == shard + tied + 230144);
+    CHECK(m.gradients == shard + 230144);
     CHECK(m.optimizer == 2 * shard);
     CHECK(m.communication == 425984 + full);
     CHECK(m.checkpoint_save == save);
@@ -151,7 +150,7 @@ TEST_CASE("rank_memory: each ZeRO stage against hand-computed figures", "[memory
     plan.world_size = 1;
     plan.zero = 2;
     const RankMemory m = rank_memory(cfg, plan);
-    CHECK(m.gradients == 2 * full + tied);
+    CHECK(m.gradients == 2 * full);
     CHECK(m.optimizer == 2 * full);
     CHECK(m.communication == 425984);
   }
@@ -159,11 +158,13 @@ TEST_CASE("rank_memory: each ZeRO stage against hand-computed figures", "[memory
     plan.zero = 3;
     const RankMemory m = rank_memory(cfg, plan);
     CHECK(m.parameters == 4 * (49312 + 16448 + 2 * 41088));
-    CHECK(m.gradients == shard + tied + 230144);
+    // The token table's gradient reuses the table's memory: the final norm's 64 and a block.
+    CHECK(m.gradients == shard + 4 * (64 + 41088));
     // Buckets per unit, backward order: the final norm (64), block 1, block 0 (41088 each),
-    // the embeddings (16384). Staging: one block per size class, 256 + 11 x 16384 (164352
-    // bytes rounded up) + 65536 bytes; MPI temporaries: the two largest, 2 x 164352.
-    CHECK(m.communication == 256 + 180224 + 65536 + 2 * 164352);
+    // the token table (16384). Staged: only the blocks (one parameter all-reduces its gradient
+    // in place), one block of 11 x 16384 bytes (164352 rounded up); MPI temporaries: the two
+    // largest, 2 x 164352.
+    CHECK(m.communication == 180224 + 2 * 164352);
     CHECK(m.checkpoint_save == 0);
     plan.world_size = 1;  // nothing to gather: the shard is the model
     CHECK(rank_memory(cfg, plan).parameters == full);

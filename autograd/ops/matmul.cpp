@@ -43,16 +43,19 @@ Tensor matmul_grad_b(const Tensor& g, const Tensor& a, bool ta, bool tb, const S
 
 // The same products on bfloat16 copies of A, B (kept for backward instead of
 // the float32 tensors) and G; float32 results, float32 accumulation.
-Variable matmul_bf16(const Variable& a, const Variable& b, bool trans_a, bool trans_b) {
+Variable matmul_bf16(const Variable& a, const Variable& b, bool trans_a, bool trans_b,
+                     std::function<void()> on_b_read) {
   const bool need_a = needs_grad(a), need_b = needs_grad(b);
   const Tensor a16 = autocast_to_bfloat16(a), b16 = autocast_to_bfloat16(b);
   return record("matmul_bf16", {a, b}, kernels::matmul(a16, b16, trans_a, trans_b),
                 [need_a, need_b, trans_a, trans_b, a_shape = a.shape(), b_shape = b.shape(),
                  sa = need_b ? SavedTensor(a16) : SavedTensor(),
-                 sb = need_a ? SavedTensor(b16) : SavedTensor()](const Tensor& g) -> Grads {
+                 sb = need_a ? SavedTensor(b16) : SavedTensor(),
+                 on_b_read = std::move(on_b_read)](const Tensor& g) -> Grads {
                   const Tensor g16 = kernels::to_bfloat16(g);
                   Grads out(2);
                   if (need_a) out[0] = matmul_grad_a(g16, sb.get(), trans_a, trans_b, a_shape);
+                  if (on_b_read) on_b_read();
                   if (need_b) out[1] = matmul_grad_b(g16, sa.get(), trans_a, trans_b, b_shape);
                   return out;
                 });
@@ -61,18 +64,21 @@ Variable matmul_bf16(const Variable& a, const Variable& b, bool trans_a, bool tr
 }  // namespace
 
 // C = op(A) op(B):  dop(A) = G op(B)^T,  dop(B) = op(A)^T G
-Variable matmul(const Variable& a, const Variable& b, bool trans_a, bool trans_b) {
+Variable matmul(const Variable& a, const Variable& b, bool trans_a, bool trans_b,
+                std::function<void()> on_b_read) {
   EMBER_PROFILE_SCOPE(kMatmulFamily);
   if (autocast_dtype() == DType::BFloat16 && a.dtype() == DType::Float32 && b.dtype() == DType::Float32) {
-    return matmul_bf16(a, b, trans_a, trans_b);
+    return matmul_bf16(a, b, trans_a, trans_b, std::move(on_b_read));
   }
   const bool need_a = needs_grad(a), need_b = needs_grad(b);
   return record("matmul", {a, b}, kernels::matmul(a.data(), b.data(), trans_a, trans_b),
                 [need_a, need_b, trans_a, trans_b, a_shape = a.shape(), b_shape = b.shape(),
                  sa = need_b ? SavedTensor(a.data()) : SavedTensor(),
-                 sb = need_a ? SavedTensor(b.data()) : SavedTensor()](const Tensor& g) -> Grads {
+                 sb = need_a ? SavedTensor(b.data()) : SavedTensor(),
+                 on_b_read = std::move(on_b_read)](const Tensor& g) -> Grads {
                   Grads out(2);
                   if (need_a) out[0] = matmul_grad_a(g, sb.get(), trans_a, trans_b, a_shape);
+                  if (on_b_read) on_b_read();
                   if (need_b) out[1] = matmul_grad_b(g, sa.get(), trans_a, trans_b, b_shape);
                   return out;
                 });

@@ -47,7 +47,8 @@ class Watched : public apps::Zero3Residency {
   void before_forward(size_t i) override {
     Zero3Residency::before_forward(i);
     CHECK(s_.resident(static_cast<int64_t>(i)));
-    CHECK(s_.resident(blocks_));  // the non-block unit
+    CHECK(s_.resident(blocks_));      // the non-block units: the rest
+    CHECK(s_.resident(blocks_ + 1));  // and the token table
     for (int64_t u = 0; u < blocks_; ++u) {
       if (u != static_cast<int64_t>(i)) CHECK_FALSE(s_.resident(u));
     }
@@ -57,7 +58,8 @@ class Watched : public apps::Zero3Residency {
   void after_backward(size_t i) override {
     Zero3Residency::after_backward(i);
     CHECK_FALSE(s_.resident(static_cast<int64_t>(i)));
-    CHECK_FALSE(s_.resident(blocks_));  // the non-block unit went after the head's backward
+    CHECK_FALSE(s_.resident(blocks_));  // the non-block units went after the head's backward
+    CHECK_FALSE(s_.resident(blocks_ + 1));
     ++backwards;
   }
   int forwards = 0, backwards = 0;
@@ -95,7 +97,7 @@ TEST_CASE("ZeRO-3 holds only the shard outside a block's window", "[mpi][zero3]"
     for (int r = 0; r < w; ++r) CHECK(counts[r] <= n / w + 16);
   }
   CHECK(sharded.held_bytes() == shard);
-  for (int64_t u = 0; u <= L; ++u) {
+  for (int64_t u = 0; u <= L + 1; ++u) {
     CHECK_FALSE(sharded.resident(u));
     for (size_t k = 0; k < named.size(); ++k) {
       if (ro.units[k] == u) CHECK(named[k].second.data().storage()->data() == nullptr);
@@ -109,7 +111,9 @@ TEST_CASE("ZeRO-3 holds only the shard outside a block's window", "[mpi][zero3]"
   // A training forward and backward: at each block's start the block, the next (in flight or
   // resident) and the rest; the block released after its backward; the shard alone at the end.
   const int64_t block = unit_bytes(named, ro.units, 0);
-  auto watched = std::make_shared<Watched>(sharded, L, shard + unit_bytes(named, ro.units, L) + 2 * block);
+  auto watched = std::make_shared<Watched>(
+      sharded, L,
+      shard + unit_bytes(named, ro.units, L) + unit_bytes(named, ro.units, L + 1) + 2 * block);
   model.set_block_residency(watched);
   testing::tiny_loss(model, testing::tiny_batch(comm().rank(), 0)).backward();
   reducer.finish();
