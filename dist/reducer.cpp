@@ -3,7 +3,9 @@
 // rank issues the same collectives in the same order, poll the ones in flight
 // to drive MPI progress), and finish() (start the rest, agree on which
 // parameters have gradients, wait, average). ZeRO-2 stages each bucket in a
-// buffer of its own, freed when its all-reduce completes.
+// buffer of its own, freed when its all-reduce completes; a bucket of one
+// parameter reduces that parameter's gradient in place. A large bucket goes
+// out in pieces, each started when the previous one completes.
 #include "dist/reducer.h"
 
 #include <chrono>

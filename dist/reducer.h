@@ -9,7 +9,9 @@
 // non-blocking reduce-scatter was 10-16x slower), which dist::ZeroAdamW
 // updates. With shard_grads as well (ZeRO-2) no full-size buffer is kept:
 // each bucket is staged in a buffer of its own, freed once its all-reduce
-// completes, and each parameter's .grad is released as soon as it is staged.
+// completes, and each parameter's .grad is released as soon as it is staged
+// (a bucket of one parameter takes over its .grad instead). A bucket larger
+// than message_bytes goes out in pieces of that size, one after the other.
 #pragma once
 #include <algorithm>
 #include <memory>
