@@ -142,33 +142,28 @@ struct Reducer::State {
   // ZeRO-2/3: a bucket of one parameter takes over its gradient's buffer as its staging buffer
   // (the all-reduce then runs on it in place) instead of copying it: for a large parameter (the
   // embedding table) a second full-size buffer would be live while the copy runs.
-  bool adopt(size_t i, const Tensor& grad) {
+  bool adoptable(size_t i, const Tensor& grad) const {
     const size_t b = bucket_of[i];
-    if (!options.shard_grads || !grad.defined() || buckets[b].params.size() != 1 ||
-        staging[b].defined() || grad.dtype() != flat.dtype() || !grad.is_contiguous() ||
-        grad.offset() != 0 || grad.storage().use_count() != 1) {
-      return false;
-    }
-    staging[b] = grad.reshape({params[i].numel()});
-    flags.set({static_cast<int64_t>(i)}, 1.0);
-    copied[i] = 1;
-    --missing[b];
-    params[i].zero_grad();
-    return true;
+    return options.shard_grads && buckets[b].params.size() == 1 && !staging[b].defined() &&
+           grad.dtype() == flat.dtype() && grad.is_contiguous() && grad.offset() == 0 &&
+           grad.storage().use_count() == 1;
   }
 
   void copy_in(size_t i, const Tensor& grad) {
-    if (adopt(i, grad)) return;
-    const Tensor dst = grad_slot(i);
     if (grad.defined()) {
-      if (grad.raw_data() != dst.raw_data()) dst.copy_(grad);  // a view of flat already: in place
+      if (adoptable(i, grad)) {
+        staging[bucket_of[i]] = grad.reshape({params[i].numel()});
+      } else {
+        const Tensor dst = grad_slot(i);
+        if (grad.raw_data() != dst.raw_data()) dst.copy_(grad);  // a view of flat already: in place
+      }
       flags.set({static_cast<int64_t>(i)}, 1.0);
     } else {
-      dst.zero_();
+      grad_slot(i).zero_();
     }
     copied[i] = 1;
     --missing[bucket_of[i]];
-    if (options.shard_grads) params[i].zero_grad();  // ZeRO-2: the staged copy is the one kept
+    if (options.shard_grads) params[i].zero_grad();  // ZeRO-2: the staged buffer is the one kept
   }
 
   int64_t bucket_len(size_t b) const { return buckets[b].end - buckets[b].begin; }

@@ -152,19 +152,17 @@ void scatter_rows(Tensor& base, int64_t dim, const Tensor& index, const Tensor& 
       const int64_t c1 = std::min(inner, c0 + chunk);
       const int64_t o = row / static_cast<int64_t>(targets.size());
       const int64_t v = targets[row % static_cast<int64_t>(targets.size())];
-      T* dst = o_base + (o * size + v) * inner;
+      T* dst = o_base + (o * size + v) * inner + c0;
       T sum[256];
-      T* acc = dst;
-      if (summed) {
-        acc = sum - c0;
-        for (int64_t k = c0; k < c1; ++k) acc[k] = T(0);
-      }
+      T* acc = summed ? sum : dst;  // columns c0 .. c1 of the row
+      const int64_t w = c1 - c0;
+      if (summed) std::fill(sum, sum + w, T(0));
       for (int64_t q = start[v]; q < start[v + 1]; ++q) {
-        const T* s = s_base + (o * n + order[q]) * inner;
-        for (int64_t k = c0; k < c1; ++k) acc[k] += s[k];
+        const T* s = s_base + (o * n + order[q]) * inner + c0;
+        for (int64_t k = 0; k < w; ++k) acc[k] += s[k];
       }
       if (summed) {
-        for (int64_t k = c0; k < c1; ++k) dst[k] += acc[k];
+        for (int64_t k = 0; k < w; ++k) dst[k] += sum[k];
       }
     }
   });
