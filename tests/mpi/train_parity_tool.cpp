@@ -3,8 +3,10 @@
 //                                     (20000 random tokens; SEED 7 by default)
 //   train_parity_tool bad-state CKPT  rewrites CKPT with /train state "{" (valid digest:
 //                                     as another tool would write it)
-//   train_parity_tool compare A B     every /model tensor of checkpoint A within a
-//                                     relative error of 1e-5 of B's (exit 1 otherwise)
+//   train_parity_tool compare A B [LIMIT]
+//                                     every /model tensor of checkpoint A within a
+//                                     relative error of LIMIT (1e-5 by default) of B's
+//                                     (exit 1 otherwise)
 //   train_parity_tool chat DIR        writes DIR/base.h5 and DIR/chat.jsonl
 //   (tests/finetune_testing.h)
 //   train_parity_tool metrics A B     run folders A and B logged the same steps with the same
@@ -95,7 +97,8 @@ int main(int argc, char** argv) {
     nn::write_checkpoint(argv[2], c);
     return 0;
   }
-  if (mode == "compare" && argc == 4) {
+  if (mode == "compare" && (argc == 4 || argc == 5)) {
+    const double limit = argc == 5 ? std::stod(argv[4]) : 1e-5;
     const nn::Checkpoint a = nn::read_checkpoint(argv[2], false), b = nn::read_checkpoint(argv[3], false);
     if (a.model.size() != b.model.size()) {
       std::printf("different tensor counts: %zu vs %zu\n", a.model.size(), b.model.size());
@@ -120,8 +123,8 @@ int main(int argc, char** argv) {
       }
       const double rel = std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
       worst = std::max(worst, rel);
-      if (!(rel < 1e-5)) {
-        std::printf("%s: relative error %.3g (limit 1e-5)\n", name.c_str(), rel);
+      if (!(rel <= limit)) {
+        std::printf("%s: relative error %.3g (limit %.3g)\n", name.c_str(), rel, limit);
         return 1;
       }
     }
@@ -137,7 +140,7 @@ int main(int argc, char** argv) {
   if (mode == "metrics" && argc == 4) return compare_metrics(argv[2], argv[3]);
   std::fprintf(
       stderr,
-      "usage: train_parity_tool data DIR [SEED] | bad-state CKPT | compare A B | chat DIR | "
+      "usage: train_parity_tool data DIR [SEED] | bad-state CKPT | compare A B [LIMIT] | chat DIR | "
       "metrics A B\n");
   return 2;
 }
