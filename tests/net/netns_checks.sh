@@ -55,7 +55,8 @@ check_mode() {
     { cat "$out.log"; fail "$name: mpirun -np $world ember train across the nodes"; }
   secs=$(seconds_since "$t0")
   tx=$(($(link_bytes node1 tx) - tx0)) rx=$(($(link_bytes node1 rx) - rx0)) floor=$((STEPS * 4 * params))
-  "$tool" compare "$out/$final" "$ref/$final" || fail "$name: W=$world across the links differs from one process"
+  # One pass over B=4W sums the gradients in another order than W ranks do: 1e-4 (train_parity.cmake).
+  "$tool" compare "$out/$final" "$ref/$final" 1e-4 || fail "$name: W=$world across the links differs from one process"
   compare_losses "$out" "$ref" || fail "$name: the losses of W=$world across the links differ from one process"
   echo "$name: W=$world across the links = W=1 B=$((4 * world)); $STEPS steps in ${secs} s (launch included);" \
        "node1's link sent $tx and received $rx bytes: $((tx / STEPS)) and $((rx / STEPS)) per step, floor" \
