@@ -36,8 +36,9 @@ class ZeroAdamW : public optim::Optimizer {
   // calls sink(key, tensor) for each (the others pass an empty sink): a
   // checkpoint is written while at most one parameter's moment is held whole.
   // Collective.
-  using StateSink = std::function<void(const std::string& key, const Tensor& value)>;
   void gather_state(int root, const StateSink& sink) const;
+  // gather_state to rank 0 (what a checkpoint writer streams). Collective.
+  void stream_state(const StateSink& sink) const override { gather_state(0, sink); }
   // load_state_dict (optim::Optimizer's) takes the full state, as
   // state_dict gives or optim::AdamW saves; each rank keeps its shard. Not
   // collective: every rank passes the same state.

@@ -32,6 +32,11 @@ std::map<std::string, int64_t> Optimizer::param_steps() const {
   return out;
 }
 
+void Optimizer::stream_state(const StateSink& sink) const {
+  if (!sink) return;
+  for (const auto& [key, value] : state_dict()) sink(key, value);
+}
+
 void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state, int64_t step,
                                 const std::map<std::string, int64_t>& param_steps) {
   load_state(

@@ -48,6 +48,13 @@ class Optimizer {
 
   // State as named tensors ("<param name>/exp_avg", ...), for checkpoints.
   virtual std::map<std::string, Tensor> state_dict() const = 0;
+  // The same tensors one at a time, sink(key, tensor) for each, so a checkpoint
+  // writer stores each before the next is made. Rank 0 writes checkpoints: a
+  // sharded optimizer (dist::ZeroAdamW) gathers each tensor to rank 0 and is
+  // collective, every rank calls it and the others pass an empty sink. The
+  // default hands out state_dict's tensors (nothing when sink is empty).
+  using StateSink = std::function<void(const std::string& key, const Tensor& value)>;
+  virtual void stream_state(const StateSink& sink) const;
   // Restores state_dict's tensors (names and shapes checked), the number of
   // updates taken, and param_steps' counts; a parameter missing from
   // param_steps (a state saved before per-parameter counts) took `step`.

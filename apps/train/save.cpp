@@ -1,7 +1,7 @@
 // One checkpoint of a run: refused when a parameter is not finite (`latest`
 // never moves to diverged weights); rank 0 writes OUT/step_N.h5 with the run
-// state of an exact resume (ZeroAdamW gathering the moments to it a parameter
-// at a time as it writes them), points OUT/latest at it and prunes, while the
+// state of an exact resume (the optimizer streaming its state to it a tensor
+// at a time as it writes them: ZeroAdamW gathers each moment from the ranks), points OUT/latest at it and prunes, while the
 // others wait at a barrier. ZeRO-3 streams the parameters too, a unit (block)
 // at a time: every rank gathers the unit and checks it is finite, rank 0
 // writes it, all free it, so a save holds two units (one prefetched) beyond
@@ -14,7 +14,6 @@
 #include "apps/train/run.h"
 #include "apps/train/step_phases.h"
 #include "core/profiler.h"
-#include "dist/zero_adamw.h"
 #include "nn/adapters.h"
 
 namespace ember::apps {
@@ -71,15 +70,15 @@ std::string save_checkpoint(TrainRun& run, int64_t at_step) {
                  run.cfg.lora ? nn::trainable_parameters(*run.model) : run.model->named_parameters());
   }
   nn::Checkpoint c;
-  // ZeRO: the moments are gathered to rank 0 one parameter at a time while it writes them.
-  const auto* zero = dynamic_cast<const dist::ZeroAdamW*>(&opt);
+  // The optimizer state goes to rank 0 a tensor at a time while it writes them
+  // (ZeRO: gathered from every rank, so the others take part with no sink).
   if (!run.root) {
     if (sharded) stream_sharded_model(run, at_step, {});
-    if (zero) zero->gather_state(0, {});
+    opt.stream_state({});
     run.comm.barrier();
     return name;
   }
-  if (zero) c.optim_stream = [zero](const nn::TensorPut& put) { zero->gather_state(0, put); };
+  c.optim_stream = [&opt](const nn::TensorPut& put) { opt.stream_state(put); };
   c.config = run.cfg;
   if (sharded) {
     c.model_stream = [&run, at_step](const nn::TensorPut& put) { stream_sharded_model(run, at_step, put); };
@@ -91,7 +90,6 @@ std::string save_checkpoint(TrainRun& run, int64_t at_step) {
     c.base = run.finetune_base;
     c.base_sha256 = run.finetune_base_sha256;
   }
-  if (!zero) c.optim = opt.state_dict();
   c.optim_step = opt.steps();
   c.optim_param_steps = opt.param_steps();
   c.train_step = at_step;
