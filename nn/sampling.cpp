@@ -21,6 +21,7 @@ void check_sampling_options(const SamplingOptions& opt) {
               opt.top_p);
   EMBER_CHECK(opt.repetition_penalty > 0 && std::isfinite(opt.repetition_penalty),
               "sampling: repetition_penalty must be > 0 (1 is off), got ", opt.repetition_penalty);
+  EMBER_CHECK(opt.vocab_limit >= 0, "sampling: vocab_limit must be >= 0 (0 is off), got ", opt.vocab_limit);
 }
 
 TokenSampler::TokenSampler(const SamplingOptions& opt) : opt_(opt), gen_(opt.seed) {
@@ -30,7 +31,7 @@ TokenSampler::TokenSampler(const SamplingOptions& opt) : opt_(opt), gen_(opt.see
 int64_t TokenSampler::filter(const Tensor& logits, const std::vector<int64_t>& history) const {
   EMBER_CHECK(logits.dim() >= 1 && logits.numel() == logits.size(-1) && logits.numel() > 0,
               "sampling: logits must be one row [..., V], got ", shape_str(logits.shape()));
-  const int64_t V = logits.numel();
+  const int64_t V = opt_.vocab_limit > 0 ? std::min(logits.numel(), opt_.vocab_limit) : logits.numel();
   const Tensor row = logits.contiguous();
   z_.resize(static_cast<size_t>(V));
   bool nan = false;

@@ -19,6 +19,11 @@ struct SamplingOptions {
   double repetition_penalty = 1.0;  // seen tokens: logit > 0 ? logit / r : logit * r; 1: off
   uint64_t seed = 0;
   int64_t stop_token = -1;  // generation ends when it is drawn (e.g. <|endoftext|>); -1: none
+  // Only ids below it are drawn (0: every id of the logits): a tokenizer smaller than the
+  // model's vocabulary (a preset's 50257 rows over a 257-token byte tokenizer) never sees
+  // ids it cannot decode, whose rows no training target reached. vLLM cuts the logits of a
+  // padded vocabulary to the tokenizer's the same way.
+  int64_t vocab_limit = 0;
 };
 
 // Throws an Error naming the first bad option (e.g. temperature < 0, top_p outside (0, 1]).

@@ -1129,6 +1129,30 @@ TEST_CASE("generate --chat prints only the reply and stops at <|im_end|>", "[cli
   CHECK(r.out == "hixxxxx\n");
 }
 
+TEST_CASE("generate draws only ids its tokenizer decodes when the model's vocabulary is larger",
+          "[cli][generate]") {
+  // 300 rows over the 259-token tokenizer (as a preset's 50257 over a byte tokenizer): row 290, the
+  // argmax, has no text; 'y' (logit 16 x 0.5 = 8) is the best id the tokenizer has.
+  TempDir dir("cli_generate_padded_vocab");
+  ember::nn::Checkpoint c = eval_cli::zero_checkpoint(
+      R"({"vocab_size": 300, "d_model": 16, "n_layers": 1, "n_heads": 2, "ffn_hidden": 32,
+          "max_seq_len": 64, "tie_embeddings": false})");
+  c.model["model.embed_tokens.weight"] = ember::Tensor::ones(c.model.at("model.embed_tokens.weight").shape());
+  c.model["model.norm.weight"] = ember::Tensor::ones(c.model.at("model.norm.weight").shape());
+  float* head = c.model.at("lm_head.weight").data<float>();
+  for (int64_t j = 0; j < 16; ++j) {
+    head[290 * 16 + j] = 1.0f;
+    head['y' * 16 + j] = 0.5f;
+  }
+  c.tokenizer_json = ember::data::Tokenizer::bytes({"<|endoftext|>", "<|im_start|>", "<|im_end|>"}).to_json();
+  ember::nn::write_checkpoint(dir / "padded.h5", c);
+  Run r = run_ember("generate --checkpoint " + dir / "padded.h5" + " --temperature 0 --max-tokens 4 --prompt hi");
+  CHECK(r.code == 0);
+  CHECK(r.out == "hiyyyy\n");
+  r = run_ember("generate --checkpoint " + dir / "padded.h5" + " --temperature 1 --top-k 0 --max-tokens 30 --prompt hi");
+  CHECK(r.code == 0);  // sampled over the 259 decodable ids only
+}
+
 TEST_CASE("generate --chat refuses a tokenizer without the chat tokens", "[cli][generate]") {
   TempDir dir("cli_generate_chat_plain");
   ember::nn::write_checkpoint(dir / "plain.h5", chat_checkpoint('x', false));

@@ -1,7 +1,8 @@
 // TokenSampler on hand-made distributions: greedy, temperature, top-k and
 // top-p keep exactly the tokens they should (and combine as top-k then top-p),
-// ties go to the lower id, the repetition penalty, seeded draws repeat and
-// follow the distribution, and bad options are errors naming the option.
+// ties go to the lower id, the repetition penalty, the vocabulary limit, seeded
+// draws repeat and follow the distribution, and bad options are errors naming
+// the option.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -148,6 +149,37 @@ TEST_CASE("seeded draws repeat, stay inside the kept set and follow the distribu
   CHECK(outside == 0);
 }
 
+TEST_CASE("vocab_limit: only ids below it are drawn, the rest of the softmax renormalised",
+          "[sampling]") {
+  // p = {0.05, 0.40, 0.10, 0.25, 0.20} cut to the first 3 ids: {0.05, 0.40, 0.10} / 0.55.
+  SamplingOptions opt;
+  opt.vocab_limit = 3;
+  Candidates c = TokenSampler(opt).candidates(hand_made());
+  CHECK(c.tokens == std::vector<int64_t>{0, 1, 2});
+  check_probs(c, {0.05 / 0.55, 0.40 / 0.55, 0.10 / 0.55});
+  // The argmax (id 1 of all five) beyond a limit of 1: greedy takes id 0.
+  opt.temperature = 0;
+  opt.vocab_limit = 1;
+  CHECK(TokenSampler(opt).candidates(hand_made()).tokens == std::vector<int64_t>{0});
+  // top-k among the kept ids: the 2 most probable of {0, 1, 2} are 1 and 2.
+  opt = {};
+  opt.vocab_limit = 3;
+  opt.top_k = 2;
+  c = TokenSampler(opt).candidates(hand_made());
+  CHECK(c.tokens == std::vector<int64_t>{1, 2});
+  check_probs(c, {0.40 / 0.50, 0.10 / 0.50});
+  // A limit at or above the logits' size changes nothing; draws never leave the kept ids.
+  opt = {};
+  opt.vocab_limit = 50;
+  CHECK(TokenSampler(opt).candidates(hand_made()).tokens.size() == 5);
+  opt.vocab_limit = 2;
+  opt.seed = 9;
+  TokenSampler d(opt);
+  int outside = 0;
+  for (int i = 0; i < 2000; ++i) outside += d.sample(hand_made()) >= 2;
+  CHECK(outside == 0);
+}
+
 TEST_CASE("bad sampling options are errors naming the option", "[sampling]") {
   SamplingOptions opt;
   opt.temperature = -1;
@@ -166,6 +198,9 @@ TEST_CASE("bad sampling options are errors naming the option", "[sampling]") {
   opt = {};
   opt.max_tokens = -1;
   CHECK_THROWS_WITH(TokenSampler(opt), Catch::Contains("max_tokens"));
+  opt = {};
+  opt.vocab_limit = -1;
+  CHECK_THROWS_WITH(TokenSampler(opt), Catch::Contains("vocab_limit"));
   CHECK_THROWS_WITH(TokenSampler({}).candidates(Tensor::zeros({2, 3})), Catch::Contains("one row"));
   const Tensor nan = Tensor::from_vector(std::vector<float>{0.5f, std::nanf(""), 1.0f});
   CHECK_THROWS_WITH(TokenSampler({}).candidates(nan), Catch::Contains("NaN"));

@@ -39,7 +39,7 @@ class Conversation {
     const std::vector<uint32_t> prompt = fit_prompt(user);
     const std::vector<int64_t> ids(prompt.begin(), prompt.end());
     const StreamedText reply =
-        stream_generation(lm_, o_.checkpoint, ids, o_.sampling, o_.sampling.seed + replies_++, /*chat=*/true);
+        stream_generation(lm_, ids, o_.sampling, o_.sampling.seed + replies_++, /*chat=*/true);
     turns_.push_back({"user", user});
     turns_.push_back({"assistant", reply.text});
   }

@@ -43,7 +43,7 @@ void run_one(const LoadedModel& lm, const std::string& prompt, const GenerateOpt
   const std::optional<uint32_t> eot = lm.tokenizer.find_special(data::kEndOfText);
   std::vector<int64_t> ids = prompt_ids(lm.tokenizer, prompt, o);
   if (ids.empty()) ids.push_back(eot ? *eot : static_cast<int64_t>('\n'));  // start a fresh document
-  stream_generation(lm, o.checkpoint, ids, o.sampling, seed, o.chat, o.chat ? std::string_view() : prompt);
+  stream_generation(lm, ids, o.sampling, seed, o.chat, o.chat ? std::string_view() : prompt);
 }
 
 }  // namespace

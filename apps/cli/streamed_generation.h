@@ -37,8 +37,8 @@ struct StreamedText {
 // `seed`, printing `echo` first, then each token as it comes, then a newline;
 // the stop reason and speed go to stderr. chat: stops at <|im_end|> (the stop
 // token) or <|endoftext|>; otherwise at <|endoftext|> when the tokenizer has it.
-StreamedText stream_generation(const LoadedModel& lm, const std::string& checkpoint,
-                               const std::vector<int64_t>& ids, const SamplingFlags& f, uint64_t seed,
-                               bool chat, std::string_view echo = {});
+// Only ids the tokenizer decodes are drawn (a preset's vocabulary may be larger).
+StreamedText stream_generation(const LoadedModel& lm, const std::vector<int64_t>& ids, const SamplingFlags& f,
+                               uint64_t seed, bool chat, std::string_view echo = {});
 
 }  // namespace ember::apps

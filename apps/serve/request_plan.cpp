@@ -111,6 +111,7 @@ PlannedRequest plan_request(const ApiRequest& r, const ServedModel& m, uint64_t 
   e.sampling.top_p = r.top_p;
   e.sampling.top_k = std::max<int64_t>(r.top_k, 0);
   e.sampling.seed = r.seed ? static_cast<uint64_t>(*r.seed) : random_seed;
+  e.sampling.vocab_limit = static_cast<int64_t>(m.tokenizer->vocab_size());  // only ids it decodes
   e.stop_tokens = stop_tokens(r.endpoint, *m.tokenizer);
   e.logprobs = r.logprobs;
   if (r.echo) {

@@ -164,6 +164,7 @@ void print_sample(TrainRun& run) {
   s.top_k = 40;
   s.seed = run.o.seed;
   s.stop_token = eot ? static_cast<int64_t>(*eot) : -1;
+  s.vocab_limit = static_cast<int64_t>(tokenizer.vocab_size());  // a preset's vocab may be larger
   for (const int64_t t : nn::generate(model, prompt, s).tokens)
     ids.push_back(static_cast<uint32_t>(t));
   const std::string text = tokenizer.decode(std::span<const uint32_t>(ids.data(), ids.size()));
