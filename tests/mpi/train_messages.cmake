@@ -4,7 +4,8 @@
 # (OUT/data is a file) in the words of a single process, never "filesystem
 # error"; a checkpoint whose /train state is not JSON, named; a usage error
 # on one rank only (exit 2); ranks running different commands; a ZeRO-3 run that
-# diverged (its streamed save refused, nothing written).
+# diverged (its streamed save refused, nothing written). And one that succeeds: a
+# ZeRO-3 run's end-of-run sample over a vocabulary larger than its tokenizer's.
 # Variables: EMBER, TOOL, MPIRUN, WORK.
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
@@ -71,6 +72,14 @@ file(GLOB written ${WORK}/diverged/*.h5 ${WORK}/diverged/.*.tmp ${WORK}/diverged
 if(written)
   message(FATAL_ERROR "--zero 3 diverged: left ${written}")
 endif()
+
+# The end-of-run sample of a ZeRO-3 run whose vocabulary (300) is larger than its byte
+# tokenizer's: drawn from the ids the tokenizer decodes (exit 0), after the moments were
+# freed for the gathered parameters.
+file(WRITE ${WORK}/wide.json "{\"vocab_size\": 300, \"d_model\": 16, \"n_layers\": 1, \"n_heads\": 2, \"ffn_hidden\": 32, \"max_seq_len\": 32}")
+expect_job("--zero 3 sample" 0 "--- sample ---"
+           -np 2 ${EMBER} train --config ${WORK}/wide.json --data ${WORK}/corpus.txt --batch-size 2 --seq-len 16
+           --steps 2 --warmup 1 --log-every 100 --eval-batches 1 --out ${WORK}/sample --zero 3 --sample-tokens 24)
 
 # One rank's command line does not parse (an MPMD job): exit 2 with CLI11's message, no hang.
 expect_job("usage error on rank 1" 2 "The following argument was not expected: --no-such-option"
