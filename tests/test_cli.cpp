@@ -1094,10 +1094,12 @@ namespace chat_cli {
 namespace {
 using ember::testing::TempDir;
 
-ember::nn::Checkpoint chat_checkpoint(int64_t favoured, bool chat_tokens) {
+// `vocab` rows over the 259-token byte tokenizer (its specials chat tokens or not); row
+// `favoured` of lm_head is ones (logit 16), the others zero.
+ember::nn::Checkpoint chat_checkpoint(int64_t favoured, bool chat_tokens, int64_t vocab = 259) {
   ember::nn::Checkpoint c = eval_cli::zero_checkpoint(
-      R"({"vocab_size": 259, "d_model": 16, "n_layers": 1, "n_heads": 2, "ffn_hidden": 32,
-          "max_seq_len": 64, "tie_embeddings": false})");
+      R"({"vocab_size": )" + std::to_string(vocab) + R"(, "d_model": 16, "n_layers": 1, "n_heads": 2,
+          "ffn_hidden": 32, "max_seq_len": 64, "tie_embeddings": false})");
   c.model["model.embed_tokens.weight"] = ember::Tensor::ones(c.model.at("model.embed_tokens.weight").shape());
   c.model["model.norm.weight"] = ember::Tensor::ones(c.model.at("model.norm.weight").shape());
   float* head = c.model.at("lm_head.weight").data<float>();
@@ -1134,17 +1136,9 @@ TEST_CASE("generate draws only ids its tokenizer decodes when the model's vocabu
   // 300 rows over the 259-token tokenizer (as a preset's 50257 over a byte tokenizer): row 290, the
   // argmax, has no text; 'y' (logit 16 x 0.5 = 8) is the best id the tokenizer has.
   TempDir dir("cli_generate_padded_vocab");
-  ember::nn::Checkpoint c = eval_cli::zero_checkpoint(
-      R"({"vocab_size": 300, "d_model": 16, "n_layers": 1, "n_heads": 2, "ffn_hidden": 32,
-          "max_seq_len": 64, "tie_embeddings": false})");
-  c.model["model.embed_tokens.weight"] = ember::Tensor::ones(c.model.at("model.embed_tokens.weight").shape());
-  c.model["model.norm.weight"] = ember::Tensor::ones(c.model.at("model.norm.weight").shape());
+  ember::nn::Checkpoint c = chat_checkpoint(290, true, 300);
   float* head = c.model.at("lm_head.weight").data<float>();
-  for (int64_t j = 0; j < 16; ++j) {
-    head[290 * 16 + j] = 1.0f;
-    head['y' * 16 + j] = 0.5f;
-  }
-  c.tokenizer_json = ember::data::Tokenizer::bytes({"<|endoftext|>", "<|im_start|>", "<|im_end|>"}).to_json();
+  for (int64_t j = 0; j < 16; ++j) head['y' * 16 + j] = 0.5f;
   ember::nn::write_checkpoint(dir / "padded.h5", c);
   Run r = run_ember("generate --checkpoint " + dir / "padded.h5" + " --temperature 0 --max-tokens 4 --prompt hi");
   CHECK(r.code == 0);
