@@ -1,8 +1,8 @@
 // One checkpoint of a run: refused when a parameter is not finite (`latest`
 // never moves to diverged weights); rank 0 writes OUT/step_N.h5 with the run
-// state of an exact resume (the optimizer streaming its state to it a tensor
-// at a time as it writes them: ZeroAdamW gathers each moment from the ranks), points OUT/latest at it and prunes, while the
-// others wait at a barrier. ZeRO-3 streams the parameters too, a unit (block)
+// state of an exact resume (the optimizer hands it its state a tensor at a
+// time as it writes them: ZeroAdamW gathers each moment from the ranks),
+// points OUT/latest at it and prunes, while the others wait at a barrier. ZeRO-3 streams the parameters too, a unit (block)
 // at a time: every rank gathers the unit and checks it is finite, rank 0
 // writes it, all free it, so a save holds two units (one prefetched) beyond
 // the shard, not 4P on every rank.
