@@ -40,8 +40,8 @@ void* system_alloc(size_t size) {
   if (raw == MAP_FAILED) return nullptr;
   const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
   const uintptr_t begin = round_up(start, kHugePage), end = begin + len;
-  if (begin > start) munmap(raw, begin - start);  // trim to the aligned range
-  if (start + len + kHugePage > end) munmap(reinterpret_cast<void*>(end), start + len + kHugePage - end);
+  if (begin > start) munmap(raw, begin - start);  // trim to the aligned range: the head,
+  munmap(reinterpret_cast<void*>(end), start + len + kHugePage - end);  // and the tail (never empty)
   void* p = reinterpret_cast<void*>(begin);
   madvise(p, len / kHugePage * kHugePage, MADV_HUGEPAGE);  // a hint: ignored where THP is off
   return p;

@@ -106,18 +106,16 @@ Sizes sizes_of(const ModelConfig& cfg, const TrainingPlan& plan) {
 // bucket-sized buffer: the caching allocator keeps one block per size class.
 int64_t staging_bytes(const Sizes& s) { return size_class_bytes(s.staged); }
 
-// dist::ReducerOptions::message_bytes: a larger bucket is all-reduced in pieces of this size.
-constexpr int64_t kMessageBytes = int64_t{32} << 20;
-
 // Open MPI's non-blocking all-reduce (libnbc) mallocs a temporary the size of its message for
 // each one in flight: counted for the two largest buckets (one completing while the next
 // starts; more are in flight when backward outpaces the all-reduces), each at most a piece.
-int64_t mpi_temporaries(const Sizes& s, int64_t world) {
-  if (world == 1) return 0;
+// (plan.message_bytes: a larger bucket is all-reduced in pieces of that size).
+int64_t mpi_temporaries(const Sizes& s, const TrainingPlan& plan) {
+  if (plan.world_size == 1) return 0;
   std::vector<int64_t> b = s.buckets;
   std::sort(b.rbegin(), b.rend());
   int64_t bytes = 0;
-  for (size_t i = 0; i < std::min<size_t>(2, b.size()); ++i) bytes += std::min(b[i] * kFloat, kMessageBytes);
+  for (size_t i = 0; i < std::min<size_t>(2, b.size()); ++i) bytes += std::min(b[i] * kFloat, plan.message_bytes);
   return bytes;
 }
 
@@ -182,20 +180,20 @@ RankMemory rank_memory(const ModelConfig& cfg, const TrainingPlan& plan) {
   if (plan.zero == 0) {
     m.gradients = full;
     m.optimizer = 2 * full;
-    m.communication = w > 1 ? full + mpi_temporaries(s, w) : 0;  // no Reducer at one rank
+    m.communication = w > 1 ? full + mpi_temporaries(s, plan) : 0;  // no Reducer at one rank
     return m;
   }
   m.optimizer = 2 * shard;
   m.checkpoint_save = s.save_gather;  // rank 0 gathers the moments a tensor at a time to save
   if (plan.zero == 1) {
     m.gradients = full + shard;  // local .grad, and the averaged shard
-    m.communication = full + mpi_temporaries(s, w);  // the flat buffer
+    m.communication = full + mpi_temporaries(s, plan);  // the flat buffer
     return m;
   }
   // ZeRO-2/3: at one rank backward keeps every .grad until finish(); with more, each .grad is
   // released once staged, so about one block's and the root unit's are live at a time.
   m.gradients = shard + (w == 1 ? full : kFloat * (s.root + s.largest_block));
-  m.communication = staging_bytes(s) + mpi_temporaries(s, w);
+  m.communication = staging_bytes(s) + mpi_temporaries(s, plan);
   if (plan.zero == 3) zero3_parameters(s, w, m);
   return m;
 }

@@ -27,6 +27,7 @@ struct TrainingPlan {
   int64_t checkpoint_every = 0;      // 0: no activation checkpointing; K: blocks 0, K, 2K, ...
   int64_t bucket_bytes = int64_t{25} << 20;      // `ember train --bucket-mb`
   int64_t first_bucket_bytes = int64_t{1} << 20;  // min(1 MiB, bucket_bytes), as the trainer sets it
+  int64_t message_bytes = int64_t{32} << 20;      // dist::ReducerOptions::message_bytes
 };
 
 // Bytes resident on the busiest rank at the run's peak.

@@ -8,6 +8,7 @@
 #include "apps/cli/commands.h"
 #include "nn/presets.h"
 #include "core/system_memory.h"
+#include "dist/reducer.h"
 #include "nn/memory_plan.h"
 #include "nn/model_stats.h"
 
@@ -84,6 +85,7 @@ nn::TrainingPlan training_plan(const CLI::App* sub, const InfoOptions& o, int64_
   plan.checkpoint_every = o.checkpoint_every > 0 ? o.checkpoint_every : (o.checkpoint_activations ? 1 : 0);
   plan.bucket_bytes = o.bucket_mb << 20;
   plan.first_bucket_bytes = std::min<int64_t>(plan.first_bucket_bytes, plan.bucket_bytes);
+  plan.message_bytes = dist::ReducerOptions{}.message_bytes;
   return plan;
 }
 

@@ -135,10 +135,11 @@ void scatter_rows(Tensor& base, int64_t dim, const Tensor& index, const Tensor& 
   base.bump_version();
   const Tensor out = base.is_contiguous() ? base : base.clone();
   const Tensor sc = src.contiguous();
-  // Jobs: (outer, target row, piece of <= 256 columns), dynamically scheduled,
+  // Jobs: (outer, target row, piece of <= kPieceColumns columns), dynamically scheduled,
   // so a hot row (a frequent token) is spread over threads too.
+  constexpr int64_t kPieceColumns = 256;
   const int64_t rows = outer * static_cast<int64_t>(targets.size());
-  const int64_t chunks = (inner + 255) / 256;
+  const int64_t chunks = (inner + kPieceColumns - 1) / kPieceColumns;
   const int64_t chunk = chunks == 0 ? 0 : (inner + chunks - 1) / chunks;
   const int64_t jobs = rows * chunks;
   dispatch_float(base.dtype(), "index_add", [&](auto tag) {
@@ -153,7 +154,7 @@ void scatter_rows(Tensor& base, int64_t dim, const Tensor& index, const Tensor& 
       const int64_t o = row / static_cast<int64_t>(targets.size());
       const int64_t v = targets[row % static_cast<int64_t>(targets.size())];
       T* dst = o_base + (o * size + v) * inner + c0;
-      T sum[256];
+      T sum[kPieceColumns];
       T* acc = summed ? sum : dst;  // columns c0 .. c1 of the row
       const int64_t w = c1 - c0;
       if (summed) std::fill(sum, sum + w, T(0));
