@@ -134,6 +134,24 @@ __attribute__((always_inline)) inline void block_scores(const float* q, const fl
   }
 }
 
+// o[0, 16 N) += wt[t] v[t * ld + .] for t = t0..t1 in order, o held in registers meanwhile
+// (each element: the product rounded, then the sum, as the scalar loop would).
+template <int N>
+__attribute__((always_inline)) inline void block_pv(const float* wt, const float* v, int64_t ld,
+                                                    int64_t t0, int64_t t1, float* o) {
+  kernels::v16 acc[N];
+  for (int i = 0; i < N; ++i) std::memcpy(&acc[i], o + i * kLanes, sizeof(acc[i]));
+  for (int64_t t = t0; t <= t1; ++t) {
+    const float w = wt[t];
+    for (int i = 0; i < N; ++i) {
+      kernels::v16 vv;
+      std::memcpy(&vv, v + t * ld + i * kLanes, sizeof(vv));
+      acc[i] += w * vv;
+    }
+  }
+  for (int i = 0; i < N; ++i) std::memcpy(o + i * kLanes, &acc[i], sizeof(acc[i]));
+}
+
 // x[0] + ... + x[n-1] in a fixed order: 16 lane sums (i = j mod 16), added left to right.
 __attribute__((always_inline)) inline float sum16(const float* x, int64_t n) {
   float acc[kLanes] = {};
@@ -178,14 +196,22 @@ EMBER_TARGET_CLONES void attend_row(const AttnArgs& a, const float* q, int64_t h
     const float inv = 1.0f / sum16(s, T);
     for (int64_t t = 0; t < T; ++t) s[t] *= inv;
   }
+  // out_h[d] = sum_t p_t v_t[d], t increasing: a cache block's positions at a time, each
+  // head's output held in registers (16 lanes of d per vector) across the block.
   std::fill(out + h0 * D, out + h1 * D, 0.0f);
-  for (int64_t t = lo; t <= p; ++t) {
-    const float* vr = a.v + blocks[static_cast<size_t>(t / 16)] * block + (t % 16) * row;
+  for (int64_t b = lo / 16; b <= p / 16; ++b) {
+    const float* vb = a.v + blocks[static_cast<size_t>(b)] * block;
+    const int64_t t0 = std::max(lo, b * 16), t1 = std::min(p, b * 16 + 15);
     for (int64_t h = h0; h < h1; ++h) {
-      const float wt = scratch[(h - h0) * T + (t - lo)];
-      const float* __restrict vh = vr + (h / a.group) * D;
-      float* __restrict o = out + h * D;
-      for (int64_t d = 0; d < D; ++d) o[d] += wt * vh[d];
+      const float* wt = scratch + (h - h0) * T - lo;  // wt[t], t in [t0, t1]
+      const float* vh = vb + (h / a.group) * D - b * 16 * row;  // v_t[d] at vh[t * row + d]
+      float* o = out + h * D;
+      int64_t d = 0;
+      for (; d + 4 * kLanes <= D; d += 4 * kLanes) block_pv<4>(wt, vh + d, row, t0, t1, o + d);
+      for (; d + kLanes <= D; d += kLanes) block_pv<1>(wt, vh + d, row, t0, t1, o + d);
+      for (; d < D; ++d) {
+        for (int64_t t = t0; t <= t1; ++t) o[d] += wt[t] * vh[t * row + d];
+      }
     }
   }
 }

@@ -27,7 +27,7 @@ ModelConfig config_of(const std::string& extra) {
 }
 
 const std::vector<std::pair<std::string, std::string>> kConfigs = {
-    {"dense MHA RoPE RMSNorm SwiGLU", R"(, "ffn_hidden": 48, "head_dim": 32)"},
+    {"dense MHA RoPE RMSNorm SwiGLU", R"(, "ffn_hidden": 48, "head_dim": 80)"},
     {"GQA qk_norm window softcaps parallel",
      R"(, "n_kv_heads": 2, "head_dim": 20, "qk_norm": true, "sliding_window": 7, "global_every": 2,
         "attn_softcap": 5.0, "final_softcap": 3.0, "parallel_block": true, "ffn_hidden": 40)"},
