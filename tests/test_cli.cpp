@@ -611,6 +611,13 @@ TEST_CASE("train on BPE shards stores the shards' tokenizer; without one it asks
                             " --val-data " + dir / "shards/val" + " --steps 2 --batch-size 2 --seq-len 16 "
                             "--eval-batches 1 --log-every 100 --out ";
   REQUIRE(run_ember(train + dir / "run").code == 0);
+  // The folder tokenize wrote, given whole: refused with the path to give, not read as text.
+  const Run whole = run_ember("train --config " + dir / "v300.json" + " --data " + dir / "shards" +
+                              " --steps 2 --batch-size 2 --seq-len 16 --out " + dir / "run_whole");
+  CHECK(whole.code == 1);
+  check_plain_message(whole.err);
+  CHECK(whole.err.find("--data " + (dir.path / "shards" / "train").string()) != std::string::npos);
+  CHECK(!fs::exists(dir.path / "run_whole" / "step_00000002.h5"));
   const ember::nn::Checkpoint c = ember::nn::read_checkpoint(dir / "run/step_00000002.h5", false);
   CHECK(ember::data::Tokenizer::from_json(c.tokenizer_json).vocab_size() == 300);
   CHECK(run_ember("generate --checkpoint " + dir / "run/step_00000002.h5" + " --max-tokens 40 --seed 3").code == 0);

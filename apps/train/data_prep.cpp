@@ -126,6 +126,13 @@ PreparedData prepare_data(const std::string& data, const std::string& val_data,
   EMBER_CHECK(fs::exists(data) || data.find_first_of("*?[") != std::string::npos, "--data: ", data,
               ": no such file or directory");
   PreparedData out;
+  // The folder `ember tokenize --encode --out DIR` writes holds its shards under train/ and val/
+  // beside tokenizer.json; read as text, it would train on the tokenizer's JSON.
+  std::error_code ec;
+  EMBER_CHECK(!(fs::is_directory(data, ec) && is_shard_spec((fs::path(data) / "train").string())),
+              "--data: ", data, " holds token shards under train/: give --data ",
+              (fs::path(data) / "train").string(), " (and --val-data ", (fs::path(data) / "val").string(),
+              " when it exists)");
   if (is_shard_spec(data)) {
     out.train = data;
   } else {
