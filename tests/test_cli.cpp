@@ -553,7 +553,7 @@ TEST_CASE("ember eval and ember train's validation give the same loss and bits p
   CHECK(t.out.find("bits/byte") != std::string::npos);
 }
 
-TEST_CASE("bits per byte: CE in nats over the targets / (ln 2 x their text's bytes); <|endoftext|> has none",
+TEST_CASE("bits per byte: CE in nats over the targets / (ln 2 x their text's bytes), <|endoftext|> has none",
           "[cli][eval]") {
   TempDir dir("cli_eval_bpb");
   ember::nn::write_checkpoint(dir / "zero.h5", zero_checkpoint(tiny_config(257)));
@@ -599,7 +599,7 @@ TEST_CASE("eval --grads-out never overwrites a file and leaves no temporary", "[
   CHECK(run_ember(args + dir / "grads.h5").code == 1);
 }
 
-TEST_CASE("train on BPE shards stores the shards' tokenizer; without one it asks for --tokenizer", "[cli][tokenizer]") {
+TEST_CASE("train on BPE shards stores the shards' tokenizer, without one it asks for --tokenizer", "[cli][tokenizer]") {
   TempDir dir("cli_shard_tok");
   write_corpus(dir, "corpus.txt");
   dir.write("v300.json", tiny_config(300));
@@ -617,7 +617,14 @@ TEST_CASE("train on BPE shards stores the shards' tokenizer; without one it asks
   CHECK(whole.code == 1);
   check_plain_message(whole.err);
   CHECK(whole.err.find("--data " + (dir.path / "shards" / "train").string()) != std::string::npos);
-  CHECK(!fs::exists(dir.path / "run_whole" / "step_00000002.h5"));
+  CHECK(!fs::exists(dir.path / "run_whole"));  // the refused run takes back the folder it made
+  // A folder that was there before keeps what it holds (and its new lock file).
+  fs::create_directories(dir.path / "kept");
+  std::ofstream(dir.path / "kept" / "notes.txt") << "mine\n";
+  const Run into_kept = run_ember("train --config " + dir / "v300.json" + " --data " + dir / "shards" +
+                                  " --steps 2 --batch-size 2 --seq-len 16 --out " + dir / "kept");
+  CHECK(into_kept.code == 1);
+  CHECK(fs::exists(dir.path / "kept" / "notes.txt"));
   const ember::nn::Checkpoint c = ember::nn::read_checkpoint(dir / "run/step_00000002.h5", false);
   CHECK(ember::data::Tokenizer::from_json(c.tokenizer_json).vocab_size() == 300);
   CHECK(run_ember("generate --checkpoint " + dir / "run/step_00000002.h5" + " --max-tokens 40 --seed 3").code == 0);

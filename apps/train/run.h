@@ -52,6 +52,9 @@ struct TrainRun {
   // The training data's files (size and hash): kept in the checkpoint, compared on --resume.
   nlohmann::json data_files;
   std::optional<RunLock> run_lock;  // --out, held while the run lasts
+  // The outermost folder of --out that this run created (rank 0; empty when --out existed):
+  // removed again when the setup fails (discard_created_out).
+  std::string created_out;
   std::string finetune_base;        // ember finetune: the base checkpoint's absolute path,
   std::string finetune_base_sha256;  // and its sha256 (LoRA checkpoints name both)
   int64_t added_rows = 0;            // --add-chat-tokens: new vocabulary rows of a new run
@@ -122,6 +125,9 @@ void resolve_model_source(TrainRun& run);
 void fingerprint_data(TrainRun& run);
 void check_ranks_agree_on_run(TrainRun& run);
 void claim_out_folder(TrainRun& run);
+// After a failed setup (before the first step): removes the folder claim_out_folder created,
+// lock and all, unless it holds a checkpoint. A rejected input leaves no empty run behind.
+void discard_created_out(TrainRun& run) noexcept;
 // setup_data.cpp: the tokenizer (trained with --vocab-size), the shards, the loaders.
 void train_tokenizer_if_asked(TrainRun& run);
 void choose_tokenizer(TrainRun& run);

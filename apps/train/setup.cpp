@@ -143,12 +143,31 @@ void claim_out_folder(TrainRun& run) {
     }
     nn::require_fits_in_memory(need);
     if (run.root) {
+      fs::path missing;  // the outermost folder of --out that does not exist yet
+      for (fs::path p = fs::absolute(o.out).lexically_normal(); !p.empty() && !fs::exists(p);
+           p = p.parent_path()) {
+        missing = p;
+        if (p == p.parent_path()) break;
+      }
       ensure_writable_dir(o.out, "--out");
+      run.created_out = missing.string();
       run.run_lock.emplace(o.out);
       check_no_other_run(o.out, o.resume);
       remove_stale_temporaries(o.out);
     }
   });
+}
+
+void discard_created_out(TrainRun& run) noexcept {
+  if (run.created_out.empty()) return;
+  run.run_lock.reset();
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(run.created_out, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->path().extension() == ".h5") return;  // never a checkpoint, whatever wrote it
+  }
+  if (!ec) fs::remove_all(run.created_out, ec);
+  run.created_out.clear();
 }
 
 }  // namespace ember::apps

@@ -8,12 +8,20 @@
 namespace ember::apps {
 namespace {
 
-// The steps after the data: the model, its optimizer and state, then the loop.
-int build_and_train(TrainRun& run) {
-  print_resume_notes(run);         // what --resume changed
-  build_model_and_optimizer(run);  // weights from rank 0; reducer and AdamW
-  restore_training_state(run);     // --resume: moments, step, tokens, dropout offset
-  pin_threads();                   // with EMBER_PIN_THREADS=1 (core/threads.h)
+// The steps after the claim on --out: `setup` (the data), the model, its optimizer and state,
+// then the loop. A failure before the first step takes back a folder the claim created.
+template <class Setup>
+int build_and_train(TrainRun& run, Setup&& setup) {
+  try {
+    setup();
+    print_resume_notes(run);         // what --resume changed
+    build_model_and_optimizer(run);  // weights from rank 0; reducer and AdamW
+    restore_training_state(run);     // --resume: moments, step, tokens, dropout offset
+  } catch (...) {
+    discard_created_out(run);
+    throw;
+  }
+  pin_threads();  // with EMBER_PIN_THREADS=1 (core/threads.h)
   print_run_start(run);
   return train_loop(run);
 }
@@ -31,10 +39,11 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
   fingerprint_data(run);           // compared with the resumed run's
   check_ranks_agree_on_run(run);   // under mpirun: options, model config, data
   claim_out_folder(run);           // memory, lock, no other run's checkpoints
-  train_tokenizer_if_asked(run);   // --vocab-size
-  choose_tokenizer(run);           // --tokenizer, the checkpoint's, the shards', bytes
-  open_data(run);                  // text tokenised into OUT/data; the loaders
-  return build_and_train(run);
+  return build_and_train(run, [&] {
+    train_tokenizer_if_asked(run);  // --vocab-size
+    choose_tokenizer(run);          // --tokenizer, the checkpoint's, the shards', bytes
+    open_data(run);                 // text tokenised into OUT/data; the loaders
+  });
 }
 
 int run_finetune(TrainOptions o) {
@@ -51,7 +60,7 @@ int run_finetune(TrainOptions o, dist::Communicator& comm) {
   choose_chat_tokenizer(run);     // the base's
   open_chat_data(run);            // read, held out, rendered: a bad line writes nothing in --out
   claim_out_folder(run);          // memory, lock, no other run's checkpoints
-  return build_and_train(run);
+  return build_and_train(run, [] {});
 }
 
 }  // namespace ember::apps
