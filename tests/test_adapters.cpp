@@ -315,7 +315,7 @@ struct RefMoE {
 
 }  // namespace
 
-TEST_CASE("MoE with adapted experts (Linear and NF4 bases) against a per-token loop; gradcheck",
+TEST_CASE("MoE with adapted experts (Linear and NF4 bases) against a per-token loop, gradcheck",
           "[adapters][moe]") {
   for (const char* quant : {"none", "nf4"}) {
     INFO(quant);
@@ -422,7 +422,7 @@ TEST_CASE("add_vocab_rows: new ids read the added rows, old rows frozen", "[adap
   }
 }
 
-TEST_CASE("LoRALinear over an NF4 base: float64 gradcheck w.r.t. x, A, B; merge dequantizes",
+TEST_CASE("LoRALinear over an NF4 base: float64 gradcheck w.r.t. x, A, B, merge dequantizes",
           "[adapters][nf4][gradcheck]") {
   for (bool bias : {false, true}) {
     Generator gen(5);

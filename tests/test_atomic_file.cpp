@@ -31,7 +31,7 @@ TEST_CASE("write_file_atomically replaces the file and leaves no temporary", "[i
   CHECK(files_in(dir.path) == 1);
 }
 
-TEST_CASE("commit_temporary_file replaces; commit_new_file keeps an existing file and removes the temporary",
+TEST_CASE("commit_temporary_file replaces, commit_new_file keeps an existing file and removes the temporary",
           "[io]") {
   TempDir dir("atomic_commit");
   dir.write("target", "old");

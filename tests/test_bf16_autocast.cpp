@@ -61,7 +61,7 @@ double max_abs_diff(const Tensor& x, const std::vector<double>& y) {
 
 }  // namespace
 
-TEST_CASE("autocast is off by default; the guard sets and restores it", "[bf16][autocast]") {
+TEST_CASE("autocast is off by default, the guard sets and restores it", "[bf16][autocast]") {
   CHECK(autocast_dtype() == DType::Float32);
   {
     AutocastGuard outer(DType::BFloat16);

@@ -188,15 +188,18 @@ TEST_CASE("bf16 matmul_into accumulates with alpha and beta, also into a strided
   CHECK(max_abs_diff(z, Tensor::from_vector(twice, {31, 17})) == 0);
 }
 
-TEST_CASE("bf16 and float32 primitives are cached apart; mixed operands are errors", "[bf16][matmul]") {
+TEST_CASE("bf16 and float32 primitives are cached apart, mixed operands are errors", "[bf16][matmul]") {
   const Tensor a = uniform({13, 29}, 30), b = uniform({29, 11}, 31);
   matmul(a, b);
   const int64_t after_f32 = kernels::matmul_primitive_cache_size();
   const Operand a16 = operand({13, 29}, 30), b16 = operand({29, 11}, 31);
+  // oneDNN 2.6 has bf16 matmuls from avx512_core up; below (an ISA cap, tests/isa) the
+  // reference loop runs and nothing is cached.
+  const bool onednn_bf16 = std::string(kernels::onednn_cpu_isa()).starts_with("avx512_core");
   const Tensor c = matmul(a16.bf16, b16.bf16);
-  CHECK(kernels::matmul_primitive_cache_size() == after_f32 + 1);
+  CHECK(kernels::matmul_primitive_cache_size() == after_f32 + (onednn_bf16 ? 1 : 0));
   matmul(a16.bf16, b16.bf16);
-  CHECK(kernels::matmul_primitive_cache_size() == after_f32 + 1);
+  CHECK(kernels::matmul_primitive_cache_size() == after_f32 + (onednn_bf16 ? 1 : 0));
   CHECK(max_abs_diff(c, reference_matmul(a16.rounded, b16.rounded, false, false)) < f32_tolerance(29));
   CHECK_THROWS_WITH(matmul(a16.bf16, b), Catch::Contains("dtypes differ"));
   Tensor out16 = Tensor::empty({13, 11}, DType::BFloat16);

@@ -128,7 +128,7 @@ TEST_CASE("cached blocks nobody holds are evicted least recently released first"
   CHECK(bm.allocate() == -1);              // p is held again: nothing left
 }
 
-TEST_CASE("a key already cached leaves the second block private; the cache can be off",
+TEST_CASE("a key already cached leaves the second block private, the cache can be off",
           "[block_manager]") {
   BlockManager bm(3, true);
   const std::vector<int64_t> p = iota_tokens(16, 3);

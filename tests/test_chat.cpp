@@ -79,7 +79,7 @@ TEST_CASE("ChatML rendering and labels of a multi-turn conversation") {
   CHECK(chat_generation_prompt(tok, history) == p.ids);
 }
 
-TEST_CASE("chat content keeps special-token names as text; empty assistant trains <|im_end|>") {
+TEST_CASE("chat content keeps special-token names as text, empty assistant trains <|im_end|>") {
   const Tokenizer tok = chat_bytes();
   const ChatTokens r = render_chat(tok, conversation({{"user", "<|im_end|>"}, {"assistant", ""}}));
   Expect e;
@@ -272,7 +272,7 @@ Tokenizer endoftext_only() {
 
 }  // namespace
 
-TEST_CASE("with_chat_tokens appends the missing ChatML specials; other ids stay") {
+TEST_CASE("with_chat_tokens appends the missing ChatML specials, other ids stay") {
   const Tokenizer before = endoftext_only();
   CHECK(before.missing_chat_tokens() == 2);
   CHECK(Tokenizer::from_json(before.to_json()).missing_chat_tokens() == 2);  // such files still load

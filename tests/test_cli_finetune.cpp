@@ -59,7 +59,7 @@ Run lora_finetune(const TempDir& dir, const std::string& extra) {
 
 }  // namespace
 
-TEST_CASE("ember finetune --full writes a run as ember train does; its checkpoint generates",
+TEST_CASE("ember finetune --full writes a run as ember train does, its checkpoint generates",
           "[cli][finetune]") {
   TempDir dir("cli_finetune");
   const Run r = finetune(
@@ -85,7 +85,7 @@ TEST_CASE("ember finetune --full writes a run as ember train does; its checkpoin
   CHECK(g.code == 0);
 }
 
-TEST_CASE("SIGTERM stops ember finetune with a checkpoint; --resume continues the run",
+TEST_CASE("SIGTERM stops ember finetune with a checkpoint, --resume continues the run",
           "[cli][finetune]") {
   TempDir dir("cli_finetune");
   const std::string out = dir / "run";
@@ -153,7 +153,7 @@ TEST_CASE("each bad input of ember finetune is one line, a non-zero exit and not
 }
 
 TEST_CASE(
-    "a LoRA fine-tune generates and evaluates through its base; a missing or changed base is "
+    "a LoRA fine-tune generates and evaluates through its base, a missing or changed base is "
     "one line naming it",
     "[cli][finetune][lora]") {
   TempDir dir("cli_finetune");
@@ -192,7 +192,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "a LoRA fine-tune exports as a PEFT adapter and merged (hf, ember); the merged checkpoint "
+    "a LoRA fine-tune exports as a PEFT adapter and merged (hf, ember), the merged checkpoint "
     "chats as the fine-tune does",
     "[cli][finetune][export]") {
   TempDir dir("cli_finetune");

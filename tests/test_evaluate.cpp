@@ -101,7 +101,7 @@ TEST_CASE("evaluate: task file: items, blank lines, and one error line naming FI
 }
 
 TEST_CASE(
-    "evaluate: split: trailing white space moves to the continuation; an empty context gets "
+    "evaluate: split: trailing white space moves to the continuation, an empty context gets "
     "<|endoftext|>",
     "[evaluate]") {
   SplitPair p = split_pair(kBytes, "The cat  ", "sat");

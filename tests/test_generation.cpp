@@ -191,7 +191,7 @@ TEST_CASE("greedy generation is deterministic and equals argmax of full forwards
   }
 }
 
-TEST_CASE("seeded sampling is reproducible; streaming sees every token", "[generation]") {
+TEST_CASE("seeded sampling is reproducible, streaming sees every token", "[generation]") {
   const ModelConfig cfg = ModelConfig::from_json("{" + kBase + "}");
   Transformer model(cfg, 6);
   sharpen(model, 4);

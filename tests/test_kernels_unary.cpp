@@ -216,7 +216,7 @@ TEST_CASE("activations stay finite for extreme inputs", "[kernels][unary]") {
   }
 }
 
-TEST_CASE("neg, abs, sign and relu on integers; math on integers is an error",
+TEST_CASE("neg, abs, sign and relu on integers, math on integers is an error",
           "[kernels][unary][int]") {
   for (DType dt : {DType::Int32, DType::Int64}) {
     for (const Layout& l : layouts({3, 7}, dt, 17, -9, 9)) {

@@ -119,7 +119,7 @@ TEST_CASE("nf4-dq: absmax reconstruction by hand", "[nf4]") {
   CHECK(q.codes == kernels::nf4_quantize(Tensor::from_vector<float>(v)).codes);
 }
 
-TEST_CASE("nf4-dq: equal absmaxes give scale 0 and q 0; 257 blocks give 2 scales", "[nf4]") {
+TEST_CASE("nf4-dq: equal absmaxes give scale 0 and q 0, 257 blocks give 2 scales", "[nf4]") {
   std::vector<float> v(257 * 64, 0.0f);
   for (size_t b = 0; b < 257; ++b) v[b * 64] = 0.75f;
   const Nf4Tensor q = kernels::nf4_quantize(Tensor::from_vector<float>(v), true);

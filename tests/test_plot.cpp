@@ -254,7 +254,7 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("several runs: a colour and legend entries each; same folder names use the paths",
+TEST_CASE("several runs: a colour and legend entries each, same folder names use the paths",
           "[plot]") {
   TempDir dir("plot");
   write_text(dir / "a/run/metrics.jsonl", metrics_lines(1, 20));
@@ -272,7 +272,7 @@ TEST_CASE("several runs: a colour and legend entries each; same folder names use
   CHECK(std::set<std::string>(strokes.begin(), strokes.end()).size() == 3);
 }
 
-TEST_CASE("a resumed run's repeated steps replace the earlier ones; a cut last line is ignored",
+TEST_CASE("a resumed run's repeated steps replace the earlier ones, a cut last line is ignored",
           "[plot]") {
   TempDir dir("plot");
   // Ran to 25 (validation at 10, 20), resumed from the step-12 checkpoint to 30, killed mid-line.
@@ -365,7 +365,7 @@ TEST_CASE("long runs: train loss smoothed by a debiased moving average over 2% o
   CHECK_FALSE(f.subtitle.empty());
 }
 
-TEST_CASE("text is escaped; an empty panel says no data", "[plot]") {
+TEST_CASE("text is escaped, an empty panel says no data", "[plot]") {
   CHECK(xml_escape("a<b & \"c\"\x01") == "a&lt;b &amp; &quot;c&quot;");
   Figure f;
   f.title = "<&>";

@@ -48,7 +48,7 @@ TEST_CASE("greedy takes the argmax, ties to the lower id", "[sampling]") {
   check_probs(c, {1.0});
 }
 
-TEST_CASE("no filter: the whole softmax in id order; temperature sharpens or flattens",
+TEST_CASE("no filter: the whole softmax in id order, temperature sharpens or flattens",
           "[sampling]") {
   const Candidates c = filter(hand_made(), 1, 0, 1);
   CHECK(c.tokens == std::vector<int64_t>{0, 1, 2, 3, 4});

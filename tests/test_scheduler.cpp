@@ -83,7 +83,7 @@ TEST_CASE("decodes come first, prefill is chunked under the budget", "[scheduler
   CHECK(plan[2].samples);
 }
 
-TEST_CASE("seats cap the running set; the queue is capped", "[scheduler]") {
+TEST_CASE("seats cap the running set, the queue is capped", "[scheduler]") {
   BlockManager bm(64, false);
   Scheduler sched(bm, {2, 100, 3});
   for (int64_t id = 1; id <= 3; ++id) REQUIRE(sched.add(make_seq(id, 4)));

@@ -289,7 +289,7 @@ TEST_CASE("serve: prompts of token ids, and an empty prompt", "[serve]") {
         "prompt");
 }
 
-TEST_CASE("serve: a default max_tokens fits a small KV cache; a given one is not lowered",
+TEST_CASE("serve: a default max_tokens fits a small KV cache, a given one is not lowered",
           "[serve]") {
   Served s(64);
   auto completion = [](const std::string& prompt, const std::string& extra) {

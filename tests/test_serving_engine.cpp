@@ -147,7 +147,7 @@ TEST_CASE("sixteen concurrent requests equal each request alone, bit for bit", "
   CHECK(s.generation_tokens == s.itl_seconds.counts.back() + 16);
 }
 
-TEST_CASE("the background thread gives the same outputs; next() merges events",
+TEST_CASE("the background thread gives the same outputs, next() merges events",
           "[serving_engine]") {
   Fixture f;
   const std::vector<EngineRequest> reqs = sixteen_requests();

@@ -112,7 +112,7 @@ TEST_CASE("contiguous copies only when needed", "[tensor]") {
   CHECK(ok);
 }
 
-TEST_CASE("copy_ broadcasts and casts; to() converts dtypes", "[tensor]") {
+TEST_CASE("copy_ broadcasts and casts, to() converts dtypes", "[tensor]") {
   Tensor dst = Tensor::zeros({2, 3}, DType::Float64);
   dst.copy_(Tensor::from_vector<float>({1.5f, 2.5f, 3.5f}));
   CHECK(dst.to_vector<double>() == std::vector<double>{1.5, 2.5, 3.5, 1.5, 2.5, 3.5});
