@@ -18,19 +18,9 @@
 #include "nn/checkpoint.h"
 #include "data/tokenizer/tokenizer.h"
 #include "cli_run.h"
+#include "skip_unless_ci.h"
 #include "temp_dir.h"
 
-
-// A test that needs root, a mount or a tool says why when it skips locally; in
-// CI (CI set: .ci/run installs everything and runs as root) it fails instead.
-#define EMBER_SKIP_UNLESS_CI(reason)            \
-  do {                                         \
-    if (std::getenv("CI") != nullptr) {        \
-      FAIL("cannot run in CI: " << reason);    \
-    }                                          \
-    WARN("skipped: " << reason);               \
-    return;                                    \
-  } while (0)
 
 namespace fs = std::filesystem;
 using ember::testing::read_text;
