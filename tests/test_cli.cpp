@@ -19,42 +19,21 @@
 #include <thread>
 #include <vector>
 
+#include "cli_run.h"
+
 extern char** environ;
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string read_text(const fs::path& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-// Runs `ember ARGS` (ARGS already shell-quoted) and collects its exit code and output.
-Run ember(const std::string& args) {
-  const fs::path dir = fs::temp_directory_path() / ("ember_cli_" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  const std::string cmd = std::string(EMBER_BINARY) + " " + args + " > " + (dir / "out").string() +
-                          " 2> " + (dir / "err").string() + " < /dev/null";
-  const int status = std::system(cmd.c_str());
-  Run r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = read_text(dir / "out");
-  r.err = read_text(dir / "err");
-  fs::remove_all(dir);
-  return r;
-}
+using Run = ember::testing::CliRun;
+using ember::testing::read_text;
+using ember::testing::run_ember;
 
 // Names listed under "Subcommands:" in `ember --help`.
 std::vector<std::string> subcommands() {
-  const std::string help = ember("--help").out;
+  const std::string help = run_ember("--help").out;
   std::vector<std::string> names;
   std::istringstream lines(help.substr(help.find("Subcommands:")));
   std::string line;
@@ -84,7 +63,7 @@ pid_t spawn_quiet(const std::vector<std::string>& args) {
 }  // namespace
 
 TEST_CASE("ember --version prints the project version and build info", "[cli]") {
-  const Run r = ember("--version");
+  const Run r = run_ember("--version");
   CHECK(r.code == 0);
   CHECK(r.out.starts_with(std::string("ember ") + EMBER_PROJECT_VERSION + "\nbuild: "));
 }
@@ -92,15 +71,15 @@ TEST_CASE("ember --version prints the project version and build info", "[cli]") 
 TEST_CASE("every numeric option of every subcommand shows its default in --help", "[cli]") {
   const std::vector<std::string> names = subcommands();
   REQUIRE(names.size() >= 5);
-  CHECK(ember("train --help").out.find("--steps INT=1000 ") != std::string::npos);
-  CHECK(ember("generate --help").out.find("--temperature FLOAT=1 ") != std::string::npos);
+  CHECK(run_ember("train --help").out.find("--steps INT=1000 ") != std::string::npos);
+  CHECK(run_ember("generate --help").out.find("--temperature FLOAT=1 ") != std::string::npos);
   // An option line: "  --name TYPE[:CHECK][=default] ...", CHECK e.g. "POSITIVE" or
   // "INT in [0 - 1]"; numbers always have a default.
   const std::regex numeric(R"(^\s+(-\w,)?--[a-z0-9-]+ (INT|UINT|FLOAT)\b(.*)$)");
   const std::regex with_default(R"(^(:[A-Z]+( in \[[^\]]*\])?)?=\S)");
   int options = 0;
   for (const std::string& name : names) {
-    const Run r = ember(name + " --help");
+    const Run r = run_ember(name + " --help");
     CHECK(r.code == 0);
     std::istringstream lines(r.out);
     std::string line;
@@ -116,19 +95,19 @@ TEST_CASE("every numeric option of every subcommand shows its default in --help"
 }
 
 TEST_CASE("a command-line usage error exits with 2", "[cli]") {
-  Run r = ember("train --no-such-option");
+  Run r = run_ember("train --no-such-option");
   CHECK(r.code == 2);
   CHECK(r.err.find("--no-such-option") != std::string::npos);
-  CHECK(ember("").code == 2);                                    // no subcommand
-  CHECK(ember("generate --max-tokens many").code == 2);          // not a number
-  CHECK(ember("info --config /no/such/config.json").code == 2);  // the option's file check
+  CHECK(run_ember("").code == 2);                                    // no subcommand
+  CHECK(run_ember("generate --max-tokens many").code == 2);          // not a number
+  CHECK(run_ember("info --config /no/such/config.json").code == 2);  // the option's file check
 }
 
 TEST_CASE("a bad input file exits with 1 and one error line naming it", "[cli]") {
   const fs::path bad =
       fs::temp_directory_path() / ("ember_cli_bad_" + std::to_string(getpid()) + ".json");
   std::ofstream(bad) << R"({"vocab_size": 256, "d_model": )";
-  const Run r = ember("info --config " + bad.string());
+  const Run r = run_ember("info --config " + bad.string());
   fs::remove(bad);
   CHECK(r.code == 1);
   CHECK(r.err.starts_with("ember: error: "));
@@ -179,8 +158,7 @@ TEST_CASE("Ctrl-C stops ember train with a checkpoint and exit code 130", "[cli]
 // folder's lock, resume with the run's options, data fingerprints, divergence,
 // and a closed stdout. Tiny runs on a text corpus written here.
 namespace {
-// ember() under another name: below, the name `ember` is also the namespace.
-Run run_ember(const std::string& args) { return ember(args); }
+// run_ember() under another name: below, the name `ember` is also the namespace.
 }  // namespace
 
 #include <nlohmann/json.hpp>

@@ -16,6 +16,7 @@
 
 #include "autograd/grad_mode.h"
 #include "data/tokenizer/tokenizer.h"
+#include "cli_run.h"
 #include "nn/checkpoint.h"
 
 using namespace ember;
@@ -23,17 +24,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string read_text(const fs::path& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using Run = ember::testing::CliRun;
+using ember::testing::read_text;
 
 void write_text(const fs::path& path, const std::string& text) {
   std::ofstream(path) << text;
@@ -56,14 +48,7 @@ struct Fixture {
   }
   ~Fixture() { fs::remove_all(dir); }
 
-  Run ember(const std::string& args) const {
-    const std::string cmd = std::string(EMBER_BINARY) + " " + args + " > " +
-                            (dir / "out").string() + " 2> " + (dir / "err").string() +
-                            " < /dev/null";
-    const int status = std::system(cmd.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_text(dir / "out"),
-            read_text(dir / "err")};
-  }
+  Run ember(const std::string& args) const { return ember::testing::run_ember(args); }
   std::string path(const std::string& name) const { return (dir / name).string(); }
 };
 
