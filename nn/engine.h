@@ -29,6 +29,7 @@ struct EngineOptions {
                                   // enough for max_seqs full contexts
   size_t kv_memory_bytes = 0;
   int64_t max_batch_tokens = 256; // tokens one step computes at most (decodes first, then prefill chunks)
+  int64_t max_prefill_with_decodes = 0;  // prefill tokens at most in a step that decodes (0: no cap)
   int64_t max_queue = 256;        // waiting requests at most: submit() past it throws QueueFull
   bool prefix_cache = true;       // reuse full blocks of earlier prompts
 };

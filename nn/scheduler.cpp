@@ -13,8 +13,10 @@ namespace ember::nn {
 
 Scheduler::Scheduler(BlockManager& blocks, const SchedulerLimits& limits)
     : blocks_(blocks), limits_(limits) {
-  EMBER_CHECK(limits.max_seqs > 0 && limits.max_batch_tokens > 0 && limits.max_queue >= 0,
-              "scheduler: max_seqs and max_batch_tokens must be > 0 and max_queue >= 0");
+  EMBER_CHECK(limits.max_seqs > 0 && limits.max_batch_tokens > 0 && limits.max_queue >= 0 &&
+                  limits.max_prefill_with_decodes >= 0,
+              "scheduler: max_seqs and max_batch_tokens must be > 0, max_queue and "
+              "max_prefill_with_decodes >= 0");
 }
 
 int64_t Scheduler::blocks_for(int64_t n_tokens) const {
@@ -99,6 +101,9 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
     if (!grow_for_decode(s)) continue;  // s was the newest: preempted, the loop ends
     add_chunk(s);
     ++i;
+  }
+  if (!plan.empty() && limits_.max_prefill_with_decodes > 0) {  // the decodes' latency first
+    budget = std::min(budget, limits_.max_prefill_with_decodes);
   }
   for (const auto& s : running_) {  // chunks of partly prefilled sequences
     if (budget == 0) break;

@@ -1,7 +1,7 @@
 // Continuous batching without separate phases (vLLM's scheduler): each step,
 // every running sequence first gets its one decode token, then partially
 // prefilled and waiting sequences get prefill chunks until the token budget is
-// spent. A waiting sequence joins when a seat (max_seqs) and blocks for all its
+// spent (at most max_prefill_with_decodes of them beside decodes). A waiting sequence joins when a seat (max_seqs) and blocks for all its
 // tokens are free (after prefix-cache hits); a decode that finds no block
 // preempts the newest running sequence (blocks freed, requeued at the front,
 // recomputed later from its prompt and output so far). Pure bookkeeping: the
@@ -46,6 +46,11 @@ struct SchedulerLimits {
   int64_t max_seqs = 16;
   int64_t max_batch_tokens = 256;
   int64_t max_queue = 256;
+  // Prefill tokens a step computes at most while it also decodes (0: max_batch_tokens only).
+  // Every running stream waits for the step: a big prefill chunk beside the decodes delays
+  // all their next tokens at once (the inter-token latency's tail), a small one spreads the
+  // prompt over a few steps. A step with no decode still prefills up to max_batch_tokens.
+  int64_t max_prefill_with_decodes = 0;
 };
 
 class Scheduler {

@@ -1,8 +1,9 @@
 // The continuous-batching scheduler with fake forward results: every running
 // sequence decodes before any prefill, the token budget and the seat limit hold,
-// long prompts are chunked, the queue is capped, prefix hits skip computed
-// blocks, and running out of blocks preempts the newest sequence, which is later
-// recomputed from its prompt and output so far.
+// long prompts are chunked (in smaller chunks beside decodes: max_prefill_with_decodes),
+// the queue is capped, prefix hits skip computed blocks, and running out of
+// blocks preempts the newest sequence, which is later recomputed from its
+// prompt and output so far.
 #include <catch2/catch.hpp>
 #include <memory>
 #include <numeric>
@@ -81,6 +82,38 @@ TEST_CASE("decodes come first, prefill is chunked under the budget", "[scheduler
   CHECK(plan[2].pos0 == 4);
   CHECK(plan[2].n == 8);
   CHECK(plan[2].samples);
+}
+
+TEST_CASE("beside decodes, prefill stops at max_prefill_with_decodes, alone it fills the budget",
+          "[scheduler]") {
+  BlockManager bm(64, false);
+  Scheduler sched(bm, {4, 20, 8, 6});
+  REQUIRE(sched.add(make_seq(1, 3)));
+  REQUIRE(sched.add(make_seq(2, 40)));
+  // Step 1, nothing decoding yet: the whole budget, 3 + 17.
+  std::vector<ScheduledChunk> plan = sched.schedule();
+  REQUIRE(plan.size() == 2);
+  CHECK(plan[0].n == 3);
+  CHECK(plan[1].n == 17);
+  fake_forward(sched, plan);
+  // Step 2: sequence 1 decodes, so sequence 2 gets 6 prefill tokens, not 19.
+  plan = sched.schedule();
+  REQUIRE(plan.size() == 2);
+  CHECK(plan[0].seq->id == 1);
+  CHECK(plan[0].n == 1);
+  CHECK(plan[1].seq->id == 2);
+  CHECK(plan[1].pos0 == 17);
+  CHECK(plan[1].n == 6);
+  fake_forward(sched, plan);
+  // Sequence 1 leaves: step 3 prefills 20 again (17 + 6 = 23 computed, 17 of 40 left).
+  REQUIRE(sched.remove(1) != nullptr);
+  plan = sched.schedule();
+  REQUIRE(plan.size() == 1);
+  CHECK(plan[0].pos0 == 23);
+  CHECK(plan[0].n == 17);
+  CHECK(plan[0].samples);
+  // A negative cap is refused.
+  CHECK_THROWS_WITH(Scheduler(bm, {4, 20, 8, -1}), Catch::Contains("max_prefill_with_decodes"));
 }
 
 TEST_CASE("seats cap the running set, the queue is capped", "[scheduler]") {

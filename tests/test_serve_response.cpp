@@ -220,12 +220,19 @@ TEST_CASE("serve: serve options: memory sizes, the served name, engine options",
   CHECK(e.kv_memory_bytes == (size_t{1} << 20));
   CHECK(e.max_seqs == 16);
   CHECK(e.prefix_cache);
+  CHECK(e.max_batch_tokens == 256);
+  CHECK(e.max_prefill_with_decodes == 32);
   CHECK(worker_threads(o) == 16 + 256 + 8);
   o.kv_blocks = 4;
   CHECK_THROWS_WITH(check_serve_options(o), Catch::Contains("not both"));
   o = ServeOptions();
   o.max_seqs = 0;
   CHECK_THROWS_WITH(check_serve_options(o), Catch::Contains("--max-seqs"));
+  o = ServeOptions();
+  o.max_prefill_with_decodes = -1;
+  CHECK_THROWS_WITH(check_serve_options(o), Catch::Contains("--max-prefill-with-decodes must be >= 0"));
+  o.max_prefill_with_decodes = 0;  // no cap: up to --max-batch-tokens
+  CHECK_NOTHROW(check_serve_options(o));
   o = ServeOptions();
   CHECK(o.request_timeout_seconds == 30);
   o.request_timeout_seconds = 0;

@@ -36,6 +36,9 @@ CommandRunner add_serve_command(CLI::App& app) {
                   "requests waiting for a seat at most; past it: HTTP 429");
   sub->add_option("--max-batch-tokens", o->max_batch_tokens,
                   "tokens one engine step computes at most (decodes first, then prefill chunks)");
+  sub->add_option("--max-prefill-with-decodes", o->max_prefill_with_decodes,
+                  "prefill tokens at most in a step that also decodes (0: up to --max-batch-tokens); "
+                  "smaller: a steadier inter-token latency, a slower first token under load");
   sub->add_option("--max-tokens-cap", o->max_tokens_cap,
                   "a request's max_tokens at most (0: the model's context length)");
   sub->add_option(

@@ -61,6 +61,8 @@ void check_serve_options(const ServeOptions& o) {
       o.max_queue);
   EMBER_CHECK(o.max_batch_tokens > 0, "--max-batch-tokens must be positive, got ",
               o.max_batch_tokens);
+  EMBER_CHECK(o.max_prefill_with_decodes >= 0, "--max-prefill-with-decodes must be >= 0, got ",
+              o.max_prefill_with_decodes);
   EMBER_CHECK(o.kv_blocks >= 0, "--kv-blocks must be >= 0, got ", o.kv_blocks);
   EMBER_CHECK(o.kv_blocks == 0 || o.kv_memory.empty(), "give --kv-blocks or --kv-memory, not both");
   EMBER_CHECK(o.max_tokens_cap >= 0, "--max-tokens-cap must be >= 0, got ", o.max_tokens_cap);
@@ -83,6 +85,7 @@ nn::EngineOptions engine_options(const ServeOptions& o) {
   e.kv_blocks = o.kv_blocks;
   e.kv_memory_bytes = o.kv_memory.empty() ? 0 : parse_memory_size(o.kv_memory);
   e.max_batch_tokens = o.max_batch_tokens;
+  e.max_prefill_with_decodes = o.max_prefill_with_decodes;
   e.max_queue = o.max_queue;
   e.prefix_cache = !o.no_prefix_cache;
   return e;

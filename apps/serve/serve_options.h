@@ -20,6 +20,7 @@ struct ServeOptions {
   std::string kv_memory;  // e.g. "2GiB"; "": unset
   int64_t max_queue = 256;
   int64_t max_batch_tokens = 256;
+  int64_t max_prefill_with_decodes = 32;
   int64_t max_tokens_cap = 0;  // a request's max_tokens at most; 0: the context length
   int64_t threads = 0;         // HTTP worker threads; 0: max_seqs + max_queue + 8, at most 1024
   size_t max_body_bytes = size_t{4} << 20;
