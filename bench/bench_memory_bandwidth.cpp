@@ -11,11 +11,12 @@
 #include <vector>
 
 #include "apps/bench/stopwatch.h"
+#include "core/kernels/lane_sums.h"
 #include "core/simd.h"
 
 namespace {
 
-typedef float v16 __attribute__((vector_size(64)));
+using ember::kernels::v16;
 
 // The sum of x[0, n) (n a multiple of 64), in four lanes of 16.
 EMBER_TARGET_CLONES float read_sum(const float* x, size_t n) {

@@ -83,7 +83,8 @@ struct Engine::Impl {
         opt(resolve(o, model->config())),
         kv(model->config(), opt.kv_blocks),
         blocks(opt.kv_blocks, opt.prefix_cache),
-        sched(blocks, {opt.max_seqs, opt.max_batch_tokens, opt.max_queue, opt.max_prefill_with_decodes}) {
+        sched(blocks,
+              {opt.max_seqs, opt.max_batch_tokens, opt.max_queue, opt.max_prefill_with_decodes}) {
     stats.ttft_seconds = make_histogram(
         {0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 30, 60});
     stats.itl_seconds = make_histogram(

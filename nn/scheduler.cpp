@@ -102,7 +102,8 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
     add_chunk(s);
     ++i;
   }
-  if (!plan.empty() && limits_.max_prefill_with_decodes > 0) {  // the decodes' latency first
+  const bool decodes = !plan.empty();  // the plan holds only decodes so far
+  if (decodes && limits_.max_prefill_with_decodes > 0) {  // their latency before the prefill's
     budget = std::min(budget, limits_.max_prefill_with_decodes);
   }
   for (const auto& s : running_) {  // chunks of partly prefilled sequences

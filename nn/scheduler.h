@@ -1,8 +1,8 @@
 // Continuous batching without separate phases (vLLM's scheduler): each step,
 // every running sequence first gets its one decode token, then partially
 // prefilled and waiting sequences get prefill chunks until the token budget is
-// spent (at most max_prefill_with_decodes of them beside decodes). A waiting sequence joins when a seat (max_seqs) and blocks for all its
-// tokens are free (after prefix-cache hits); a decode that finds no block
+// spent (at most max_prefill_with_decodes of them beside decodes). A waiting
+// sequence joins when a seat (max_seqs) and blocks for all its tokens are free (after prefix-cache hits); a decode that finds no block
 // preempts the newest running sequence (blocks freed, requeued at the front,
 // recomputed later from its prompt and output so far). Pure bookkeeping: the
 // forward pass and sampling belong to the caller (nn/engine.cpp).

@@ -19,9 +19,10 @@ struct CliRun {
 // runs first in the same shell (e.g. "ulimit -f 64;"; ARGS then holds no single quote), then
 // ember replaces the shell.
 inline CliRun run_cli(const TempDir& dir, const std::string& args, const std::string& prefix = "") {
-  const std::string command = prefix.empty() ? std::string(EMBER_BINARY) + " " + args
-                                             : "bash -c '" + prefix + " exec " + EMBER_BINARY + " " + args + "'";
-  const std::string cmd = command + " > " + (dir / "stdout") + " 2> " + (dir / "stderr") + " < /dev/null";
+  const std::string ember = std::string(EMBER_BINARY) + " " + args;
+  const std::string command = prefix.empty() ? ember : "bash -c '" + prefix + " exec " + ember + "'";
+  const std::string cmd =
+      command + " > " + (dir / "stdout") + " 2> " + (dir / "stderr") + " < /dev/null";
   const int status = std::system(cmd.c_str());
   CliRun r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

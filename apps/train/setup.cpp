@@ -143,12 +143,9 @@ void claim_out_folder(TrainRun& run) {
     }
     nn::require_fits_in_memory(need);
     if (run.root) {
-      fs::path missing;  // the outermost folder of --out that does not exist yet
-      for (fs::path p = fs::absolute(o.out).lexically_normal(); !p.empty() && !fs::exists(p);
-           p = p.parent_path()) {
+      fs::path missing;  // the outermost folder of --out that does not exist yet (/ always does)
+      for (fs::path p = fs::absolute(o.out).lexically_normal(); !fs::exists(p); p = p.parent_path())
         missing = p;
-        if (p == p.parent_path()) break;
-      }
       ensure_writable_dir(o.out, "--out");
       run.created_out = missing.string();
       run.run_lock.emplace(o.out);
