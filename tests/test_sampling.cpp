@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "nn/sampling.h"
@@ -46,6 +47,33 @@ TEST_CASE("greedy takes the argmax, ties to the lower id", "[sampling]") {
   const Candidates c = filter(tied, 0, 0, 1);
   CHECK(c.tokens == std::vector<int64_t>{1});
   check_probs(c, {1.0});
+}
+
+TEST_CASE("greedy over long rows: the first maximum as a plain loop finds it, NaN and inf refused",
+          "[sampling]") {
+  SamplingOptions greedy;
+  greedy.temperature = 0;
+  for (const int64_t V : {1, 15, 16, 17, 1000, 50257}) {
+    for (const int64_t at : {int64_t{0}, V / 2, V - 1}) {
+      std::vector<float> z(static_cast<size_t>(V));
+      for (int64_t i = 0; i < V; ++i) z[i] = static_cast<float>(std::sin(0.37 * i)) - 2;
+      z[at] = 7;
+      if (at + 20 < V) z[at + 20] = 7;  // a tie in another lane: the lower id wins
+      int64_t want = 0;                 // the reference: a plain loop keeping the first maximum
+      for (int64_t i = 1; i < V; ++i) want = z[i] > z[want] ? i : want;
+      INFO("V " << V << ", max at " << at);
+      CHECK(TokenSampler(greedy).sample(Tensor::from_vector(z)) == want);
+      CHECK(TokenSampler(greedy).sample(Tensor::from_vector(z).to(DType::Float64)) == want);
+      z[V - 1] = std::nanf("");
+      CHECK_THROWS_WITH(TokenSampler(greedy).sample(Tensor::from_vector(z)), Catch::Contains("NaN"));
+      z[V - 1] = std::numeric_limits<float>::infinity();
+      CHECK_THROWS_WITH(TokenSampler(greedy).sample(Tensor::from_vector(z)),
+                        Catch::Contains("no finite value"));
+    }
+  }
+  const std::vector<float> none(40, -std::numeric_limits<float>::infinity());
+  CHECK_THROWS_WITH(TokenSampler(greedy).sample(Tensor::from_vector(none)),
+                    Catch::Contains("no finite value"));
 }
 
 TEST_CASE("no filter: the whole softmax in id order, temperature sharpens or flattens",
