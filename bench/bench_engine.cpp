@@ -6,7 +6,8 @@
 // overload of nn::generate, batch 1) for reference; a 512-token prompt's
 // prefill; and matmul_rows GFLOP/s at the model's shapes (where a step goes).
 // Usage: bench_engine [--prompt P] [--tokens N] [--reps R] [--batches 1,4,16]
-//                     [--engine-only | --matmuls-only] [CONFIG.json]
+//                     [--kv-cache-dtype float32|bfloat16] [--engine-only | --matmuls-only]
+//                     [CONFIG.json]
 #include <omp.h>
 #include <time.h>
 
@@ -33,6 +34,7 @@ struct Args {
   int64_t prompt_len = 128, new_tokens = 64;
   int reps = 3;
   bool engine_only = false;   // --engine-only: just the B table (for a profiler)
+  DType kv_dtype = DType::Float32;  // --kv-cache-dtype
   bool matmuls_only = false;  // --matmuls-only: just the matmul_rows table
   std::vector<int64_t> batches{1, 4, 16};
   std::string config = "configs/gpt2-small.json";
@@ -52,6 +54,13 @@ bool parse_args(int argc, char** argv, Args& a) {
         a.batches.push_back(std::strtoll(s, &s, 10));
         if (*s == ',') ++s;
       }
+    } else if (!std::strcmp(argv[i], "--kv-cache-dtype") && i + 1 < argc) {
+      const std::string d = argv[++i];
+      if (d != "float32" && d != "bfloat16") {
+        std::fprintf(stderr, "bench_engine: --kv-cache-dtype is float32 or bfloat16, got %s\n", d.c_str());
+        return false;
+      }
+      a.kv_dtype = d == "bfloat16" ? DType::BFloat16 : DType::Float32;
     } else if (!std::strcmp(argv[i], "--engine-only")) {
       a.engine_only = true;
     } else if (!std::strcmp(argv[i], "--matmuls-only")) {
@@ -59,7 +68,7 @@ bool parse_args(int argc, char** argv, Args& a) {
     } else if (argv[i][0] == '-') {
       std::fprintf(stderr,
                    "usage: bench_engine [--prompt P] [--tokens N] [--reps R] [--batches 1,4,16] "
-                   "[--engine-only | --matmuls-only] [CONFIG.json]\n");
+                   "[--kv-cache-dtype float32|bfloat16] [--engine-only | --matmuls-only] [CONFIG.json]\n");
       return false;
     } else {
       a.config = argv[i];
@@ -93,8 +102,9 @@ struct EngineRun {
 // B greedy requests at once, every prompt prefilled in the first step (budget B * P), then
 // decode steps until all finish. Prefill: until every request has its first token.
 EngineRun run_engine(const std::shared_ptr<const nn::InferenceModel>& im, int64_t B, int64_t P,
-                     int64_t N, uint64_t seed) {
+                     int64_t N, uint64_t seed, DType kv_dtype) {
   nn::EngineOptions opt;
+  opt.kv_dtype = kv_dtype;
   opt.max_seqs = B;
   opt.prefix_cache = false;
   opt.max_batch_tokens = std::max<int64_t>(256, B * P);
@@ -205,9 +215,10 @@ int main(int argc, char** argv) {
   NoGradGuard no_grad;
   const auto im = std::make_shared<const nn::InferenceModel>(model);
   const int64_t P = a.prompt_len, N = a.new_tokens;
-  std::printf("%s, %d threads, prompt %ld, output %ld tokens, greedy, prefix cache off, median of %d\n",
+  std::printf("%s, %d threads, prompt %ld, output %ld tokens, greedy, prefix cache off, %s KV cache, "
+              "median of %d\n",
               a.config.c_str(), omp_get_max_threads(), static_cast<long>(P), static_cast<long>(N),
-              a.reps);
+              dtype_name(a.kv_dtype), a.reps);
   double old_tps = 1;
   if (a.matmuls_only) {
     print_matmuls(cfg);
@@ -221,12 +232,12 @@ int main(int argc, char** argv) {
   }
   std::printf("\n%4s %11s %13s %13s %9s %12s %10s %10s\n", "B", "prefill ms", "decode step/s",
               "decode tok/s", "ms/step", "cpu ms/step", "x B=1", "x old");
-  run_engine(im, 1, P, 4, 1);  // warm-up
+  run_engine(im, 1, P, 4, 1, a.kv_dtype);  // warm-up
   double base = 0;
   for (const int64_t B : a.batches) {
     std::vector<double> pre, steps, toks, ms, cpu;
     for (int r = 0; r < a.reps; ++r) {
-      const EngineRun run = run_engine(im, B, P, N, 1000 * static_cast<uint64_t>(r + 1));
+      const EngineRun run = run_engine(im, B, P, N, 1000 * static_cast<uint64_t>(r + 1), a.kv_dtype);
       pre.push_back(run.prefill_s * 1e3);
       steps.push_back(run.decode_steps / run.decode_s);
       toks.push_back(run.decode_tokens / run.decode_s);

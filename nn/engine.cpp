@@ -40,10 +40,13 @@ EngineOptions resolve(EngineOptions opt, const ModelConfig& cfg) {
   EMBER_CHECK(opt.max_queue >= 0, "engine: max_queue must be >= 0, got ", opt.max_queue);
   EMBER_CHECK(opt.kv_blocks >= 0, "engine: kv_blocks must be >= 0, got ", opt.kv_blocks);
   const int64_t per_context = (cfg.max_seq_len + kKVBlockSize - 1) / kKVBlockSize;
+  EMBER_CHECK(opt.kv_dtype == DType::Float32 || opt.kv_dtype == DType::BFloat16,
+              "engine: the KV cache holds float32 or bfloat16, not ", dtype_name(opt.kv_dtype));
   if (opt.kv_blocks == 0 && opt.kv_memory_bytes > 0) {
-    opt.kv_blocks = static_cast<int64_t>(opt.kv_memory_bytes / PagedKVStore::bytes_per_block(cfg));
+    const size_t block = PagedKVStore::bytes_per_block(cfg, opt.kv_dtype);
+    opt.kv_blocks = static_cast<int64_t>(opt.kv_memory_bytes / block);
     EMBER_CHECK(opt.kv_blocks > 0, "engine: kv memory of ", opt.kv_memory_bytes,
-                " bytes holds no block of ", PagedKVStore::bytes_per_block(cfg), " bytes");
+                " bytes holds no block of ", block, " bytes");
   }
   if (opt.kv_blocks == 0) opt.kv_blocks = opt.max_seqs * per_context;
   return opt;
@@ -81,7 +84,7 @@ struct Engine::Impl {
   Impl(std::shared_ptr<const InferenceModel> m, const EngineOptions& o)
       : model(std::move(m)),
         opt(resolve(o, model->config())),
-        kv(model->config(), opt.kv_blocks),
+        kv(model->config(), opt.kv_blocks, opt.kv_dtype),
         blocks(opt.kv_blocks, opt.prefix_cache),
         sched(blocks,
               {opt.max_seqs, opt.max_batch_tokens, opt.max_queue, opt.max_prefill_with_decodes}) {

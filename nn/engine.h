@@ -32,6 +32,7 @@ struct EngineOptions {
   int64_t max_prefill_with_decodes = 0;  // prefill tokens at most in a step that decodes (0: no cap)
   int64_t max_queue = 256;        // waiting requests at most: submit() past it throws QueueFull
   bool prefix_cache = true;       // reuse full blocks of earlier prompts
+  DType kv_dtype = DType::Float32;  // the KV cache's: Float32, or BFloat16 (half the memory)
 };
 
 // A token's log-probability under the model (log-softmax of the raw logits, before

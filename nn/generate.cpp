@@ -52,8 +52,11 @@ std::string describe(StopReason reason, int64_t max_seq_len) {
 // `ember generate` draws what `ember serve` does; float64 models (tests) keep the
 // contiguous cache, as the paged forward is float32 only.
 GenerationResult generate(const Transformer& model, const std::vector<int64_t>& prompt,
-                          const SamplingOptions& opt, const TokenCallback& on_token) {
+                          const SamplingOptions& opt, const TokenCallback& on_token,
+                          DType kv_dtype) {
   if (model.dtype() != DType::Float32) {
+    EMBER_CHECK(kv_dtype == DType::Float32, "generate: a ", dtype_name(model.dtype()),
+                " model keeps a contiguous cache of its own dtype, not ", dtype_name(kv_dtype));
     KVCache cache = model.make_cache(1);
     return generate(model, cache, prompt, opt, on_token);
   }
@@ -70,6 +73,7 @@ GenerationResult generate(const Transformer& model, const std::vector<int64_t>& 
   eo.max_batch_tokens = P;  // the whole prompt in one step
   eo.max_queue = 1;
   eo.prefix_cache = false;
+  eo.kv_dtype = kv_dtype;
   Engine engine(std::make_shared<const InferenceModel>(model), eo);
   EngineRequest req;
   req.prompt = prompt;

@@ -45,9 +45,11 @@ struct GenerationResult {
 using TokenCallback = std::function<bool(int64_t token)>;
 
 // Generates after `prompt` (at least one token; a prompt that does not fit in
-// max_seq_len is an Error) with a fresh batch-1 cache.
+// max_seq_len is an Error) with a fresh batch-1 cache: the serving engine's paged
+// cache of kv_dtype (Float32 or BFloat16) for a float32 model.
 GenerationResult generate(const Transformer& model, const std::vector<int64_t>& prompt,
-                          const SamplingOptions& opt, const TokenCallback& on_token = {});
+                          const SamplingOptions& opt, const TokenCallback& on_token = {},
+                          DType kv_dtype = DType::Float32);
 // The same, continuing `cache` (batch 1, from Transformer::make_cache): prompt
 // goes at positions cache.length().., so a conversation keeps its context.
 // The repetition penalty sees this call's prompt and generated tokens.

@@ -15,17 +15,23 @@
 
 namespace ember::nn {
 
-PagedKVStore::PagedKVStore(const ModelConfig& cfg, int64_t n_blocks) : n_blocks_(n_blocks) {
+PagedKVStore::PagedKVStore(const ModelConfig& cfg, int64_t n_blocks, DType dtype)
+    : n_blocks_(n_blocks), dtype_(dtype) {
   EMBER_CHECK(n_blocks > 0, "PagedKVStore: n_blocks must be positive, got ", n_blocks);
+  EMBER_CHECK(dtype == DType::Float32 || dtype == DType::BFloat16,
+              "PagedKVStore: the KV cache holds float32 or bfloat16, not ", dtype_name(dtype));
   for (int64_t l = 0; l < cfg.n_layers; ++l) {
-    k_.push_back(Tensor::zeros({n_blocks, kKVBlockSize, cfg.n_kv_heads, cfg.head_dim}));
-    v_.push_back(Tensor::zeros({n_blocks, kKVBlockSize, cfg.n_kv_heads, cfg.head_dim}));
+    for (std::vector<Tensor>* kv : {&k_, &v_}) {
+      Tensor t = Tensor::empty({n_blocks, kKVBlockSize, cfg.n_kv_heads, cfg.head_dim}, dtype);
+      std::memset(t.raw_data(), 0, static_cast<size_t>(t.numel()) * dtype_size(dtype));
+      kv->push_back(std::move(t));
+    }
   }
 }
 
-size_t PagedKVStore::bytes_per_block(const ModelConfig& cfg) {
+size_t PagedKVStore::bytes_per_block(const ModelConfig& cfg, DType dtype) {
   return static_cast<size_t>(2 * cfg.n_layers * kKVBlockSize * cfg.n_kv_heads * cfg.head_dim) *
-         sizeof(float);
+         dtype_size(dtype);
 }
 
 void PagedKVStore::copy_block(int64_t from, int64_t to) {
@@ -33,9 +39,9 @@ void PagedKVStore::copy_block(int64_t from, int64_t to) {
               "PagedKVStore: block ", from, " or ", to, " out of range [0, ", n_blocks_, ")");
   for (size_t l = 0; l < k_.size(); ++l) {
     for (Tensor* t : {&k_[l], &v_[l]}) {
-      const int64_t per = t->numel() / n_blocks_;
-      float* base = t->data<float>();
-      std::memcpy(base + to * per, base + from * per, static_cast<size_t>(per) * sizeof(float));
+      const size_t per = static_cast<size_t>(t->numel() / n_blocks_) * dtype_size(dtype_);
+      char* base = static_cast<char*>(t->raw_data());
+      std::memcpy(base + to * per, base + from * per, per);
     }
   }
 }

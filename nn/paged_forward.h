@@ -20,13 +20,15 @@ class Transformer;
 
 inline constexpr int64_t kKVBlockSize = 16;
 
-// The K/V blocks of every layer (float32), allocated once.
+// The K/V blocks of every layer, allocated once: float32, or bfloat16 (half the memory and
+// the bytes a decode step reads; keys and values rounded to nearest-even when written).
 class PagedKVStore {
  public:
-  PagedKVStore(const ModelConfig& cfg, int64_t n_blocks);
+  PagedKVStore(const ModelConfig& cfg, int64_t n_blocks, DType dtype = DType::Float32);
   // Bytes one block takes over all layers (K and V).
-  static size_t bytes_per_block(const ModelConfig& cfg);
+  static size_t bytes_per_block(const ModelConfig& cfg, DType dtype = DType::Float32);
   int64_t n_blocks() const { return n_blocks_; }
+  DType dtype() const { return dtype_; }
   Tensor& k(int64_t layer) { return k_[static_cast<size_t>(layer)]; }
   Tensor& v(int64_t layer) { return v_[static_cast<size_t>(layer)]; }
   // Copies block `from` into block `to` in every layer (copy-on-write of a shared partial block).
@@ -34,6 +36,7 @@ class PagedKVStore {
 
  private:
   int64_t n_blocks_ = 0;
+  DType dtype_ = DType::Float32;
   std::vector<Tensor> k_, v_;
 };
 

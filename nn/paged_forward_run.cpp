@@ -10,6 +10,7 @@
 
 #include <omp.h>
 
+#include "core/kernels/bf16.h"
 #include "core/kernels/matmul_rows.h"
 #include "nn/paged_forward.h"
 #include "nn/paged_ops.h"
@@ -193,18 +194,29 @@ void attention(const Weights& w, const ModelConfig& cfg, int64_t layer, const fl
     paged::rope_rows(q, R, Hq * D, Hq, D, rows.pos.data(), cs, sn);
     paged::rope_rows(k, R, Hkv * D, Hkv, D, rows.pos.data(), cs, sn);
   }
-  float* kc = kv.k(layer).data<float>();
-  float* vc = kv.v(layer).data<float>();
+  const bool bf16 = kv.dtype() == DType::BFloat16;
+  void* kc = kv.k(layer).raw_data();
+  void* vc = kv.v(layer).raw_data();
   const int64_t row = Hkv * D;
   for (int64_t r = 0; r < R; ++r) {
     const auto& table = *chunks[rows.chunk[r]].block_table;
     const int64_t p = rows.pos[r], slot = table[static_cast<size_t>(p / kKVBlockSize)] * kKVBlockSize + p % kKVBlockSize;
-    std::memcpy(kc + slot * row, &k[r * row], row * sizeof(float));
-    std::memcpy(vc + slot * row, &v[r * row], row * sizeof(float));
+    if (bf16) {  // rounded to nearest-even (kernels/bf16.h)
+      uint16_t* kd = static_cast<uint16_t*>(kc) + slot * row;
+      uint16_t* vd = static_cast<uint16_t*>(vc) + slot * row;
+      for (int64_t j = 0; j < row; ++j) {
+        kd[j] = kernels::bfloat16_bits(k[r * row + j]);
+        vd[j] = kernels::bfloat16_bits(v[r * row + j]);
+      }
+    } else {
+      std::memcpy(static_cast<float*>(kc) + slot * row, &k[r * row], row * sizeof(float));
+      std::memcpy(static_cast<float*>(vc) + slot * row, &v[r * row], row * sizeof(float));
+    }
   }
   paged::AttnArgs a;
   a.k = kc;
   a.v = vc;
+  a.bf16 = bf16;
   a.Hkv = Hkv;
   a.D = D;
   a.group = Hq / Hkv;

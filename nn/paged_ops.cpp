@@ -3,6 +3,7 @@
 #include "nn/paged_ops.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -113,9 +114,28 @@ namespace {
 
 constexpr int64_t kLanes = 16;
 
+// A cached key or value element as float: float32 as is, bfloat16 widened exactly
+// (its bits are the float's upper half).
+[[gnu::always_inline]] inline float widen(float x) { return x; }
+[[gnu::always_inline]] inline float widen(uint16_t h) {
+  return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+}
+[[gnu::always_inline]] inline void load16(kernels::v16& out, const float* p) {
+  std::memcpy(&out, p, sizeof(out));
+}
+[[gnu::always_inline]] inline void load16(kernels::v16& out, const uint16_t* p) {
+  typedef uint16_t u16x16 __attribute__((vector_size(32)));
+  typedef uint32_t u32x16 __attribute__((vector_size(64)));
+  u16x16 h;
+  std::memcpy(&h, p, sizeof(h));
+  const u32x16 bits = __builtin_convertvector(h, u32x16) << 16;
+  std::memcpy(&out, &bits, sizeof(out));
+}
+
 // s[i] = q . k_i for the 16 positions of a cache block (k_i at k + i * ld), each over D in a
 // fixed order: 16 lane sums (d = j mod 16, increasing d), added left to right, then the tail.
-__attribute__((always_inline)) inline void block_scores(const float* q, const float* k, int64_t ld, int64_t D, float* s) {
+template <class KV>
+[[gnu::always_inline]] inline void block_scores(const float* q, const KV* k, int64_t ld, int64_t D, float* s) {
   const int64_t d_main = D - D % kLanes;
   kernels::v16 acc[16] = {};
   for (int64_t d = 0; d < d_main; d += kLanes) {
@@ -124,28 +144,28 @@ __attribute__((always_inline)) inline void block_scores(const float* q, const fl
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) {
       kernels::v16 kv;
-      std::memcpy(&kv, k + i * ld + d, sizeof(kv));
+      load16(kv, k + i * ld + d);
       acc[i] += qv * kv;
     }
   }
   kernels::lane_sums(acc, s);
   for (int i = 0; i < 16; ++i) {
-    for (int64_t d = d_main; d < D; ++d) s[i] += q[d] * k[i * ld + d];
+    for (int64_t d = d_main; d < D; ++d) s[i] += q[d] * widen(k[i * ld + d]);
   }
 }
 
 // o[0, 16 N) += wt[t] v[t * ld + .] for t = t0..t1 in order, o held in registers meanwhile
 // (each element: the product rounded, then the sum, as the scalar loop would).
-template <int N>
-__attribute__((always_inline)) inline void block_pv(const float* wt, const float* v, int64_t ld,
-                                                    int64_t t0, int64_t t1, float* o) {
+template <int N, class KV>
+[[gnu::always_inline]] inline void block_pv(const float* wt, const KV* v, int64_t ld, int64_t t0,
+                                            int64_t t1, float* o) {
   kernels::v16 acc[N];
   for (int i = 0; i < N; ++i) std::memcpy(&acc[i], o + i * kLanes, sizeof(acc[i]));
   for (int64_t t = t0; t <= t1; ++t) {
     const float w = wt[t];
     for (int i = 0; i < N; ++i) {
       kernels::v16 vv;
-      std::memcpy(&vv, v + t * ld + i * kLanes, sizeof(vv));
+      load16(vv, v + t * ld + i * kLanes);
       acc[i] += w * vv;
     }
   }
@@ -153,7 +173,7 @@ __attribute__((always_inline)) inline void block_pv(const float* wt, const float
 }
 
 // x[0] + ... + x[n-1] in a fixed order: 16 lane sums (i = j mod 16), added left to right.
-__attribute__((always_inline)) inline float sum16(const float* x, int64_t n) {
+[[gnu::always_inline]] inline float sum16(const float* x, int64_t n) {
   float acc[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
@@ -165,20 +185,23 @@ __attribute__((always_inline)) inline float sum16(const float* x, int64_t n) {
   return s;
 }
 
-}  // namespace
-
 // Per head, all in float and in a fixed order: s_t = scale q.k_t (softcapped), m = max s,
 // e_t = exp(s_t - m) (core's vector exp, about 1 ulp), Z = sum e_t (16 lane sums over t mod 16,
 // added left to right), out_h[d] = sum_t (e_t / Z) v_t[d], t increasing. The scores come a cache
 // block (16 positions) at a time: dot()'s order, its 16 lane sums done by kernels::lane_sums.
-EMBER_TARGET_CLONES void attend_row(const AttnArgs& a, const float* q, int64_t h0, int64_t h1,
-                                    const std::vector<int32_t>& blocks, int64_t lo, int64_t p,
-                                    float* out, float* scratch) {
+// KV: the cache's element type; a bfloat16 element is widened exactly before it is used, so
+// the result equals the float32 path's on the same (rounded) keys and values.
+template <class KV>
+[[gnu::always_inline]] inline void attend(const AttnArgs& a, const float* q, int64_t h0, int64_t h1,
+                                          const std::vector<int32_t>& blocks, int64_t lo, int64_t p,
+                                          float* out, float* scratch) {
+  const KV* k = static_cast<const KV*>(a.k);
+  const KV* v = static_cast<const KV*>(a.v);
   const int64_t D = a.D, row = a.Hkv * D, block = 16 * row, T = p - lo + 1, nh = h1 - h0;
   const float scale = static_cast<float>(a.scale), cap = static_cast<float>(a.softcap);
   float s16[16];
   for (int64_t b = lo / 16; b <= p / 16; ++b) {
-    const float* kb = a.k + blocks[static_cast<size_t>(b)] * block;
+    const KV* kb = k + blocks[static_cast<size_t>(b)] * block;
     const int64_t t0 = std::max(lo, b * 16), t1 = std::min(p, b * 16 + 15);
     for (int64_t h = h0; h < h1; ++h) {
       block_scores(q + h * D, kb + (h / a.group) * D, row, D, s16);
@@ -200,19 +223,31 @@ EMBER_TARGET_CLONES void attend_row(const AttnArgs& a, const float* q, int64_t h
   // head's output held in registers (16 lanes of d per vector) across the block.
   std::fill(out + h0 * D, out + h1 * D, 0.0f);
   for (int64_t b = lo / 16; b <= p / 16; ++b) {
-    const float* vb = a.v + blocks[static_cast<size_t>(b)] * block;
+    const KV* vb = v + blocks[static_cast<size_t>(b)] * block;
     const int64_t t0 = std::max(lo, b * 16), t1 = std::min(p, b * 16 + 15);
     for (int64_t h = h0; h < h1; ++h) {
       const float* wt = scratch + (h - h0) * T - lo;  // wt[t], t in [t0, t1]
-      const float* vh = vb + (h / a.group) * D - b * 16 * row;  // v_t[d] at vh[t * row + d]
+      const KV* vh = vb + (h / a.group) * D - b * 16 * row;  // v_t[d] at vh[t * row + d]
       float* o = out + h * D;
       int64_t d = 0;
       for (; d + 4 * kLanes <= D; d += 4 * kLanes) block_pv<4>(wt, vh + d, row, t0, t1, o + d);
       for (; d + kLanes <= D; d += kLanes) block_pv<1>(wt, vh + d, row, t0, t1, o + d);
       for (; d < D; ++d) {
-        for (int64_t t = t0; t <= t1; ++t) o[d] += wt[t] * vh[t * row + d];
+        for (int64_t t = t0; t <= t1; ++t) o[d] += wt[t] * widen(vh[t * row + d]);
       }
     }
+  }
+}
+
+}  // namespace
+
+EMBER_TARGET_CLONES void attend_row(const AttnArgs& a, const float* q, int64_t h0, int64_t h1,
+                                    const std::vector<int32_t>& blocks, int64_t lo, int64_t p,
+                                    float* out, float* scratch) {
+  if (a.bf16) {
+    attend<uint16_t>(a, q, h0, h1, blocks, lo, p, out, scratch);
+  } else {
+    attend<float>(a, q, h0, h1, blocks, lo, p, out, scratch);
   }
 }
 

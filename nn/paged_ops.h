@@ -24,14 +24,15 @@ void rope_rows(float* x, int64_t R, int64_t ld, int64_t H, int64_t D, const int6
 void activate(const std::string& act, const float* gate, const float* up, float* out, int64_t n);
 
 // One query row's attention for heads [h0, h1): keys/values of positions [lo, p] of a
-// sequence, read through its block table from K, V [n_blocks, 16, Hkv, D], head h at kv head
-// h / group. s_t = scale q_h.k_t (softcap c > 0: c tanh(s_t / c)); out_h = sum_t softmax(s)_t v_t.
+// sequence, read through its block table from K, V [n_blocks, 16, Hkv, D] (float32, or
+// bfloat16 when bf16: widened exactly, then as float32), head h at kv head h / group. s_t = scale q_h.k_t (softcap c > 0: c tanh(s_t / c)); out_h = sum_t softmax(s)_t v_t.
 // q and out hold the row's heads [Hq, D]. Each position's K and V rows are read once for all
 // the heads (locality); a head's result is the same whatever [h0, h1) it is computed in.
 // scratch holds (h1 - h0) * (p - lo + 1) floats. Softmax in float (core's vector exp).
 struct AttnArgs {
-  const float* k = nullptr;
-  const float* v = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  bool bf16 = false;  // k and v hold bfloat16 bits (uint16_t), else float
   int64_t Hkv = 0, D = 0, group = 1;
   double scale = 1, softcap = 0;
 };

@@ -1121,6 +1121,13 @@ TEST_CASE("generate --chat prints only the reply and stops at <|im_end|>", "[cli
   r = run_ember("generate --checkpoint " + dir / "x.h5" + opts);  // without --chat: the prompt, then the text
   CHECK(r.code == 0);
   CHECK(r.out == "hixxxxx\n");
+  r = run_ember("generate --checkpoint " + dir / "x.h5" + opts + " --kv-cache-dtype bfloat16");
+  CHECK(r.code == 0);
+  CHECK(r.out == "hixxxxx\n");
+  r = run_ember("generate --checkpoint " + dir / "x.h5" + opts + " --kv-cache-dtype float16");
+  CHECK(r.code != 0);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("--kv-cache-dtype: float16 not in {float32,bfloat16}") != std::string::npos);
 }
 
 TEST_CASE("generate draws only ids its tokenizer decodes when the model's vocabulary is larger",

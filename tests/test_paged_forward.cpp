@@ -1,7 +1,8 @@
 // InferenceModel::forward over a paged KV cache: logits against the contiguous
 // cached path (Transformer::forward_cached) and the training forward for several
 // model configs, batch invariance (alone, batched with 15 others, prompt split
-// into chunks: bit-identical rows), scrambled block tables, and fine-tunes
+// into chunks: bit-identical rows) with float32 and bfloat16 caches, scrambled
+// block tables, a bfloat16 cache's logits near the float32 ones, and fine-tunes
 // equal to their merged plain model.
 #include <catch2/catch.hpp>
 #include <omp.h>
@@ -177,36 +178,62 @@ TEST_CASE("paged forward: a sequence's logits are bit-identical alone, batched a
     SECTION(kConfigs[which].first) {
       const ModelConfig cfg = config_of(kConfigs[which].second);
       const InferenceModel im(Transformer(cfg, 5));
-      PagedKVStore kv(cfg, 80);
-      Blocks blocks = identity_blocks(80);
-      const std::vector<Seq> seqs = sixteen(cfg, blocks);
-      const RowsOf alone = run(im, kv, {seqs[0]}, 1000);
-      REQUIRE(alone[0].size() == 53);
-      const auto expect_same = [&](const RowsOf& got, const char* what) {
-        INFO(what);
-        REQUIRE(got[0].size() == alone[0].size());
-        for (size_t t = 0; t < got[0].size(); ++t) {
-          INFO("position " << t);
-          CHECK(same_bits(got[0][t], alone[0][t]));
+      for (const DType kv_dtype : {DType::Float32, DType::BFloat16}) {
+        INFO(dtype_name(kv_dtype) << " KV cache");
+        PagedKVStore kv(cfg, 80, kv_dtype);
+        Blocks blocks = identity_blocks(80);
+        const std::vector<Seq> seqs = sixteen(cfg, blocks);
+        const RowsOf alone = run(im, kv, {seqs[0]}, 1000);
+        REQUIRE(alone[0].size() == 53);
+        const auto expect_same = [&](const RowsOf& got, const char* what) {
+          INFO(what);
+          REQUIRE(got[0].size() == alone[0].size());
+          for (size_t t = 0; t < got[0].size(); ++t) {
+            INFO("position " << t);
+            CHECK(same_bits(got[0][t], alone[0][t]));
+          }
+        };
+        expect_same(run(im, kv, seqs, 1000), "batched with 15 others");
+        expect_same(run(im, kv, seqs, 1), "16 sequences decoding one token a step");
+        expect_same(run(im, kv, seqs, 7), "16 sequences in chunks of 7");
+        const int threads = omp_get_max_threads();
+        omp_set_num_threads(threads == 1 ? 2 : 1);
+        expect_same(run(im, kv, seqs, 16), "other thread count");
+        omp_set_num_threads(threads);
+        for (const int64_t chunk : {1, 5, 16, 17}) {
+          INFO("chunk " << chunk);
+          expect_same(run(im, kv, {seqs[0]}, chunk), "alone, chunked");
         }
-      };
-      expect_same(run(im, kv, seqs, 1000), "batched with 15 others");
-      expect_same(run(im, kv, seqs, 1), "16 sequences decoding one token a step");
-      expect_same(run(im, kv, seqs, 7), "16 sequences in chunks of 7");
-      const int threads = omp_get_max_threads();
-      omp_set_num_threads(threads == 1 ? 2 : 1);
-      expect_same(run(im, kv, seqs, 16), "other thread count");
-      omp_set_num_threads(threads);
-      for (const int64_t chunk : {1, 5, 16, 17}) {
-        INFO("chunk " << chunk);
-        expect_same(run(im, kv, {seqs[0]}, chunk), "alone, chunked");
+        // Blocks in a scrambled order, far apart.
+        Seq scrambled{seqs[0].tokens, {}};
+        for (int32_t b : {71, 3, 40, 77}) scrambled.table.push_back(b);
+        expect_same(run(im, kv, {scrambled}, 16), "scrambled block table");
       }
-      // Blocks in a scrambled order, far apart.
-      Seq scrambled{seqs[0].tokens, {}};
-      for (int32_t b : {71, 3, 40, 77}) scrambled.table.push_back(b);
-      expect_same(run(im, kv, {scrambled}, 16), "scrambled block table");
     }
   }
+}
+
+TEST_CASE("paged forward: a bfloat16 KV cache stays close to forward_cached and takes half the bytes",
+          "[paged]") {
+  for (const auto& [name, extra] : kConfigs) {
+    SECTION(name) {
+      const ModelConfig cfg = config_of(extra);
+      const Transformer model(cfg, 11);
+      const InferenceModel im(model);
+      const std::vector<int64_t> toks = tokens_of(40, 1, cfg.vocab_size);
+      NoGradGuard no_grad;
+      KVCache cache = model.make_cache();
+      const Tensor cached = model.forward_cached(ids_tensor(toks), cache, false).data();
+      PagedKVStore kv(cfg, 8, DType::BFloat16);
+      CHECK(kv.dtype() == DType::BFloat16);
+      Blocks blocks = identity_blocks(8);
+      const RowsOf rows = run(im, kv, {{toks, blocks.take(40)}}, 9);
+      check_close(rows[0], cached, 5e-3);  // keys and values carry 8 significant bits
+      CHECK(PagedKVStore::bytes_per_block(cfg, DType::BFloat16) * 2 == PagedKVStore::bytes_per_block(cfg));
+    }
+  }
+  const ModelConfig cfg = config_of(kConfigs[0].second);
+  CHECK_THROWS_WITH(PagedKVStore(cfg, 4, DType::Float64), Catch::Contains("float32 or bfloat16"));
 }
 
 TEST_CASE("paged forward: last-token logits and threads", "[paged]") {

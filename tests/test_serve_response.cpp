@@ -222,7 +222,13 @@ TEST_CASE("serve: serve options: memory sizes, the served name, engine options",
   CHECK(e.prefix_cache);
   CHECK(e.max_batch_tokens == 256);
   CHECK(e.max_prefill_with_decodes == 32);
+  CHECK(e.kv_dtype == DType::Float32);
   CHECK(worker_threads(o) == 16 + 256 + 8);
+  o.kv_cache_dtype = "bfloat16";
+  CHECK(engine_options(o).kv_dtype == DType::BFloat16);
+  o.kv_cache_dtype = "float16";
+  CHECK_THROWS_WITH(check_serve_options(o), Catch::Contains("--kv-cache-dtype must be float32 or bfloat16"));
+  o.kv_cache_dtype = "float32";
   o.kv_blocks = 4;
   CHECK_THROWS_WITH(check_serve_options(o), Catch::Contains("not both"));
   o = ServeOptions();

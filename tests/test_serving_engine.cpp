@@ -170,6 +170,35 @@ TEST_CASE("the background thread gives the same outputs, next() merges events",
   CHECK_THROWS_AS(engine.submit(reqs[0]), QueueFull);
 }
 
+TEST_CASE("a bfloat16 KV cache: batched equals alone bit for bit, greedy equals generate's, "
+          "twice the blocks in the same memory",
+          "[serving_engine]") {
+  Fixture f;
+  const std::vector<EngineRequest> reqs = sixteen_requests();
+  EngineOptions opt;
+  opt.kv_dtype = DType::BFloat16;
+  opt.max_batch_tokens = 40;
+  Engine engine(f.im, opt);
+  std::vector<std::shared_ptr<RequestHandle>> hs;
+  for (const EngineRequest& r : reqs) hs.push_back(engine.submit(r));
+  const std::vector<Outcome> together = run_all(engine, hs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    INFO("request " << i);
+    check_same(together[i], run_alone(f.im, reqs[i], opt));
+    if (reqs[i].sampling.temperature > 0) continue;
+    SamplingOptions greedy = reqs[i].sampling;
+    const GenerationResult g = generate(f.model, reqs[i].prompt, greedy, {}, DType::BFloat16);
+    CHECK(g.tokens == together[i].tokens);
+  }
+  EngineOptions sized;
+  sized.kv_memory_bytes = 8 * PagedKVStore::bytes_per_block(f.model.config());
+  CHECK(Engine(f.im, sized).stats().kv_blocks_total == 8);
+  sized.kv_dtype = DType::BFloat16;
+  CHECK(Engine(f.im, sized).stats().kv_blocks_total == 16);
+  sized.kv_dtype = DType::Float64;
+  CHECK_THROWS_WITH(Engine(f.im, sized), Catch::Contains("float32 or bfloat16"));
+}
+
 TEST_CASE("greedy output equals greedy decoding over the contiguous cache", "[serving_engine]") {
   Fixture f;
   SamplingOptions opt;

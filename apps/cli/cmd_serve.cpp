@@ -32,6 +32,10 @@ CommandRunner add_serve_command(CLI::App& app) {
   sub->add_option("--kv-memory", o->kv_memory,
                   "KV-cache memory, e.g. 2GiB or 512MiB (instead of --kv-blocks)")
       ->excludes(blocks);
+  sub->add_option("--kv-cache-dtype", o->kv_cache_dtype,
+                  "the KV cache's type: float32, or bfloat16 (half the memory per token and half "
+                  "the bytes a decode step reads; keys and values rounded to nearest-even)")
+      ->check(CLI::IsMember({"float32", "bfloat16"}));
   sub->add_option("--max-queue", o->max_queue,
                   "requests waiting for a seat at most; past it: HTTP 429");
   sub->add_option("--max-batch-tokens", o->max_batch_tokens,

@@ -70,6 +70,10 @@ void add_sampling_options(CLI::App* sub, SamplingFlags& f, const std::string& se
   sub->add_option("--repetition-penalty", f.repetition_penalty, "divide the logits of tokens already seen (1: off)")
       ->capture_default_str();
   sub->add_option("--seed", f.seed, seed_help)->capture_default_str();
+  sub->add_option("--kv-cache-dtype", f.kv_cache_dtype,
+                  "the KV cache's type: float32, or bfloat16 (keys and values rounded; as ember serve's)")
+      ->check(CLI::IsMember({"float32", "bfloat16"}))
+      ->capture_default_str();
 }
 
 void check_sampling_flags(const SamplingFlags& f) {
@@ -106,7 +110,7 @@ StreamedText stream_generation(const LoadedModel& lm, const std::vector<int64_t>
     streamed.text += bytes;
     out.write(bytes);
     return true;
-  });
+  }, f.kv_cache_dtype == "bfloat16" ? DType::BFloat16 : DType::Float32);
   out.flush();
   std::printf("\n");
   std::fflush(stdout);

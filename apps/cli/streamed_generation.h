@@ -18,9 +18,11 @@ struct SamplingFlags {
   int64_t max_tokens = 256, top_k = 0;
   double temperature = 1.0, top_p = 1.0, repetition_penalty = 1.0;
   uint64_t seed = 0;
+  std::string kv_cache_dtype = "float32";  // or "bfloat16", as `ember serve --kv-cache-dtype`
 };
 
-// --max-tokens, --temperature, --top-k, --top-p, --repetition-penalty, --seed (with seed_help).
+// --max-tokens, --temperature, --top-k, --top-p, --repetition-penalty, --seed (with seed_help),
+// and --kv-cache-dtype.
 void add_sampling_options(CLI::App* sub, SamplingFlags& f, const std::string& seed_help);
 // An Error when --max-tokens is negative.
 void check_sampling_flags(const SamplingFlags& f);

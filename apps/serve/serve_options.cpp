@@ -72,6 +72,8 @@ void check_serve_options(const ServeOptions& o) {
               "--request-timeout must be between 0 (excluded) and 86400 seconds, got ",
               o.request_timeout_seconds);
   if (!o.kv_memory.empty()) parse_memory_size(o.kv_memory);
+  EMBER_CHECK(o.kv_cache_dtype == "float32" || o.kv_cache_dtype == "bfloat16",
+              "--kv-cache-dtype must be float32 or bfloat16, got '", o.kv_cache_dtype, "'");
   if (!o.served_name.empty()) {
     EMBER_CHECK(std::none_of(o.served_name.begin(), o.served_name.end(),
                              [](unsigned char c) { return std::iscntrl(c); }),
@@ -88,6 +90,7 @@ nn::EngineOptions engine_options(const ServeOptions& o) {
   e.max_prefill_with_decodes = o.max_prefill_with_decodes;
   e.max_queue = o.max_queue;
   e.prefix_cache = !o.no_prefix_cache;
+  e.kv_dtype = o.kv_cache_dtype == "bfloat16" ? DType::BFloat16 : DType::Float32;
   return e;
 }
 

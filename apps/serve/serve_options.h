@@ -18,6 +18,7 @@ struct ServeOptions {
   int64_t max_seqs = 16;
   int64_t kv_blocks = 0;  // 0: from kv_memory, else enough for max_seqs full contexts
   std::string kv_memory;  // e.g. "2GiB"; "": unset
+  std::string kv_cache_dtype = "float32";  // or "bfloat16": half the memory per token
   int64_t max_queue = 256;
   int64_t max_batch_tokens = 256;
   int64_t max_prefill_with_decodes = 32;
