@@ -6,18 +6,25 @@
 #  3. a chat's second turn over a ~512-token history: TTFT of turn 1 and turn 2 (each a
 #     non-streamed request with max_tokens 1, so its latency is its time to first token) and
 #     the prefix-cache hits /metrics reports.
-#   bash bench/bench_serve.sh CHECKPOINT [BUILD_DIR] [PORT]     (defaults: build, 8431)
+#   bash bench/bench_serve.sh CHECKPOINT [BUILD_DIR] [PORT] [SERVE_OPTION...]   (defaults: build, 8431)
+# Options after PORT go to `ember serve` (e.g. --kv-cache-dtype bfloat16); the generate of part 2
+# gets the same --kv-cache-dtype.
 # The checkpoint's tokenizer needs <|im_start|>/<|im_end|> for part 3 (`ember train` reserves them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ck=${1:?usage: bench/bench_serve.sh CHECKPOINT [BUILD_DIR] [PORT]}
+ck=${1:?usage: bench/bench_serve.sh CHECKPOINT [BUILD_DIR] [PORT] [SERVE_OPTION...]}
 build=${2:-build}
 port=${3:-8431}
+serve_options=("${@:4}")
+kv_dtype=float32
+for ((i = 0; i + 1 < ${#serve_options[@]}; ++i)); do
+  [ "${serve_options[i]}" = --kv-cache-dtype ] && kv_dtype=${serve_options[i + 1]}
+done
 ember="$build/apps/ember"
 url="http://127.0.0.1:$port"
 [ -x "$ember" ] || { echo "build $ember first: cmake --build $build --target ember" >&2; exit 1; }
 tmp=$(mktemp -d)
-"$ember" serve --checkpoint "$ck" --port "$port" --served-name bench > "$tmp/serve.log" 2>&1 &
+"$ember" serve --checkpoint "$ck" --port "$port" --served-name bench "${serve_options[@]}" > "$tmp/serve.log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$tmp"' EXIT
 for _ in $(seq 1 600); do grep -q 'listening on' "$tmp/serve.log" && break; sleep 0.2; done
@@ -30,6 +37,7 @@ echo "== 1. bench-serve: 1, 4, 16 streams (4 x the streams requests of 128-word 
 echo "== 2. one stream against ember generate (same prompt, 128 tokens, greedy)"
 prompt="The quick brown fox jumps over the lazy dog and then it runs away into the forest where"
 "$ember" generate --checkpoint "$ck" --prompt "$prompt" --max-tokens 128 --top-k 1 --temperature 0 \
+  --kv-cache-dtype "$kv_dtype" \
   2>&1 >/dev/null | tail -1
 body=$(printf '{"prompt":"%s","max_tokens":128,"temperature":0}' "$prompt")
 curl -s -o /dev/null -w 'serve, one request: %{time_total} s for the whole response\n' \
