@@ -34,18 +34,6 @@ size_t PagedKVStore::bytes_per_block(const ModelConfig& cfg, DType dtype) {
          dtype_size(dtype);
 }
 
-void PagedKVStore::copy_block(int64_t from, int64_t to) {
-  EMBER_CHECK(from >= 0 && from < n_blocks_ && to >= 0 && to < n_blocks_,
-              "PagedKVStore: block ", from, " or ", to, " out of range [0, ", n_blocks_, ")");
-  for (size_t l = 0; l < k_.size(); ++l) {
-    for (Tensor* t : {&k_[l], &v_[l]}) {
-      const size_t per = static_cast<size_t>(t->numel() / n_blocks_) * dtype_size(dtype_);
-      char* base = static_cast<char*>(t->raw_data());
-      std::memcpy(base + to * per, base + from * per, per);
-    }
-  }
-}
-
 namespace {
 
 bool needs_merge(const Transformer& model) {

@@ -31,8 +31,6 @@ class PagedKVStore {
   DType dtype() const { return dtype_; }
   Tensor& k(int64_t layer) { return k_[static_cast<size_t>(layer)]; }
   Tensor& v(int64_t layer) { return v_[static_cast<size_t>(layer)]; }
-  // Copies block `from` into block `to` in every layer (copy-on-write of a shared partial block).
-  void copy_block(int64_t from, int64_t to);
 
  private:
   int64_t n_blocks_ = 0;

@@ -3,7 +3,8 @@
 // invariance, also under chunked prefill and preemption with a tiny block
 // budget), greedy output equals greedy decoding over the contiguous KV cache,
 // prefix reuse, cancellation frees blocks, stop tokens, the context limit,
-// prompt scoring, queue limits and request errors.
+// prompt scoring, queue limits and request errors; a bfloat16 KV cache keeps
+// batch invariance (also under preemption) and equals generate's.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <thread>
@@ -396,7 +397,10 @@ TEST_CASE("queue limits and bad requests", "[serving_engine]") {
 TEST_CASE("a mixed load with shared prefixes, preemption and random cancellations loses nothing",
           "[serving_engine]") {
   Fixture f;
+  const DType kv_dtype = GENERATE(DType::Float32, DType::BFloat16);
+  INFO(dtype_name(kv_dtype) << " KV cache");
   EngineOptions tight;
+  tight.kv_dtype = kv_dtype;
   tight.kv_blocks = 10;  // preemptions happen
   tight.max_batch_tokens = 32;
   tight.max_seqs = 6;
@@ -435,6 +439,8 @@ TEST_CASE("a mixed load with shared prefixes, preemption and random cancellation
       CHECK(out[i].reason == FinishReason::Cancelled);
       continue;
     }
-    check_same(out[i], run_alone(f.im, reqs[i]));
+    EngineOptions alone;
+    alone.kv_dtype = kv_dtype;
+    check_same(out[i], run_alone(f.im, reqs[i], alone));
   }
 }
