@@ -60,7 +60,7 @@ bool parse_args(int argc, char** argv, Args& a) {
         std::fprintf(stderr, "bench_engine: --kv-cache-dtype is float32 or bfloat16, got %s\n", d.c_str());
         return false;
       }
-      a.kv_dtype = d == "bfloat16" ? DType::BFloat16 : DType::Float32;
+      a.kv_dtype = nn::kv_cache_dtype_named(d);
     } else if (!std::strcmp(argv[i], "--engine-only")) {
       a.engine_only = true;
     } else if (!std::strcmp(argv[i], "--matmuls-only")) {

@@ -40,8 +40,6 @@ EngineOptions resolve(EngineOptions opt, const ModelConfig& cfg) {
   EMBER_CHECK(opt.max_queue >= 0, "engine: max_queue must be >= 0, got ", opt.max_queue);
   EMBER_CHECK(opt.kv_blocks >= 0, "engine: kv_blocks must be >= 0, got ", opt.kv_blocks);
   const int64_t per_context = (cfg.max_seq_len + kKVBlockSize - 1) / kKVBlockSize;
-  EMBER_CHECK(opt.kv_dtype == DType::Float32 || opt.kv_dtype == DType::BFloat16,
-              "engine: the KV cache holds float32 or bfloat16, not ", dtype_name(opt.kv_dtype));
   if (opt.kv_blocks == 0 && opt.kv_memory_bytes > 0) {
     const size_t block = PagedKVStore::bytes_per_block(cfg, opt.kv_dtype);
     opt.kv_blocks = static_cast<int64_t>(opt.kv_memory_bytes / block);

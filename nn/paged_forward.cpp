@@ -15,6 +15,12 @@
 
 namespace ember::nn {
 
+DType kv_cache_dtype_named(const std::string& name) {
+  EMBER_CHECK(name == "float32" || name == "bfloat16",
+              "the KV cache holds float32 or bfloat16, not '", name, "'");
+  return name == "bfloat16" ? DType::BFloat16 : DType::Float32;
+}
+
 PagedKVStore::PagedKVStore(const ModelConfig& cfg, int64_t n_blocks, DType dtype)
     : n_blocks_(n_blocks), dtype_(dtype) {
   EMBER_CHECK(n_blocks > 0, "PagedKVStore: n_blocks must be positive, got ", n_blocks);

@@ -20,6 +20,9 @@ class Transformer;
 
 inline constexpr int64_t kKVBlockSize = 16;
 
+// A KV cache's dtype by its option value: "float32" or "bfloat16"; an Error otherwise.
+DType kv_cache_dtype_named(const std::string& name);
+
 // The K/V blocks of every layer, allocated once: float32, or bfloat16 (half the memory and
 // the bytes a decode step reads; keys and values rounded to nearest-even when written).
 class PagedKVStore {

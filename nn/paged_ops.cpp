@@ -3,11 +3,11 @@
 #include "nn/paged_ops.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstring>
 
 #include "core/error.h"
+#include "core/kernels/bf16.h"
 #include "core/kernels/fast_math.h"
 #include "core/kernels/lane_sums.h"
 #include "core/simd.h"
@@ -117,9 +117,7 @@ constexpr int64_t kLanes = 16;
 // A cached key or value element as float: float32 as is, bfloat16 widened exactly
 // (its bits are the float's upper half).
 [[gnu::always_inline]] inline float widen(float x) { return x; }
-[[gnu::always_inline]] inline float widen(uint16_t h) {
-  return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
-}
+[[gnu::always_inline]] inline float widen(uint16_t h) { return kernels::bfloat16_value(h); }
 [[gnu::always_inline]] inline void load16(kernels::v16& out, const float* p) {
   std::memcpy(&out, p, sizeof(out));
 }

@@ -8,8 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
-#include <limits>
 #include <numeric>
+
+#include "core/kernels/reduce.h"
 
 namespace ember::nn {
 
@@ -29,44 +30,19 @@ TokenSampler::TokenSampler(const SamplingOptions& opt) : opt_(opt), gen_(opt.see
   check_sampling_options(opt);
 }
 
-namespace {
-
-// The first index of the largest of x[0, n), or -1 when x holds a NaN or no finite maximum.
-// Two vector-friendly passes (the lane maxima, then the first match) instead of a branch per
-// element; converting to double keeps the order, so it picks the general path's token.
-template <class T>
-int64_t first_finite_argmax(const T* x, int64_t n) {
-  constexpr int kLanes = 16;
-  T lane[kLanes];
-  std::fill(lane, lane + kLanes, -std::numeric_limits<T>::infinity());
-  bool nan = false;
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) {
-      lane[j] = x[i + j] > lane[j] ? x[i + j] : lane[j];
-      nan |= x[i + j] != x[i + j];
-    }
-  }
-  for (; i < n; ++i) {
-    lane[0] = x[i] > lane[0] ? x[i] : lane[0];
-    nan |= x[i] != x[i];
-  }
-  const T mx = *std::max_element(lane, lane + kLanes);
-  if (nan || !std::isfinite(mx)) return -1;
-  return std::find(x, x + n, mx) - x;
-}
-
-}  // namespace
-
 int64_t TokenSampler::filter(const Tensor& logits, const std::vector<int64_t>& history) const {
   EMBER_CHECK(logits.dim() >= 1 && logits.numel() == logits.size(-1) && logits.numel() > 0,
               "sampling: logits must be one row [..., V], got ", shape_str(logits.shape()));
   const int64_t V = opt_.vocab_limit > 0 ? std::min(logits.numel(), opt_.vocab_limit) : logits.numel();
   const Tensor row = logits.contiguous();
   if (opt_.temperature == 0 && opt_.repetition_penalty == 1) {  // greedy: no copy to double
-    const int64_t best = dispatch_float(row.dtype(), "sampling", [&](auto tag) {
+    // The first maximum (converting to double keeps the order, so it is the general path's).
+    int64_t best = -1;
+    dispatch_float(row.dtype(), "sampling", [&](auto tag) {
       using T = decltype(tag);
-      return first_finite_argmax(row.data<T>(), V);
+      const T* p = row.data<T>();
+      const int64_t at = kernels::argmax_row(p, V);  // a NaN's index if there is one
+      if (std::isfinite(p[at])) best = at;
     });
     if (best >= 0) {
       order_.resize(static_cast<size_t>(V));

@@ -6,7 +6,6 @@
 // rounded keys and values (widening is exact).
 #include <catch2/catch.hpp>
 
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -90,8 +89,8 @@ TEST_CASE("paged attention: one row against a float64 loop, float32 and bfloat16
         kb[i] = kernels::bfloat16_bits(k[i]);
         vb[i] = kernels::bfloat16_bits(v[i]);
         if (bf16) {
-          kr[i] = std::bit_cast<float>(static_cast<uint32_t>(kb[i]) << 16);
-          vr[i] = std::bit_cast<float>(static_cast<uint32_t>(vb[i]) << 16);
+          kr[i] = kernels::bfloat16_value(kb[i]);
+          vr[i] = kernels::bfloat16_value(vb[i]);
         }
       }
       paged::AttnArgs a;
@@ -126,8 +125,8 @@ TEST_CASE("paged attention: a bfloat16 cache gives the float32 path's bits on th
     for (size_t i = 0; i < k.size(); ++i) {
       kb[i] = kernels::bfloat16_bits(k[i]);
       vb[i] = kernels::bfloat16_bits(v[i]);
-      kr[i] = std::bit_cast<float>(static_cast<uint32_t>(kb[i]) << 16);
-      vr[i] = std::bit_cast<float>(static_cast<uint32_t>(vb[i]) << 16);
+      kr[i] = kernels::bfloat16_value(kb[i]);
+      vr[i] = kernels::bfloat16_value(vb[i]);
     }
     paged::AttnArgs a;
     a.Hkv = c.Hkv;

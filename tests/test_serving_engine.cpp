@@ -83,6 +83,13 @@ std::vector<Outcome> run_all(Engine& engine,
   return out;
 }
 
+std::vector<std::shared_ptr<RequestHandle>> submit_all(Engine& engine,
+                                                       const std::vector<EngineRequest>& reqs) {
+  std::vector<std::shared_ptr<RequestHandle>> hs;
+  for (const EngineRequest& r : reqs) hs.push_back(engine.submit(r));
+  return hs;
+}
+
 Outcome run_alone(std::shared_ptr<const InferenceModel> im, const EngineRequest& req,
                   EngineOptions opt = {}) {
   Engine engine(std::move(im), opt);
@@ -130,9 +137,7 @@ TEST_CASE("sixteen concurrent requests equal each request alone, bit for bit", "
   EngineOptions opt;
   opt.max_batch_tokens = 40;  // chunked prefill beside the decodes
   Engine engine(f.im, opt);
-  std::vector<std::shared_ptr<RequestHandle>> hs;
-  for (const EngineRequest& r : reqs) hs.push_back(engine.submit(r));
-  const std::vector<Outcome> together = run_all(engine, hs);
+  const std::vector<Outcome> together = run_all(engine, submit_all(engine, reqs));
   for (size_t i = 0; i < reqs.size(); ++i) {
     INFO("request " << i);
     const Outcome alone = run_alone(f.im, reqs[i]);
@@ -154,8 +159,7 @@ TEST_CASE("the background thread gives the same outputs, next() merges events",
   const std::vector<EngineRequest> reqs = sixteen_requests();
   Engine engine(f.im, {});
   engine.start();
-  std::vector<std::shared_ptr<RequestHandle>> hs;
-  for (const EngineRequest& r : reqs) hs.push_back(engine.submit(r));
+  const std::vector<std::shared_ptr<RequestHandle>> hs = submit_all(engine, reqs);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   for (size_t i = 0; i < reqs.size(); ++i) {
     Outcome o;
@@ -180,9 +184,7 @@ TEST_CASE("a bfloat16 KV cache: batched equals alone bit for bit, greedy equals 
   opt.kv_dtype = DType::BFloat16;
   opt.max_batch_tokens = 40;
   Engine engine(f.im, opt);
-  std::vector<std::shared_ptr<RequestHandle>> hs;
-  for (const EngineRequest& r : reqs) hs.push_back(engine.submit(r));
-  const std::vector<Outcome> together = run_all(engine, hs);
+  const std::vector<Outcome> together = run_all(engine, submit_all(engine, reqs));
   for (size_t i = 0; i < reqs.size(); ++i) {
     INFO("request " << i);
     check_same(together[i], run_alone(f.im, reqs[i], opt));
@@ -304,9 +306,7 @@ TEST_CASE("preemption with a tiny block budget leaves every output unchanged", "
     reqs.push_back(make_request(random_tokens(14 + 5 * i, 61, 60 + i), 30, i % 2 ? 1.0 : 0.0,
                                 static_cast<uint64_t>(i), 2));
   }
-  std::vector<std::shared_ptr<RequestHandle>> hs;
-  for (const EngineRequest& r : reqs) hs.push_back(engine.submit(r));
-  const std::vector<Outcome> out = run_all(engine, hs);
+  const std::vector<Outcome> out = run_all(engine, submit_all(engine, reqs));
   CHECK(engine.stats().preemptions > 0);
   for (size_t i = 0; i < reqs.size(); ++i) {
     INFO("request " << i);
@@ -412,8 +412,7 @@ TEST_CASE("a mixed load with shared prefixes, preemption and random cancellation
     for (const int64_t t : random_tokens(2 + i % 9, 61, 200 + i)) prompt.push_back(t);
     reqs.push_back(make_request(prompt, 5 + i % 13, i % 2 ? 0.9 : 0.0, 11 + i, 1));
   }
-  std::vector<std::shared_ptr<RequestHandle>> hs;
-  for (const EngineRequest& r : reqs) hs.push_back(engine.submit(r));
+  const std::vector<std::shared_ptr<RequestHandle>> hs = submit_all(engine, reqs);
   std::vector<Outcome> out(hs.size());
   for (int step = 0; step < 100000; ++step) {
     if (step == 3) hs[4]->cancel();   // running

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "data/tokenizer/tokenizer.h"
+#include "nn/paged_forward.h"
 
 namespace ember::apps {
 namespace {
@@ -110,7 +111,7 @@ StreamedText stream_generation(const LoadedModel& lm, const std::vector<int64_t>
     streamed.text += bytes;
     out.write(bytes);
     return true;
-  }, f.kv_cache_dtype == "bfloat16" ? DType::BFloat16 : DType::Float32);
+  }, nn::kv_cache_dtype_named(f.kv_cache_dtype));
   out.flush();
   std::printf("\n");
   std::fflush(stdout);

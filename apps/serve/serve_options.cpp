@@ -90,7 +90,7 @@ nn::EngineOptions engine_options(const ServeOptions& o) {
   e.max_prefill_with_decodes = o.max_prefill_with_decodes;
   e.max_queue = o.max_queue;
   e.prefix_cache = !o.no_prefix_cache;
-  e.kv_dtype = o.kv_cache_dtype == "bfloat16" ? DType::BFloat16 : DType::Float32;
+  e.kv_dtype = nn::kv_cache_dtype_named(o.kv_cache_dtype);
   return e;
 }
 

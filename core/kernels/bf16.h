@@ -21,6 +21,11 @@ namespace ember::kernels {
   return static_cast<uint16_t>(is_nan ? quiet_nan : rounded);
 }
 
+// The float a bfloat16's bits stand for (exact).
+[[gnu::always_inline]] inline float bfloat16_value(uint16_t h) {
+  return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+}
+
 // A new contiguous bfloat16 tensor holding x (float32, any layout) rounded.
 Tensor to_bfloat16(const Tensor& x);
 // A new contiguous float32 tensor holding x (bfloat16) exactly.

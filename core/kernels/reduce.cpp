@@ -304,6 +304,36 @@ Tensor sum_to_shape(const Tensor& g, const Shape& shape) {
   return sum(g, dims, true).reshape(shape);
 }
 
+// Two vector-friendly passes instead of a branch per element: the lane-wise maxima (and
+// whether a NaN occurs), then the first element equal to their maximum (or the first NaN).
+template <class T>
+int64_t argmax_row(const T* x, int64_t n) {
+  constexpr int kLanes = 16;
+  T lane[kLanes];
+  std::fill(lane, lane + kLanes, x[0]);
+  bool nan = false;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) {
+      lane[j] = x[i + j] > lane[j] ? x[i + j] : lane[j];
+      nan |= impl::is_nan(x[i + j]);
+    }
+  }
+  T mx = lane[0];
+  for (int j = 1; j < kLanes; ++j) mx = lane[j] > mx ? lane[j] : mx;
+  for (; i < n; ++i) {
+    mx = x[i] > mx ? x[i] : mx;
+    nan |= impl::is_nan(x[i]);
+  }
+  if (nan) return std::find_if(x, x + n, [](T v) { return impl::is_nan(v); }) - x;
+  return std::find(x, x + n, mx) - x;
+}
+
+template int64_t argmax_row<float>(const float*, int64_t);
+template int64_t argmax_row<double>(const double*, int64_t);
+template int64_t argmax_row<int32_t>(const int32_t*, int64_t);
+template int64_t argmax_row<int64_t>(const int64_t*, int64_t);
+
 // Index of the first largest value along the last dim (a NaN counts as largest).
 Tensor argmax_last(const Tensor& a) {
   impl::check_defined("argmax_last", a);
@@ -321,18 +351,7 @@ Tensor argmax_last(const Tensor& a) {
     using T = decltype(tag);
     const T* px = x.data<T>();
 #pragma omp parallel for schedule(static) if (M * K >= kParallelGrain && !omp_in_parallel())
-    for (int64_t m = 0; m < M; ++m) {
-      const T* row = px + m * K;
-      int64_t best = 0;
-      T bv = row[0];
-      for (int64_t k = 1; k < K && !impl::is_nan(bv); ++k) {
-        if (row[k] > bv || impl::is_nan(row[k])) {
-          bv = row[k];
-          best = k;
-        }
-      }
-      o[m] = best;
-    }
+    for (int64_t m = 0; m < M; ++m) o[m] = argmax_row(px + m * K, K);
   });
   return out;
 }

@@ -19,6 +19,10 @@ Tensor logsumexp(const Tensor& a, const std::vector<int64_t>& dims = {}, bool ke
 Tensor sum_to_shape(const Tensor& g, const Shape& shape);
 // Index of the largest value along the last dim (ties: lower index), int64.
 Tensor argmax_last(const Tensor& a);
+// argmax_last's row: the first index of the largest of x[0, n), n > 0, a NaN counting as
+// largest (so the first NaN when there is one). Defined for float, double, int32 and int64.
+template <class T>
+int64_t argmax_row(const T* x, int64_t n);
 // sum of x[i]^2 over n contiguous values, accumulated in double lanes
 // (vectorised, compiled per ISA): the row kernel of norms and gradient norms.
 // Defined for float and double.
