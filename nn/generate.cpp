@@ -18,6 +18,8 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+}  // namespace
+
 void check_fresh_prompt(const ModelConfig& cfg, const std::vector<int64_t>& prompt) {
   const int64_t P = static_cast<int64_t>(prompt.size()), L = cfg.max_seq_len;
   EMBER_CHECK(
@@ -30,8 +32,6 @@ void check_fresh_prompt(const ModelConfig& cfg, const std::vector<int64_t>& prom
                 " is outside the model's vocab of ", cfg.vocab_size);
   }
 }
-
-}  // namespace
 
 std::string describe(StopReason reason, int64_t max_seq_len) {
   switch (reason) {

@@ -44,6 +44,10 @@ struct GenerationResult {
 // token); returning false ends generation (StopReason::Callback).
 using TokenCallback = std::function<bool(int64_t token)>;
 
+// Throws Error unless `prompt` can start a fresh generation: at least one token, ids in the
+// vocab, no more than max_seq_len tokens (what generate below checks first).
+void check_fresh_prompt(const ModelConfig& cfg, const std::vector<int64_t>& prompt);
+
 // Generates after `prompt` (at least one token; a prompt that does not fit in
 // max_seq_len is an Error) with a fresh batch-1 cache: the serving engine's paged
 // cache of kv_dtype (Float32 or BFloat16) for a float32 model.

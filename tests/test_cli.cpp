@@ -1130,6 +1130,17 @@ TEST_CASE("generate --chat prints only the reply and stops at <|im_end|>", "[cli
   CHECK(r.err.find("--kv-cache-dtype: float16 not in {float32,bfloat16}") != std::string::npos);
 }
 
+TEST_CASE("generate refuses a prompt longer than max_seq_len before printing any of it", "[cli][generate]") {
+  TempDir dir("cli_generate_long_prompt");
+  ember::nn::write_checkpoint(dir / "x.h5", chat_checkpoint('x', true));  // max_seq_len 64
+  const Run r = run_ember("generate --checkpoint " + dir / "x.h5" + " --max-tokens 2 --prompt " +
+                          std::string(100, 'a'));  // 100 byte tokens
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err == "ember: error: generate: the prompt has 100 tokens, more than the model's max_seq_len of 64; "
+                 "shorten it\n");
+}
+
 TEST_CASE("generate draws only ids its tokenizer decodes when the model's vocabulary is larger",
           "[cli][generate]") {
   // 300 rows over the 259-token tokenizer (as a preset's 50257 over a byte tokenizer): row 290, the

@@ -101,6 +101,7 @@ StreamedText stream_generation(const LoadedModel& lm, const std::vector<int64_t>
   } else {
     s.stop_token = eot ? static_cast<int64_t>(*eot) : -1;
   }
+  nn::check_fresh_prompt(lm.model->config(), ids);  // before the echo: a refused prompt prints nothing
   Utf8Stream out;
   out.write(echo);
   StreamedText streamed;
