@@ -96,6 +96,11 @@ int run_serve(const ServeOptions& o) {
   std::promise<bool> listened;
   std::future<bool> listening = listened.get_future();
   std::thread listener([&] { listened.set_value(http.listen_after_bind()); });
+  // httplib's stop() does nothing until the listener runs: a signal taken during loading
+  // would otherwise stop nothing, and shutdown would wait out its deadline.
+  while (!http.is_running() &&
+         listening.wait_for(std::chrono::milliseconds(1)) != std::future_status::ready) {
+  }
   std::printf("ember serve: listening on http://%s:%d (model %s)\n", url_host(o.host).c_str(), port,
               st.model.name.c_str());
   std::fflush(stdout);
