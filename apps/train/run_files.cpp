@@ -67,7 +67,7 @@ void prune_checkpoints(const std::string& out_dir, int64_t keep, int64_t keep_ev
   }
 }
 
-std::string find_resume_checkpoint(const std::string& dir) {
+ResumePoint find_resume_point(const std::string& dir) {
   EMBER_CHECK(fs::is_directory(dir), "--resume: ", dir, " is not a run folder");
   std::vector<std::string> candidates;
   const std::string pointed = latest_name(dir);
@@ -81,12 +81,12 @@ std::string find_resume_checkpoint(const std::string& dir) {
     const std::string path = (fs::path(dir) / name).string();
     try {
       // Verifies the checksum and reads every dataset, the moments one at a time.
-      const nn::Checkpoint c = nn::read_checkpoint(path, /*with_optim=*/true, /*optim_tensors=*/false);
+      nn::Checkpoint c = nn::read_checkpoint(path, /*with_optim=*/true, /*optim_tensors=*/false);
       const nn::CheckpointOptimReader moments(path);
       for (const auto& [name, t] : c.model) {
         for (const char* m : {"/exp_avg", "/exp_avg_sq"}) moments(name + m);
       }
-      return path;
+      return {path, std::move(c)};
     } catch (const std::exception& e) {  // any failure (bad_alloc, json, filesystem): the next one
       const std::string why = e.what();  // names the file, mostly
       std::fprintf(stderr, "ember: warning: skipping %s\n", (why.starts_with(path) ? why : path + ": " + why).c_str());
@@ -94,6 +94,8 @@ std::string find_resume_checkpoint(const std::string& dir) {
   }
   throw Error("--resume: no usable checkpoint in " + dir);
 }
+
+std::string find_resume_checkpoint(const std::string& dir) { return find_resume_point(dir).path; }
 
 int remove_stale_temporaries(const std::string& out_dir) {
   // The temporaries of write_checkpoint, write_latest (old and new names),

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "nn/checkpoint.h"
+
 namespace ember::apps {
 
 std::string checkpoint_name(int64_t step);  // "step_00000123.h5"
@@ -19,7 +21,12 @@ void prune_checkpoints(const std::string& out_dir, int64_t keep, int64_t keep_ev
 // The newest checkpoint that opens, passes its checksum and reads completely;
 // one that fails in any way (truncated, corrupt, unreadable) is skipped with a
 // warning on stderr. An Error when none is usable. Changes no file.
-std::string find_resume_checkpoint(const std::string& dir);
+struct ResumePoint {
+  std::string path;
+  nn::Checkpoint checkpoint;  // as read_checkpoint(path, with_optim, !optim_tensors): moments stay in the file
+};
+ResumePoint find_resume_point(const std::string& dir);
+std::string find_resume_checkpoint(const std::string& dir);  // find_resume_point(dir).path
 // Deletes the temporary files ember's writers leave in a run folder when a
 // process dies mid-write (.step_*.h5.tmp, .latest.tmp, shard .tmp files in
 // OUT/data, ...), and nothing else; returns how many. Call it only while no

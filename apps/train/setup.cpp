@@ -24,9 +24,11 @@ namespace {
 // one, with a note) and what the rest of the setup compares against.
 void read_resumed_run(TrainRun& run) {
   TrainOptions& o = run.o;
-  run.start_path = find_resume_checkpoint(o.resume);
-  // The moments stay in the file until the optimizer reads them (restore_training_state).
-  run.start = nn::read_checkpoint(run.start_path, /*with_optim=*/true, /*optim_tensors=*/false);
+  // The checkpoint as verified (read once); the moments stay in the file until the optimizer
+  // reads them (restore_training_state).
+  ResumePoint resumed = find_resume_point(o.resume);
+  run.start_path = std::move(resumed.path);
+  run.start = std::move(resumed.checkpoint);
   EMBER_CHECK(run.start.train_state, run.start_path,
               ": has no training state (/train); use --init-from");
   with_train_state(run.start_path, *run.start.train_state, [&](const json& st) {
