@@ -17,19 +17,19 @@ import os
 import sys
 import time
 
-if "OPENBLAS_CORETYPE" not in os.environ:
-    flags = open("/proc/cpuinfo").read()
-    os.environ["OPENBLAS_CORETYPE"] = ("Cooperlake" if "avx512_bf16" in flags else
-                                       "SkylakeX" if "avx512f" in flags else "Haswell")
-import torch  # noqa: E402 (after the environment it reads)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pytorch_side_by_side import blas_warning, torch_env  # noqa: E402
 
-blas = os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")
-if "openblas" not in blas:
-    sys.exit(f"libblas.so.3 is {blas}, not OpenBLAS: apt-get install libopenblas0-openmp")
+env, coretype_line = torch_env()
+os.environ.update(env)  # before torch loads OpenBLAS, which reads it once
+import torch  # noqa: E402
+
+if warning := blas_warning():
+    sys.exit(warning)
 torch.set_num_threads(2)
 shapes = [(2304, 768), (768, 768), (3072, 768), (768, 3072)] * 12 + [(50257, 768)]
 weights = [torch.randn(n, k) for n, k in shapes]
-print(f"OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']}, 2 threads, "
+print(f"{coretype_line}, 2 threads, "
       f"{sum(n * k for n, k in shapes) * 4 / 1e6:.0f} MB of float32 weights")
 for m in (1, 4, 16, 64):
     xs = {k: torch.randn(m, k) for k in (768, 3072)}

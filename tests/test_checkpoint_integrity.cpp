@@ -136,18 +136,18 @@ TEST_CASE("resume falls back to the older checkpoint when the newest is corrupt"
   nn::write_checkpoint(dir / checkpoint_name(1), small_checkpoint(1));
   nn::write_checkpoint(dir / checkpoint_name(2), small_checkpoint(2));
   write_latest(run, checkpoint_name(2));
-  CHECK(find_resume_checkpoint(run) == dir / checkpoint_name(2));
+  CHECK(find_resume_point(run).path == dir / checkpoint_name(2));
   // A flipped bit in tensor data (libhdf5 alone would read it silently) and in the superblock.
   for (const size_t at : {fs::file_size(dir / checkpoint_name(2)) - 100, kDigestBlockBytes + 20}) {
     nn::write_checkpoint(dir / checkpoint_name(2), small_checkpoint(2));
     flip_byte(dir / checkpoint_name(2), at, 0x10);
-    CHECK(find_resume_checkpoint(run) == dir / checkpoint_name(1));
+    CHECK(find_resume_point(run).path == dir / checkpoint_name(1));
   }
   // `latest` naming something that is no checkpoint name is ignored.
   std::ofstream(dir / "latest") << "../../elsewhere.h5\n";
-  CHECK(find_resume_checkpoint(run) == dir / checkpoint_name(1));
+  CHECK(find_resume_point(run).path == dir / checkpoint_name(1));
   fs::remove(dir / checkpoint_name(1));
-  CHECK_THROWS_WITH(find_resume_checkpoint(run), Catch::Contains("no usable checkpoint"));
+  CHECK_THROWS_WITH(find_resume_point(run).path, Catch::Contains("no usable checkpoint"));
 }
 
 TEST_CASE("pruning never deletes the checkpoint latest names", "[checkpoint][resume]") {

@@ -159,7 +159,7 @@ TEST_CASE("resume skips a truncated newest checkpoint with a warning", "[train]"
   REQUIRE(run_train(o) == 0);
   const std::string newest = dir / "run/step_00000008.h5";
   fs::resize_file(newest, fs::file_size(newest) / 3);
-  CHECK(find_resume_checkpoint(dir / "run") == dir / "run/step_00000004.h5");
+  CHECK(find_resume_point(dir / "run").path == dir / "run/step_00000004.h5");
 }
 
 TEST_CASE("SIGTERM writes a checkpoint and ends the run cleanly with 128 + SIGTERM", "[train]") {
@@ -250,7 +250,7 @@ TEST_CASE("bad inputs fail with one clear error and leave checkpoints intact", "
   r.config = write_file(dir, "other.json", R"({"vocab_size": 64, "d_model": 32, "n_layers": 1, "n_heads": 2, "max_seq_len": 32})");
   fails_with(r, "does not match");
   CHECK(fs::file_size(dir / "run/step_00000008.h5") == before);
-  CHECK(find_resume_checkpoint(dir / "run") == dir / "run/step_00000008.h5");
+  CHECK(find_resume_point(dir / "run").path == dir / "run/step_00000008.h5");
 }
 
 TEST_CASE("a non-finite loss stops before the update and writes no checkpoint", "[train]") {

@@ -95,8 +95,6 @@ ResumePoint find_resume_point(const std::string& dir) {
   throw Error("--resume: no usable checkpoint in " + dir);
 }
 
-std::string find_resume_checkpoint(const std::string& dir) { return find_resume_point(dir).path; }
-
 int remove_stale_temporaries(const std::string& out_dir) {
   // The temporaries of write_checkpoint, write_latest (old and new names),
   // ensure_writable_dir, the loss plot and profile.json in OUT; in OUT/data those of the

@@ -26,7 +26,6 @@ struct ResumePoint {
   nn::Checkpoint checkpoint;  // as read_checkpoint(path, with_optim, !optim_tensors): moments stay in the file
 };
 ResumePoint find_resume_point(const std::string& dir);
-std::string find_resume_checkpoint(const std::string& dir);  // find_resume_point(dir).path
 // Deletes the temporary files ember's writers leave in a run folder when a
 // process dies mid-write (.step_*.h5.tmp, .latest.tmp, shard .tmp files in
 // OUT/data, ...), and nothing else; returns how many. Call it only while no
