@@ -147,6 +147,24 @@ TEST_CASE("serve: bad completion requests are 400 naming the field", "[serve]") 
   check_refused(R"({"prompt": "a", "max_tokens": 99999999999999999999})", "max_tokens");
   CHECK(error_of("not json").code() == "invalid_json");
   CHECK(error_of("[1, 2]").status() == 400);
+}
+
+TEST_CASE("serve: an integer past 64 bits is out of range, with the range", "[serve]") {
+  // 2^63 (an unsigned 64-bit integer to the JSON parser) and 10^20 (past 64 bits: a float).
+  for (const char* n : {"9223372036854775808", "99999999999999999999"}) {
+    INFO(n);
+    ApiError e = error_of(std::string(R"({"prompt": "a", "max_tokens": )") + n + "}");
+    CHECK(e.code() == "invalid_value");
+    CHECK(std::string(e.what()).find("max_tokens must be between 0 and 9223372036854775807, got") ==
+          0);
+    e = error_of(std::string(R"({"prompt": "a", "seed": )") + n + "}");
+    CHECK(std::string(e.what()).find(
+              "seed must be between -9223372036854775808 and 9223372036854775807") == 0);
+  }
+  CHECK(std::string(error_of(R"({"prompt": "a", "max_tokens": -1})").what()) ==
+        "max_tokens must be >= 0, got -1");
+  CHECK(std::string(error_of(R"({"prompt": "a", "max_tokens": 1.5})").what()) ==
+        "max_tokens must be an integer, got a number");
   CHECK(error_of(R"({"prompt": "a", "foo": 1})").code() == "unknown_field");
 }
 
@@ -301,9 +319,20 @@ TEST_CASE("serve: a default max_tokens fits a small KV cache, a given one is not
         13);
   s.m.kv_tokens = 24;
   CHECK(plan_request(completion(std::string(20, 'x'), ""), s.m, 1).engine.sampling.max_tokens == 5);
-  // Given: passed on as asked (the engine refuses what its blocks cannot hold).
-  CHECK(plan_request(completion(std::string(20, 'x'), R"(, "max_tokens": 40)"), s.m, 1)
-            .engine.sampling.max_tokens == 40);
+  // Given: passed on as asked when the cache holds it (20 + 5 - 1 positions), else refused.
+  CHECK(plan_request(completion(std::string(20, 'x'), R"(, "max_tokens": 5)"), s.m, 1)
+            .engine.sampling.max_tokens == 5);
+  const ApiError e = plan_error(completion(std::string(20, 'x'), R"(, "max_tokens": 40)"), s.m);
+  CHECK(e.status() == 400);
+  CHECK(e.code() == "context_length_exceeded");
+  CHECK(e.param() == "max_tokens");
+  CHECK(std::string(e.what()) ==
+        "this request needs 59 tokens of KV cache (the prompt's 20 tokens and max_tokens 40, "
+        "less the last token drawn), more than the server's whole cache of 24 tokens: lower "
+        "max_tokens or shorten the prompt, or restart the server with a larger --kv-blocks or "
+        "--kv-memory");
+  // A prompt longer than the whole cache, without max_tokens.
+  CHECK(plan_error(completion(std::string(30, 'x'), ""), s.m).param() == "prompt");
   const PlannedRequest c = plan_request(chat(), s.m, 1);  // chat's default: the rest, within 24
   CHECK(c.engine.sampling.max_tokens == 24 - c.prompt_tokens + 1);
 }

@@ -47,12 +47,19 @@ CommandRunner add_serve_command(CLI::App& app) {
                   "a request's max_tokens at most (0: the model's context length)");
   sub->add_option(
       "--threads", o->threads,
-      "HTTP worker threads, one per open connection (0: max-seqs + max-queue + 8, at most 1024)");
+      "HTTP worker threads, one per request being read or answered (0: max-seqs + max-queue + "
+      "8, at most 1024)");
   sub->add_option("--max-body-bytes", o->max_body_bytes, "largest request body; past it: HTTP 413");
   sub->add_option(
       "--request-timeout", o->request_timeout_seconds,
       "seconds a request's line, headers and body have to arrive (from the connection's "
       "start or the previous response; past it: HTTP 408 and the connection closed)");
+  sub->add_option("--header-timeout", o->header_timeout_seconds,
+                  "seconds a request's line and headers have to arrive (past it: HTTP 408 and "
+                  "the connection closed)");
+  sub->add_option("--max-connections-per-client", o->max_connections_per_client,
+                  "open connections one client address may hold (past it: HTTP 503 and a "
+                  "close; 0: no limit; behind a proxy every client has the proxy's address)");
   sub->add_option(
          "--shutdown-grace", o->shutdown_grace_seconds,
          "SIGTERM/SIGINT: seconds in-flight requests may still run before they are cancelled")

@@ -1,12 +1,19 @@
-// The httplib::Server of `ember serve` with a per-request deadline: the request
-// line, headers and body must arrive within --request-timeout seconds of the
-// connection's start (or of the previous response on a kept-alive connection),
-// and the request line plus headers within kMaxHeaderBytes; a request cut short
-// is answered 408 or 431 (nothing if its request line never came) and its
-// connection closed. A running handler has no deadline.
+// The httplib::Server of `ember serve` with its own connection handling: the
+// connection gate (apps/serve/connection_gate.h) holds a connection until its
+// request's head has arrived, within the header timeout and kMaxHeaderBytes;
+// a worker then settles the body's framing (apps/serve/request_body.h) and lets
+// the library read the rest within the request's deadline (--request-timeout
+// from the connection's start or the previous response) and run the handler,
+// which has no deadline. A request cut short is answered 408 or 431 (nothing if
+// its request line never came), a refused one 400, 413 or 501, and its
+// connection closed.
 #pragma once
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 
 namespace httplib {
 class Server;
@@ -16,15 +23,31 @@ namespace ember::apps::serve {
 
 constexpr size_t kMaxHeaderBytes = size_t{64} << 10;  // request line and headers together
 
-// request_timeout_seconds > 0. The server binds with SO_REUSEADDR only (the library's default
-// also sets SO_REUSEPORT, which would let a second server share the port unnoticed).
-std::unique_ptr<httplib::Server> make_http_server(double request_timeout_seconds);
+struct HttpOptions {
+  double request_timeout_seconds = 30;  // > 0
+  double header_timeout_seconds = 10;   // > 0
+  size_t max_body_bytes = size_t{4} << 20;
+  int64_t max_connections_per_client = 0;         // 0: no limit
+  size_t threads = 1;                             // workers
+  const std::atomic<bool>* closing = nullptr;     // true: every response closes its connection
+  std::function<void(int status)> count_refusal;  // answers written outside the library
+};
+
+// The server binds with SO_REUSEADDR only (the library's default also sets SO_REUSEPORT,
+// which would let a second server share the port unnoticed).
+std::unique_ptr<httplib::Server> make_http_server(const HttpOptions& options);
 
 // A listen queue of `backlog` (the library listens with 5) on a bound make_http_server server.
 void deepen_backlog(httplib::Server& server, int backlog);
 
-// Why the reading of this worker thread's current request stopped early (for the error body).
-enum class RequestCut { none, timeout, headers_too_large };
+// Why this worker thread's current request was not read whole, for its answer.
+enum class RequestCut { none, timeout, headers_too_large, refused };
 RequestCut request_cut();
+
+struct Refusal {
+  int status = 0;
+  std::string code, message;
+};
+const Refusal& request_refusal();  // request_cut() == refused: the answer
 
 }  // namespace ember::apps::serve

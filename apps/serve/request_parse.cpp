@@ -4,6 +4,7 @@
 // accepted only at their neutral value (n 1, penalties 0, no logit_bias).
 #include "apps/serve/request_parse.h"
 
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <map>
@@ -30,25 +31,36 @@ ApiError wrong_type(const std::string& field, const std::string& expected, const
   return bad_request(field + " must be " + expected + ", got " + kind_of(v), field, "invalid_type");
 }
 
-int64_t integer(const json& v, const std::string& field) {
-  const bool fits =
-      v.is_number_integer() &&
-      !(v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX));
-  if (!fits) throw wrong_type(field, "an integer", v);
-  return v.get<int64_t>();
+// "must be >= LO" for a value under a range open above, else "between LO and HI".
+ApiError out_of_range(const std::string& field, int64_t lo, int64_t hi, const std::string& got,
+                      bool below) {
+  return bad_request(field + " must be " +
+                         (below && hi == INT64_MAX && lo != INT64_MIN
+                              ? ">= " + std::to_string(lo)
+                              : "between " + std::to_string(lo) + " and " + std::to_string(hi)) +
+                         ", got " + got,
+                     field, "invalid_value");
 }
 
-int64_t integer_in(const json& v, const std::string& field, int64_t lo, int64_t hi) {
-  const int64_t x = integer(v, field);
-  if (x < lo || x > hi) {
-    throw bad_request(
-        field + " must be " +
-            (hi == INT64_MAX ? ">= " + std::to_string(lo)
-                             : "between " + std::to_string(lo) + " and " + std::to_string(hi)) +
-            ", got " + std::to_string(x),
-        field, "invalid_value");
+// An integer within [lo, hi]. An integer too large for 64 bits (nlohmann reads one past
+// 2^64 as a float: any float of that size is a whole number) is out of range, not of a
+// wrong type.
+int64_t integer_in(const json& v, const std::string& field, int64_t lo = INT64_MIN,
+                   int64_t hi = INT64_MAX) {
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+    throw out_of_range(field, lo, hi, std::to_string(v.get<uint64_t>()), false);
   }
+  if (v.is_number_float() && std::fabs(v.get<double>()) >= 0x1p63) {
+    throw out_of_range(field, lo, hi, v.dump(), v.get<double>() < 0);
+  }
+  if (!v.is_number_integer()) throw wrong_type(field, "an integer", v);
+  const int64_t x = v.get<int64_t>();
+  if (x < lo || x > hi) throw out_of_range(field, lo, hi, std::to_string(x), x < lo);
   return x;
+}
+
+int64_t integer(const json& v, const std::string& field) {
+  return integer_in(v, field);
 }
 
 double number(const json& v, const std::string& field) {

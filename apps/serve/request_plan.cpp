@@ -60,6 +60,24 @@ std::vector<int64_t> stop_tokens(Endpoint endpoint, const data::Tokenizer& tok) 
   return out;
 }
 
+// The KV cache holds every position but the last token drawn: a request needing more than
+// the whole cache could never run.
+void check_kv_cache(const ApiRequest& r, const ServedModel& m, int64_t n_prompt,
+                    int64_t max_tokens) {
+  const int64_t need = std::max(n_prompt, n_prompt + max_tokens - 1);
+  if (m.kv_tokens <= 0 || need <= m.kv_tokens) return;
+  const std::string prompt_field = r.endpoint == Endpoint::Chat ? "messages" : "prompt";
+  throw bad_request("this request needs " + std::to_string(need) + " tokens of KV cache (the " +
+                        prompt_field + "'s " + std::to_string(n_prompt) +
+                        " tokens and max_tokens " + std::to_string(max_tokens) +
+                        ", less the last token drawn), more than the "
+                        "server's whole cache of " +
+                        std::to_string(m.kv_tokens) + " tokens: lower max_tokens or shorten the " +
+                        prompt_field +
+                        ", or restart the server with a larger --kv-blocks or --kv-memory",
+                    max_tokens > 1 ? "max_tokens" : prompt_field, "context_length_exceeded");
+}
+
 // max_tokens given: checked against the cap and the context; absent: the default that fits.
 int64_t max_tokens(const ApiRequest& r, const ServedModel& m, int64_t n_prompt) {
   const std::string prompt_field = r.endpoint == Endpoint::Chat ? "messages" : "prompt";
@@ -77,7 +95,9 @@ int64_t max_tokens(const ApiRequest& r, const ServedModel& m, int64_t n_prompt) 
     // --kv-blocks must not turn a request without max_tokens into an error.
     if (m.kv_tokens > 0)
       wanted = std::min(wanted, std::max<int64_t>(1, m.kv_tokens - n_prompt + 1));
-    return std::min({wanted, room, cap});
+    const int64_t n = std::min({wanted, room, cap});
+    check_kv_cache(r, m, n_prompt, n);  // a prompt longer than the whole cache
+    return n;
   }
   const int64_t n = *r.max_tokens;
   if (n > room) {
@@ -92,6 +112,7 @@ int64_t max_tokens(const ApiRequest& r, const ServedModel& m, int64_t n_prompt) 
                           " on this server (--max-tokens-cap), got " + std::to_string(n),
                       "max_tokens", "invalid_value");
   }
+  check_kv_cache(r, m, n_prompt, n);
   return n;
 }
 

@@ -6,6 +6,7 @@
 #include <httplib.h>
 
 #include <ctime>
+#include <optional>
 #include <random>
 
 #include "apps/serve/api_error.h"
@@ -74,7 +75,9 @@ std::shared_ptr<nn::RequestHandle> submit(ServeState& st, nn::EngineRequest req)
     throw ApiError(429, std::string("the server is busy (") + e.what() + "); retry later", "",
                    "queue_full");
   } catch (const Error& e) {
-    throw bad_request(e.what());
+    // What the plan did not already refuse (request_plan.h), without the engine's prefix.
+    const std::string what = e.what();
+    throw bad_request(what.rfind("engine: ", 0) == 0 ? what.substr(8) : what);
   }
 }
 
@@ -121,22 +124,35 @@ bool method_allowed(const std::string& method, const char* allowed) {
   return std::string(allowed) == "POST" ? method == "POST" : method == "GET" || method == "HEAD";
 }
 
+// The answer to a request that was not read whole (request_deadline.h), if it was not.
+std::optional<ApiError> cut_error() {
+  switch (request_cut()) {
+    case RequestCut::none:
+      return std::nullopt;
+    case RequestCut::timeout:
+      return ApiError(408,
+                      "the request did not arrive in time: its request line and headers must "
+                      "arrive within the server's header timeout (ember serve --header-timeout), "
+                      "and with its body within the request timeout (--request-timeout)",
+                      "", "request_timeout");
+    case RequestCut::headers_too_large:
+      return ApiError(431,
+                      "the request line and headers are larger than this server's limit of " +
+                          std::to_string(kMaxHeaderBytes) + " bytes",
+                      "", "headers_too_large");
+    case RequestCut::refused:
+      break;
+  }
+  const Refusal& r = request_refusal();
+  return ApiError(r.status, r.message, "", r.code);
+}
+
 // The body of an error the HTTP library answered by itself (no route matched, a body over
 // the limit, a malformed request).
 ApiError library_error(const httplib::Request& req, httplib::Response& res, size_t max_body_bytes) {
-  if (request_cut() == RequestCut::timeout) {
-    res.status = 408;
-    return ApiError(408,
-                    "the request did not arrive in time: its request line, headers and body must "
-                    "arrive within the server's request timeout (ember serve --request-timeout)",
-                    "", "request_timeout");
-  }
-  if (request_cut() == RequestCut::headers_too_large) {
-    res.status = 431;
-    return ApiError(431,
-                    "the request line and headers are larger than this server's limit of " +
-                        std::to_string(kMaxHeaderBytes) + " bytes",
-                    "", "headers_too_large");
+  if (const std::optional<ApiError> cut = cut_error()) {
+    res.status = cut->status();
+    return *cut;
   }
   if (res.status == 413) {
     // The library caps form-encoded bodies (curl -d without a Content-Type) at 8192 bytes.
@@ -183,6 +199,14 @@ void add_error_handlers(httplib::Server& http, size_t max_body_bytes) {
         return httplib::Server::HandlerResponse::Handled;
       };
   http.set_error_handler(on_error);
+  // A request whose head came whole but whose body was refused or cut short is answered
+  // before any route sees it.
+  http.set_pre_routing_handler([](const httplib::Request&, httplib::Response& res) {
+    const std::optional<ApiError> cut = cut_error();
+    if (!cut) return httplib::Server::HandlerResponse::Unhandled;
+    send_error(res, *cut);
+    return httplib::Server::HandlerResponse::Handled;
+  });
   http.set_exception_handler(
       [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
         send_error(res, ApiError(500, "internal error", "", "internal_error"));

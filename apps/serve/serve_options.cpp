@@ -71,6 +71,12 @@ void check_serve_options(const ServeOptions& o) {
   EMBER_CHECK(o.request_timeout_seconds > 0 && o.request_timeout_seconds <= 86400,
               "--request-timeout must be between 0 (excluded) and 86400 seconds, got ",
               o.request_timeout_seconds);
+  EMBER_CHECK(o.header_timeout_seconds > 0 && o.header_timeout_seconds <= 86400,
+              "--header-timeout must be between 0 (excluded) and 86400 seconds, got ",
+              o.header_timeout_seconds);
+  EMBER_CHECK(o.max_connections_per_client >= 0,
+              "--max-connections-per-client must be >= 0 (0: no limit), got ",
+              o.max_connections_per_client);
   if (!o.kv_memory.empty()) parse_memory_size(o.kv_memory);
   EMBER_CHECK(o.kv_cache_dtype == "float32" || o.kv_cache_dtype == "bfloat16",
               "--kv-cache-dtype must be float32 or bfloat16, got '", o.kv_cache_dtype, "'");

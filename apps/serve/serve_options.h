@@ -29,7 +29,9 @@ struct ServeOptions {
   int write_timeout_seconds = 10;       // a response's every write (a client that stops reading)
   int keep_alive_seconds = 5;           // an idle connection is closed after this long
   double request_timeout_seconds = 30;  // a request's line, headers and body, all of them
-  double shutdown_grace_seconds = 5;    // SIGTERM: in-flight requests run this long at most
+  double header_timeout_seconds = 10;   // a request's line and headers
+  int64_t max_connections_per_client = 64;  // open connections of one client address; 0: any
+  double shutdown_grace_seconds = 5;        // SIGTERM: in-flight requests run this long at most
   bool no_prefix_cache = false;
 };
 

@@ -1,6 +1,6 @@
 // The life of `ember serve` (apps/serve/server.h): model, engine, HTTP server
-// with its limits (body size, read/write timeouts, keep-alive, request deadline),
-// the signal wait and the bounded shutdown.
+// with its limits (body size, read/write timeouts, keep-alive, header timeout and
+// request deadline, connections per client), the signal wait and the bounded shutdown.
 #include "apps/serve/server.h"
 
 #include <httplib.h>
@@ -27,9 +27,19 @@ namespace {
 
 constexpr int kListenBacklog = 128;  // the library listens with 5; bursts of clients need more
 
+HttpOptions http_options(const ServeOptions& o, ServeState& st) {
+  HttpOptions h;
+  h.request_timeout_seconds = o.request_timeout_seconds;
+  h.header_timeout_seconds = o.header_timeout_seconds;
+  h.max_body_bytes = o.max_body_bytes;
+  h.max_connections_per_client = o.max_connections_per_client;
+  h.threads = static_cast<size_t>(worker_threads(o));
+  h.closing = &st.draining;
+  h.count_refusal = [&st](int status) { st.metrics.count_response(status); };
+  return h;
+}
+
 void configure(httplib::Server& http, const ServeOptions& o) {
-  const size_t threads = static_cast<size_t>(worker_threads(o));
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http.set_payload_max_length(o.max_body_bytes);
   http.set_read_timeout(o.read_timeout_seconds, 0);
   http.set_write_timeout(o.write_timeout_seconds, 0);
@@ -79,18 +89,19 @@ int run_serve(const ServeOptions& o) {
   st.engine = &engine;
   st.api_key = o.api_key;
 
-  const std::unique_ptr<httplib::Server> server = make_http_server(o.request_timeout_seconds);
+  const std::unique_ptr<httplib::Server> server = make_http_server(http_options(o, st));
   httplib::Server& http = *server;
   configure(http, o);
   add_routes(http, st, o.max_body_bytes);
   errno = 0;
-  const int port =
-      o.port == 0 ? http.bind_to_any_port(o.host) : (http.bind_to_port(o.host, o.port) ? o.port : -1);
+  const int port = o.port == 0 ? http.bind_to_any_port(o.host)
+                               : (http.bind_to_port(o.host, o.port) ? o.port : -1);
   const int bind_errno = errno;
   EMBER_CHECK(port > 0, "cannot listen on ", o.host, ":", o.port, ": ",
-              bind_errno == EADDRINUSE ? "the port is in use (another server?); --port 0 picks a free one"
-              : bind_errno != 0        ? std::strerror(bind_errno)
-                                       : "--host is not an address of this machine");
+              bind_errno == EADDRINUSE
+                  ? "the port is in use (another server?); --port 0 picks a free one"
+              : bind_errno != 0 ? std::strerror(bind_errno)
+                                : "--host is not an address of this machine");
   deepen_backlog(http, kListenBacklog);
   engine.start();
   std::promise<bool> listened;
@@ -111,9 +122,11 @@ int run_serve(const ServeOptions& o) {
                sig == SIGINT ? "SIGINT"
                : sig         ? "SIGTERM"
                              : "the listener stopped");
+  // While in-flight generations finish, the server still answers: /health and new
+  // generations 503, each response closing its connection.
   st.draining = true;
-  http.stop();  // closes the listening socket; open connections end after their current request
   engine.shutdown(std::chrono::milliseconds(static_cast<int64_t>(o.shutdown_grace_seconds * 1000)));
+  http.stop();  // closes the listening socket; open connections end after their current request
   if (listening.wait_until(deadline) != std::future_status::ready) {
     // A client still holds a worker (a slow read within its timeout): do not wait for it.
     std::fprintf(stderr, "ember serve: stopped with connections still open\n");

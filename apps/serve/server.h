@@ -1,9 +1,10 @@
 // `ember serve`: loads a checkpoint (base, fine-tune or merged), starts the
 // batching engine (nn/engine.h) and the HTTP server, prints
 // "ember serve: listening on http://HOST:PORT (model NAME)" once it listens,
-// and runs until SIGTERM or SIGINT: then it takes no new generation (503), closes
-// the listening socket, lets in-flight requests finish for the grace period,
-// cancels the rest, and returns 0 (within 10 s with the default 5 s grace).
+// and runs until SIGTERM or SIGINT: then it takes no new generation (503, and
+// /health 503) while in-flight requests finish for the grace period, cancels the
+// rest, closes the listening socket and returns 0 (within 10 s with the default
+// 5 s grace).
 #pragma once
 #include "apps/serve/serve_options.h"
 
