@@ -104,7 +104,7 @@ void ConnectionGate::admit(int sock) {
                             "(ember serve --max-connections-per-client); retry later",
                         "", "too_many_connections"));
     if (o_.count_refusal) o_.count_refusal(503);
-    {
+    {  // only a counted address can be over its bound
       const std::lock_guard<std::mutex> lock(mu_);
       if (--open_[c.peer] <= 0) open_.erase(c.peer);
     }
