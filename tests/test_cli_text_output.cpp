@@ -72,7 +72,8 @@ bool one_error_line(const CliRun& r) {
 
 }  // namespace
 
-TEST_CASE("terminal_text: U+FFFD for invalid UTF-8, escapes for controls but \\n and \\t", "[cli][generate]") {
+TEST_CASE("terminal_text: U+FFFD for invalid UTF-8 and escapes for controls other than newline and tab",
+          "[cli][generate]") {
   using ember::apps::terminal_text;
   CHECK(terminal_text("plain \xC3\xA9t\xC3\xA9\n\tok") == "plain \xC3\xA9t\xC3\xA9\n\tok");
   CHECK(terminal_text("\x1B[2J\r\a\x7F") == "\\x1b[2J\\x0d\\x07\\x7f");
