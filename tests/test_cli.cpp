@@ -1236,7 +1236,7 @@ TEST_CASE("ember chat drops the oldest turns when the context is full, saying so
                                  "hi\n" + std::string(60, 'a') + "\nhi\n");
   CHECK(big.code == 0);
   CHECK(big.out == "xxx\nxxx\n");
-  CHECK(count(big.err, "needs 79 tokens with the system message; the model's context holds 64: not sent") == 1);
+  CHECK(count(big.err, "needs 79 tokens; the model's context holds 64: not sent") == 1);  // no --system: not named
   CHECK(count(big.err, "prompt 47 tokens") == 1);
 }
 

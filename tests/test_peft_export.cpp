@@ -141,7 +141,7 @@ TEST_CASE("merged export: each target weight is W + (alpha / r) B A, in a HF fol
   }
 }
 
-TEST_CASE("peft export refusals: plain checkpoint, GPT-2-class base, existing merged file") {
+TEST_CASE("peft export refusals: plain checkpoint, GPT-2-class base, existing merged file, a folder with files") {
   TempDir dir("peft_refuse");
   const std::string ft = make_finetune(dir, base_config(), {"q", "v"});
   CHECK_THAT(error_of([&] { export_peft(dir / "base.h5", dir / "a"); }),
@@ -159,4 +159,18 @@ TEST_CASE("peft export refusals: plain checkpoint, GPT-2-class base, existing me
   dir.write("exists.h5", "x");
   CHECK_THAT(error_of([&] { export_merged_checkpoint(ft, dir / "exists.h5"); }), Catch::Contains("exists"));
   CHECK(testing::read_text(dir / "exists.h5") == "x");
+  // A folder that holds files (a full model's, here) takes neither the adapter nor the merged model.
+  std::filesystem::create_directories(dir / "model");
+  dir.write("model/config.json", "{}");
+  for (const auto& write : std::vector<std::function<void()>>{[&] { export_peft(ft, dir / "model"); },
+                                                              [&] { export_hf(ft, dir / "model"); }}) {
+    CHECK(error_of(write) == "--out " + dir / "model" + ": the folder exists and is not empty; give a new or empty "
+                             "folder (export never replaces files in one)");
+  }
+  CHECK(std::filesystem::directory_iterator(dir / "model")->path().filename() == "config.json");
+  CHECK(std::distance(std::filesystem::directory_iterator(dir / "model"), std::filesystem::directory_iterator()) == 1);
+  // An empty folder is written into.
+  std::filesystem::create_directories(dir / "empty");
+  export_peft(ft, dir / "empty");
+  CHECK(std::filesystem::exists(dir / "empty/adapter_config.json"));
 }

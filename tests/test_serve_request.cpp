@@ -238,7 +238,7 @@ TEST_CASE("serve: a completion's plan: byte tokens, default max_tokens 16, <|end
 }
 
 TEST_CASE(
-    "a chat's plan: ChatML ids, stops at <|im_end|> and <|endoftext|>, the rest of the context",
+    "a chat's plan: ChatML ids, stops at <|im_end|>, <|im_start|> and <|endoftext|>, the rest of the context",
     "[serve]") {
   Served s(64);
   const ApiRequest r = chat();
@@ -246,7 +246,7 @@ TEST_CASE(
   const std::vector<uint32_t> expect = data::chat_generation_prompt(s.tok, r.messages);
   CHECK(p.engine.prompt == std::vector<int64_t>(expect.begin(), expect.end()));
   CHECK(p.engine.prompt.front() == kImStart);
-  CHECK(p.engine.stop_tokens == std::vector<int64_t>{kImEnd, kEot});
+  CHECK(p.engine.stop_tokens == std::vector<int64_t>{kImEnd, kImStart, kEot});
   CHECK(p.engine.sampling.max_tokens == 64 - static_cast<int64_t>(expect.size()));
   data::Tokenizer plain = data::Tokenizer::bytes();
   s.m.tokenizer = &plain;

@@ -5,6 +5,7 @@
 // token id = byte) with its logprob entries and text offsets.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "apps/serve/output_assembler.h"
@@ -64,6 +65,36 @@ TEST_CASE("serve: incomplete_utf8_tail finds an unfinished character at the end"
   CHECK(incomplete_utf8_tail("\xF0\x9F\x98\x80") == 0);
   CHECK(incomplete_utf8_tail("\x80\x80") == 0);  // stray continuation bytes: nothing to wait for
   CHECK(utf8_length("h\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80") == 4);
+}
+
+TEST_CASE("UTF-8 check and repair: the first invalid byte, and U+FFFD as serve's JSON writes it", "[serve]") {
+  CHECK(first_invalid_utf8("") == std::string::npos);
+  CHECK(first_invalid_utf8("h\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80\xF4\x8F\xBF\xBF") == std::string::npos);
+  CHECK(first_invalid_utf8("ab\xFF") == 2);
+  CHECK(first_invalid_utf8("a\xC3") == 1);              // cut off by the end
+  CHECK(first_invalid_utf8("a\xC0\xAF") == 1);         // overlong '/'
+  CHECK(first_invalid_utf8("a\xE0\x80\xAF") == 1);     // overlong
+  CHECK(first_invalid_utf8("ab\xED\xA0\x80") == 2);    // a surrogate
+  CHECK(first_invalid_utf8("\xF4\x90\x80\x80") == 0);  // above U+10FFFF
+  CHECK(first_invalid_utf8("\xC3\xA9\x80") == 2);       // a stray continuation byte
+  const std::string fffd = "\xEF\xBF\xBD";
+  CHECK(replace_invalid_utf8("a\xFF" "b") == "a" + fffd + "b");
+  CHECK(replace_invalid_utf8("\xE2\x82" "a") == fffd + "a");  // one maximal subpart, one U+FFFD
+  CHECK(replace_invalid_utf8("\xC3\xC3\xA9") == fffd + "\xC3\xA9");
+  CHECK(replace_invalid_utf8("\xED\xA0\x80") == fffd + fffd + fffd);
+  // The same bytes as nlohmann::json's dump with error_handler_t::replace (serve's responses),
+  // on random byte strings rich in lead and continuation bytes.
+  std::mt19937 rng(7);
+  const std::string alphabet = "a\x80\x8F\x90\x9F\xA0\xBF\xC0\xC2\xDF\xE0\xE1\xED\xEF\xF0\xF1\xF4\xF5\xFF";
+  for (int n = 0; n < 5000; ++n) {
+    std::string bytes(std::uniform_int_distribution<size_t>(0, 10)(rng), 'a');
+    for (char& c : bytes) c = alphabet[std::uniform_int_distribution<size_t>(0, alphabet.size() - 1)(rng)];
+    const std::string dumped = nlohmann::json(bytes).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    const std::string served = nlohmann::json::parse(dumped).get<std::string>();
+    INFO(nlohmann::json(bytes).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace));
+    REQUIRE(replace_invalid_utf8(bytes) == served);
+    CHECK((first_invalid_utf8(bytes) == std::string::npos) == (served == bytes));
+  }
 }
 
 TEST_CASE("serve: the UTF-8 assembler never splits a character, byte by byte", "[serve]") {

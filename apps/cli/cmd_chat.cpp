@@ -3,7 +3,8 @@
 // ChatML up to "<|im_start|>assistant\n" and the reply generated (KV cache)
 // until <|im_end|>, printed and kept. `/reset` clears the conversation, `/exit`
 // or end of input ends it. Turns that no longer fit the context are dropped,
-// oldest first (the system message stays).
+// oldest first (the system message stays); a --system message that leaves no
+// room for any message is refused at start.
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 
 #include "apps/cli/commands.h"
 #include "apps/cli/streamed_generation.h"
+#include "core/error.h"
 #include "data/chat.h"
 
 namespace ember::apps {
@@ -32,8 +34,8 @@ class Conversation {
     const int64_t context = lm_.model->config().max_seq_len;
     const size_t alone = render(user, {}).size();
     if (static_cast<int64_t>(alone) >= context) {  // the conversation is left as it was
-      std::fprintf(stderr, "[this message needs %zu tokens with the system message; the model's context holds %lld: "
-                   "not sent]\n", alone, static_cast<long long>(context));
+      std::fprintf(stderr, "[this message needs %zu tokens%s; the model's context holds %lld: not sent]\n", alone,
+                   o_.system.empty() ? "" : " with the system message", static_cast<long long>(context));
       return;
     }
     const std::vector<uint32_t> prompt = fit_prompt(user);
@@ -45,6 +47,19 @@ class Conversation {
   }
 
   void reset() { turns_.clear(); }
+
+  // An Error when --system leaves no room for a message: the system message, a user message
+  // of one token and the reply's header fill the context.
+  void require_room_for_a_message() const {
+    if (o_.system.empty()) return;
+    const int64_t context = lm_.model->config().max_seq_len;
+    if (static_cast<int64_t>(render("", {}).size()) + 1 < context) return;
+    data::ChatLine system;
+    system.messages.push_back({"system", o_.system});
+    const size_t tokens = data::render_chat(lm_.tokenizer, system).ids.size();
+    throw Error("--system: the system message is " + std::to_string(tokens) + " tokens and the model's context holds " +
+                std::to_string(context) + ", which leaves no room for a message and its reply; give a shorter one");
+  }
 
  private:
   // The system message, the kept turns and the new user message, then "<|im_start|>assistant\n".
@@ -97,6 +112,7 @@ CommandRunner add_chat_command(CLI::App& app) {
     const LoadedModel lm = load_model(o->checkpoint);
     require_chat_tokens(lm.tokenizer, o->checkpoint);
     Conversation conversation(lm, *o);
+    conversation.require_room_for_a_message();
     const bool terminal = isatty(fileno(stdin));
     std::string line;
     while (true) {

@@ -1,11 +1,16 @@
 // One generation streamed to stdout for `ember generate` and `ember chat`:
-// sampling options, the ChatML-token check, UTF-8-safe streaming and the
+// sampling options, the ChatML-token check, UTF-8-safe streaming (on a terminal:
+// invalid bytes replaced, controls escaped, no special token's name) and the
 // speed line on stderr.
 #include "apps/cli/streamed_generation.h"
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 
+#include "apps/cli/terminal_text.h"
+#include "apps/serve/utf8_text.h"
 #include "core/error.h"
 #include "data/tokenizer/tokenizer.h"
 #include "nn/paged_forward.h"
@@ -13,31 +18,23 @@
 namespace ember::apps {
 namespace {
 
-// Prints token bytes as they come, holding back an incomplete UTF-8 character.
-class Utf8Stream {
+// Prints token bytes as they come, whole UTF-8 characters only (an unfinished one is
+// held, as serve holds it); on a terminal as terminal_text shows them, elsewhere unchanged.
+class TextOut {
  public:
-  void write(std::string_view bytes) {
-    pending_ += bytes;
-    size_t keep = 0;  // bytes at the end that start a character not yet complete
-    for (size_t back = 1; back <= std::min<size_t>(3, pending_.size()); ++back) {
-      const unsigned char c = static_cast<unsigned char>(pending_[pending_.size() - back]);
-      if ((c & 0xC0) == 0x80) continue;  // continuation byte: look further back
-      const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-      if (need > back) keep = back;
-      break;
-    }
-    std::fwrite(pending_.data(), 1, pending_.size() - keep, stdout);
-    std::fflush(stdout);
-    pending_.erase(0, pending_.size() - keep);
-  }
-  void flush() {
-    std::fwrite(pending_.data(), 1, pending_.size(), stdout);
-    std::fflush(stdout);
-    pending_.clear();
-  }
+  explicit TextOut(bool terminal) : terminal_(terminal) {}
+  void write(std::string_view bytes) { put(utf8_.push(bytes)); }
+  void flush() { put(utf8_.finish()); }
 
  private:
-  std::string pending_;
+  void put(const std::string& text) {
+    const std::string shown = terminal_ ? terminal_text(text) : text;
+    std::fwrite(shown.data(), 1, shown.size(), stdout);
+    std::fflush(stdout);
+  }
+
+  serve::Utf8Assembler utf8_;
+  bool terminal_;
 };
 
 nn::SamplingOptions sampling_options(const SamplingFlags& f, uint64_t seed) {
@@ -51,13 +48,22 @@ nn::SamplingOptions sampling_options(const SamplingFlags& f, uint64_t seed) {
   return s;
 }
 
-void print_speed(const nn::GenerationResult& r, int64_t max_seq_len, bool chat) {
+// ended_by: the token that ended a chat reply other than the stop token (<|endoftext|>, <|im_start|>).
+void print_speed(const nn::GenerationResult& r, int64_t max_seq_len, bool chat, std::string_view ended_by) {
   std::string why = nn::describe(r.stop_reason, max_seq_len);
   if (chat && r.stop_reason == nn::StopReason::StopToken) why = "reached the <|im_end|> token";
-  if (chat && r.stop_reason == nn::StopReason::Callback) why = "reached the end-of-text token";
+  if (chat && r.stop_reason == nn::StopReason::Callback) why = "reached the " + std::string(ended_by) + " token";
   std::fprintf(stderr, "[%s; prompt %lld tokens, prefill %.0f tokens/s; %lld tokens, decode %.1f tokens/s]\n",
                why.c_str(), static_cast<long long>(r.prompt_tokens), r.prefill_tokens_per_second(),
                static_cast<long long>(r.tokens.size()), r.decode_tokens_per_second());
+}
+
+// The added token `id` of tokenizer.json (special or not); nullptr for an ordinary token.
+const data::SpecialToken* added_token(const data::Tokenizer& tok, uint32_t id) {
+  for (const data::SpecialToken& sp : tok.special_tokens()) {
+    if (sp.id == id) return &sp;
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -101,22 +107,30 @@ StreamedText stream_generation(const LoadedModel& lm, const std::vector<int64_t>
   } else {
     s.stop_token = eot ? static_cast<int64_t>(*eot) : -1;
   }
+  // A chat reply also ends where ChatML would start another message (as serve's chat does).
+  const std::vector<std::string_view> reply_ends = {data::kEndOfText, data::kImStart};
   nn::check_fresh_prompt(lm.model->config(), ids);  // before the echo: a refused prompt prints nothing
-  Utf8Stream out;
+  const bool terminal = isatty(fileno(stdout));
+  TextOut out(terminal);
   out.write(echo);
   StreamedText streamed;
+  std::string_view ended_by;
   streamed.result = nn::generate(*lm.model, ids, s, [&](int64_t t) {
-    if (chat && eot && t == static_cast<int64_t>(*eot)) return false;  // a reply ends at <|endoftext|> too
     const uint32_t u = static_cast<uint32_t>(t);  // below the tokenizer's size (vocab_limit)
+    const data::SpecialToken* added = added_token(tok, u);
+    if (chat && added && std::find(reply_ends.begin(), reply_ends.end(), added->content) != reply_ends.end()) {
+      ended_by = added->content;
+      return false;
+    }
     const std::string bytes = tok.decode(std::span<const uint32_t>(&u, 1));
     streamed.text += bytes;
-    out.write(bytes);
+    if (!terminal || !added || !added->special) out.write(bytes);  // a terminal shows no special token's name
     return true;
   }, nn::kv_cache_dtype_named(f.kv_cache_dtype));
   out.flush();
   std::printf("\n");
   std::fflush(stdout);
-  print_speed(streamed.result, lm.model->config().max_seq_len, chat);
+  print_speed(streamed.result, lm.model->config().max_seq_len, chat, ended_by);
   return streamed;
 }
 

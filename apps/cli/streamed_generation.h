@@ -1,7 +1,8 @@
 // What `ember generate` and `ember chat` share: the sampling options, the
 // check that a checkpoint's tokenizer has the ChatML tokens, and one
-// generation streamed to stdout (UTF-8 characters whole) with its speed on
-// stderr. A chat reply stops at <|im_end|> or <|endoftext|>, neither printed.
+// generation streamed to stdout (UTF-8 characters whole; on a terminal shown as
+// terminal_text, without special tokens) with its speed on stderr. A chat reply
+// stops at <|im_end|>, <|endoftext|> or <|im_start|>, none printed.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -32,13 +33,15 @@ void require_chat_tokens(const data::Tokenizer& tokenizer, const std::string& ch
 
 struct StreamedText {
   nn::GenerationResult result;
-  std::string text;  // the generated text printed (decoded tokens, no stop token)
+  std::string text;  // the generated text (decoded tokens as they are, without the token that ended it)
 };
 
 // Generates after ids (the prompt, at least one token) with sampling seed
 // `seed`, printing `echo` first, then each token as it comes, then a newline;
 // the stop reason and speed go to stderr. chat: stops at <|im_end|> (the stop
-// token) or <|endoftext|>; otherwise at <|endoftext|> when the tokenizer has it.
+// token), <|endoftext|> or <|im_start|> (a new message); otherwise at <|endoftext|>
+// when the tokenizer has it. When stdout is a terminal, what is printed (echo too) is
+// terminal_text and special tokens drawn mid-text are left out; otherwise the bytes as they are.
 // Only ids the tokenizer decodes are drawn (a preset's vocabulary may be larger).
 StreamedText stream_generation(const LoadedModel& lm, const std::vector<int64_t>& ids, const SamplingFlags& f,
                                uint64_t seed, bool chat, std::string_view echo = {});

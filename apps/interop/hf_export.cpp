@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "apps/interop/hf_files.h"
+#include "apps/interop/new_output.h"
 #include "core/io/atomic_file.h"
 #include "core/io/safetensors.h"
 #include "data/tokenizer/stored_tokenizer.h"
@@ -26,6 +27,7 @@ std::optional<int64_t> eos_id_of(const std::optional<data::Tokenizer>& tokenizer
 }  // namespace
 
 HfExport export_hf(const std::string& checkpoint, const std::string& out_dir) {
+  require_new_output("export", "--out", out_dir, OutputKind::Folder);
   nn::Checkpoint c = nn::read_checkpoint(checkpoint, /*with_optim=*/false);
   // A fine-tune checkpoint exports as its merged model (the base with every adapter folded in).
   const bool finetuned = c.config.lora.has_value();

@@ -9,6 +9,7 @@
 
 #include "nn/checkpoint.h"
 #include "apps/interop/hf_files.h"
+#include "apps/interop/new_output.h"
 #include "core/io/read_file.h"
 #include "core/io/safetensors.h"
 #include "core/io/json_message.h"
@@ -86,14 +87,10 @@ void check_hf_model(const HfModelConfig& hf, const std::map<std::string, Tensor>
 
 void import_hf(const std::string& dir_name, const std::string& out_checkpoint,
                const HfImportOptions& opt) {
+  require_new_output("import", "--out", out_checkpoint, OutputKind::File);
   std::error_code ec;
-  EMBER_CHECK(fs::is_directory(out_checkpoint, ec) || !fs::exists(fs::symlink_status(out_checkpoint, ec)),
-              "--out ", out_checkpoint,
-              ": the file exists; give a path that does not (import never overwrites a file)");
   const fs::path dir(dir_name);
   EMBER_CHECK(fs::is_directory(dir, ec), "--from ", dir_name, ": no such folder");
-  EMBER_CHECK(!fs::is_directory(out_checkpoint, ec), "--out ", out_checkpoint,
-              ": is a folder; give the checkpoint file to write (.h5)");
   const fs::path config_path = dir / "config.json";
   EMBER_CHECK(fs::exists(config_path), config_path.string(),
               ": missing (a Hugging Face model folder needs one)");

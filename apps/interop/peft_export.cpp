@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/interop/hf_files.h"
+#include "apps/interop/new_output.h"
 #include "core/io/atomic_file.h"
 #include "core/io/safetensors.h"
 #include "nn/adapters.h"
@@ -51,6 +52,7 @@ std::string adapter_config_json(const nn::ModelConfig& cfg, const std::string& b
 }  // namespace
 
 void export_peft(const std::string& checkpoint, const std::string& out_dir) {
+  require_new_output("export", "--out", out_dir, OutputKind::Folder);
   nn::Checkpoint c = nn::read_checkpoint(checkpoint, /*with_optim=*/false);
   EMBER_CHECK(c.config.lora, checkpoint,
               ": not a fine-tune checkpoint (no \"lora\" in its config): nothing to export as an adapter");
@@ -80,8 +82,7 @@ void export_merged_checkpoint(const std::string& checkpoint, const std::string& 
   nn::Checkpoint c = nn::read_checkpoint(checkpoint, /*with_optim=*/false);
   EMBER_CHECK(c.config.lora, checkpoint, ": not a fine-tune checkpoint (no \"lora\" in its config): "
               "nothing to merge");
-  EMBER_CHECK(!std::filesystem::exists(out_file), "--out ", out_file,
-              " exists; give a new file name (export never overwrites a checkpoint)");
+  require_new_output("export", "--out", out_file, OutputKind::File);
   nn::Checkpoint merged;
   merged.config = nn::merged_config(c.config);
   merged.model = nn::merged_state_dict(*nn::model_from_checkpoint(c, checkpoint));

@@ -55,7 +55,10 @@ std::vector<int64_t> completion_prompt(const ApiRequest& r, const ServedModel& m
 
 std::vector<int64_t> stop_tokens(Endpoint endpoint, const data::Tokenizer& tok) {
   std::vector<int64_t> out;
-  if (endpoint == Endpoint::Chat) out.push_back(tok.special_id(data::kImEnd));
+  if (endpoint == Endpoint::Chat) {
+    out.push_back(tok.special_id(data::kImEnd));
+    out.push_back(tok.special_id(data::kImStart));  // ChatML starts a message only after one ended
+  }
   if (const std::optional<uint32_t> eot = tok.find_special(data::kEndOfText)) out.push_back(*eot);
   return out;
 }

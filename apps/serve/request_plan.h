@@ -2,7 +2,7 @@
 // encoded with the checkpoint's tokenizer, or ChatML for chat, SPEC.md section
 // 9), max_tokens (its default, the cap and the context check: nothing is
 // clamped), sampling options, the stop tokens (completions <|endoftext|>; chat
-// <|im_end|> and <|endoftext|>) and logprobs. Errors are ApiError 400.
+// <|im_end|>, <|im_start|> and <|endoftext|>) and logprobs. Errors are ApiError 400.
 #pragma once
 #include <cstdint>
 #include <string>

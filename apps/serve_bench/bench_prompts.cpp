@@ -1,10 +1,14 @@
 // Prompts of P words, generated from a word list or cut from a text file.
 #include "apps/serve_bench/bench_prompts.h"
 
+#include <algorithm>
 #include <array>
 #include <fstream>
+#include <iterator>
 #include <random>
+#include <sstream>
 
+#include "apps/serve/utf8_text.h"
 #include "core/error.h"
 
 namespace ember::apps {
@@ -37,11 +41,20 @@ uint64_t request_seed(uint64_t seed, uint64_t index) {
 BenchPrompts::BenchPrompts(int64_t words_per_prompt, uint64_t seed, const std::string& file_path)
     : words_per_prompt_(words_per_prompt), seed_(seed) {
   if (file_path.empty()) return;
-  std::ifstream in(file_path);
+  std::ifstream in(file_path, std::ios::binary);
   EMBER_CHECK(in, "--prompt-file: cannot read '", file_path, "'");
-  std::string word;
-  while (in >> word) file_words_.push_back(word);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EMBER_CHECK(!in.bad(), "--prompt-file: reading '", file_path, "' failed");
+  // A prompt goes into a JSON request, which holds only UTF-8 text.
+  const size_t bad = serve::first_invalid_utf8(text);
+  if (bad != std::string::npos) {
+    const size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + bad, '\n'));
+    throw Error("--prompt-file '" + file_path + "': line " + std::to_string(line) + " (byte offset " +
+                std::to_string(bad) + ") is not valid UTF-8; give a UTF-8 text file");
+  }
+  std::istringstream words(text);
+  std::string word;
+  while (words >> word) file_words_.push_back(word);
   EMBER_CHECK(!file_words_.empty(), "--prompt-file: '", file_path, "' holds no words");
 }
 

@@ -16,7 +16,8 @@ uint64_t request_seed(uint64_t seed, uint64_t index);
 
 class BenchPrompts {
  public:
-  // file_path empty: generated prompts. Throws when the file cannot be read or holds no word.
+  // file_path empty: generated prompts. Throws when the file cannot be read, is not UTF-8
+  // (naming the line and byte offset) or holds no word.
   BenchPrompts(int64_t words_per_prompt, uint64_t seed, const std::string& file_path);
 
   std::string prompt(uint64_t index) const;
