@@ -264,7 +264,7 @@ ModelConfig ModelConfig::from_file(const std::string& path) {
   const uintmax_t size = std::filesystem::file_size(path, ec);
   EMBER_CHECK(ec || size <= kMaxFileBytes, path, ": ", size,
               " bytes is too large for a model config file (at most 16 MiB)");
-  return from_json(read_file(path, "model config file"), path);
+  return from_json(read_file(path, "model config file", kMaxConfigFileBytes), path);
 }
 
 std::string ModelConfig::to_json() const {

@@ -1141,6 +1141,37 @@ TEST_CASE("generate refuses a prompt longer than max_seq_len before printing any
                  "shorten it\n");
 }
 
+TEST_CASE("generate refuses a sampling option out of range before printing the prompt", "[cli][generate]") {
+  TempDir dir("cli_generate_bad_sampling");
+  ember::nn::write_checkpoint(dir / "x.h5", chat_checkpoint('x', true));
+  const std::string base = "generate --checkpoint " + dir / "x.h5" + " --max-tokens 2 --prompt hi ";
+  const std::pair<const char*, const char*> cases[] = {
+      {"--temperature -1", "temperature must be >= 0"},
+      {"--temperature nan", "temperature must be >= 0"},
+      {"--top-p 2", "top_p must be in (0, 1]"},
+      {"--top-k -3", "top_k must be >= 0"},
+      {"--repetition-penalty 0", "repetition_penalty must be > 0"},
+      {"--num-samples 0", "--num-samples must be positive, got 0"}};
+  for (const auto& [option, message] : cases) {
+    const Run r = run_ember(base + option);
+    INFO(option << ": " << r.err);
+    CHECK(r.code == 1);
+    CHECK(r.out.empty());  // "hi" was echoed before the check
+    eval_cli::check_plain_message(r.err);
+    CHECK(r.err.find(message) != std::string::npos);
+  }
+}
+
+TEST_CASE("generate --prompt-file refuses an endless stream instead of reading it forever", "[cli][generate]") {
+  TempDir dir("cli_generate_endless_prompt");
+  ember::nn::write_checkpoint(dir / "x.h5", chat_checkpoint('x', true));
+  const Run r = run_ember("generate --checkpoint " + dir / "x.h5" + " --max-tokens 2 --prompt-file /dev/zero");
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err == "ember: error: /dev/zero: the prompt file is larger than 64 MiB, more than such a file holds "
+                 "(an endless stream or device?)\n");
+}
+
 TEST_CASE("generate draws only ids its tokenizer decodes when the model's vocabulary is larger",
           "[cli][generate]") {
   // 300 rows over the 259-token tokenizer (as a preset's 50257 over a byte tokenizer): row 290, the

@@ -39,3 +39,15 @@ TEST_CASE("read_file: a missing file or a folder is one line naming the file and
   CHECK_THROWS_WITH(read_file(under_file, "prompt file"),
                     under_file + ": cannot open the prompt file: Not a directory");
 }
+
+TEST_CASE("read_file stops past its bound with one line, also on an endless device", "[io]") {
+  TempDir dir("read_file_bound");
+  dir.write("four.txt", "abcd");
+  CHECK(read_file(dir / "four.txt", "prompt file", 4) == "abcd");
+  CHECK_THROWS_WITH(read_file(dir / "four.txt", "prompt file", 3),
+                    dir / "four.txt" + ": the prompt file is larger than 0 MiB, more than such a file holds "
+                                       "(an endless stream or device?)");
+  CHECK_THROWS_WITH(read_file("/dev/zero", "model config file", uint64_t{1} << 20),
+                    "/dev/zero: the model config file is larger than 1 MiB, more than such a file holds "
+                    "(an endless stream or device?)");
+}

@@ -77,7 +77,7 @@ int run_tasks(const EvaluateOptions& o) {
 }
 
 int run_text(const EvaluateOptions& o) {
-  const std::string text = read_file(o.text, "text file");
+  const std::string text = read_file(o.text, "text file", kMaxTextFileBytes);
   LoadedModel lm = load_model_for_text(o.checkpoint, o.tokenizer);
   ProgressLine line;
   const int64_t seq_len = o.seq_len > 0 ? o.seq_len : lm.model->config().max_seq_len;

@@ -64,7 +64,8 @@ CommandRunner add_generate_command(CLI::App& app) {
                 "stop at <|im_end|>");
   sub->add_option("--system", o->system, "with --chat: a system message before the user's")->needs("--chat");
   return [o]() {
-    EMBER_CHECK(o->num_samples > 0 && o->sampling.max_tokens >= 0, "--num-samples must be positive and --max-tokens >= 0");
+    EMBER_CHECK(o->num_samples > 0, "--num-samples must be positive, got ", o->num_samples);
+    check_sampling_flags(o->sampling);
     const LoadedModel lm = load_model_for_text(o->checkpoint, o->tokenizer);
     if (o->chat) require_chat_tokens(lm.tokenizer, o->checkpoint);
     if (o->interactive) {
@@ -78,7 +79,7 @@ CommandRunner add_generate_command(CLI::App& app) {
       return 0;
     }
     std::string prompt = o->prompt;
-    if (!o->prompt_file.empty()) prompt = read_file(o->prompt_file, "prompt file");
+    if (!o->prompt_file.empty()) prompt = read_file(o->prompt_file, "prompt file", kMaxConfigFileBytes);
     for (int64_t i = 0; i < o->num_samples; ++i) {
       if (o->num_samples > 1) std::printf("--- sample %lld ---\n", static_cast<long long>(i + 1));
       run_one(lm, prompt, *o, o->sampling.seed + static_cast<uint64_t>(i));

@@ -85,6 +85,7 @@ void add_sampling_options(CLI::App* sub, SamplingFlags& f, const std::string& se
 
 void check_sampling_flags(const SamplingFlags& f) {
   EMBER_CHECK(f.max_tokens >= 0, "--max-tokens must be >= 0, got ", f.max_tokens);
+  nn::check_sampling_options(sampling_options(f, f.seed));  // before the model loads or a prompt echoes
 }
 
 void require_chat_tokens(const data::Tokenizer& tokenizer, const std::string& checkpoint) {

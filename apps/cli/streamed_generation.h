@@ -25,7 +25,7 @@ struct SamplingFlags {
 // --max-tokens, --temperature, --top-k, --top-p, --repetition-penalty, --seed (with seed_help),
 // and --kv-cache-dtype.
 void add_sampling_options(CLI::App* sub, SamplingFlags& f, const std::string& seed_help);
-// An Error when --max-tokens is negative.
+// An Error (before any model loads) when --max-tokens is negative or a sampling option is out of range.
 void check_sampling_flags(const SamplingFlags& f);
 
 // One line when the tokenizer lacks <|im_start|> or <|im_end|>, saying how to add them.

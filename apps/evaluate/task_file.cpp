@@ -74,7 +74,7 @@ std::vector<ChoiceItem> parse_tasks(const std::string& text, const std::string& 
 }
 
 std::vector<ChoiceItem> read_tasks(const std::string& path) {
-  return parse_tasks(read_file(path, "task file"), path);
+  return parse_tasks(read_file(path, "task file", kMaxTextFileBytes), path);
 }
 
 }  // namespace ember::apps

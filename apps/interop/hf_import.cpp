@@ -35,7 +35,7 @@ std::map<std::string, Tensor> read_hf_weights(const fs::path& dir) {
               ": no model.safetensors or model.safetensors.index.json");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(read_file(index.string(), "safetensors index file"));
+    j = nlohmann::json::parse(read_file(index.string(), "safetensors index file", kMaxConfigFileBytes));
   } catch (const nlohmann::json::exception& e) {
     throw Error(index.string() + ": invalid JSON: " + json_message(e.what()));
   }
@@ -94,7 +94,7 @@ void import_hf(const std::string& dir_name, const std::string& out_checkpoint,
   const fs::path config_path = dir / "config.json";
   EMBER_CHECK(fs::exists(config_path), config_path.string(),
               ": missing (a Hugging Face model folder needs one)");
-  const HfModelConfig hf = hf_config_from_json(read_file(config_path.string(), "Hugging Face config file"), config_path.string());
+  const HfModelConfig hf = hf_config_from_json(read_file(config_path.string(), "Hugging Face config file", kMaxConfigFileBytes), config_path.string());
   nn::require_fits_in_memory(nn::inference_memory(hf.config), config_path.string());  // before any weight is read
 
   nn::Checkpoint c;

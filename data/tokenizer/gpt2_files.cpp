@@ -16,7 +16,7 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std:
   StringVocab v;
   nlohmann::json encoder;
   try {
-    encoder = nlohmann::json::parse(read_file(encoder_json, "GPT-2 encoder.json file"));
+    encoder = nlohmann::json::parse(read_file(encoder_json, "GPT-2 encoder.json file", kMaxTokenizerFileBytes));
   } catch (const nlohmann::json::exception& e) {
     throw Error(encoder_json + ": malformed JSON: " + json_message(e.what()));
   }
@@ -27,7 +27,7 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std:
     v.vocab.emplace_back(it.key(), it->get<uint32_t>());
     if (it.key() == kEndOfText) v.added.push_back(SpecialToken{it.key(), it->get<uint32_t>(), true});
   }
-  std::istringstream lines(read_file(vocab_bpe, "GPT-2 vocab.bpe file"));
+  std::istringstream lines(read_file(vocab_bpe, "GPT-2 vocab.bpe file", kMaxTokenizerFileBytes));
   std::string line;
   size_t line_no = 0;
   while (std::getline(lines, line)) {

@@ -206,7 +206,7 @@ std::string Tokenizer::to_json() const {
 }
 
 Tokenizer Tokenizer::load(const std::string& path) {
-  const std::string text = read_file(path, "tokenizer.json file");
+  const std::string text = read_file(path, "tokenizer.json file", kMaxTokenizerFileBytes);
   try {
     return from_json(text);
   } catch (const Error& e) {
