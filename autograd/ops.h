@@ -135,7 +135,7 @@ struct CrossEntropyResult {
 };
 CrossEntropyResult cross_entropy(const Variable& logits, const Tensor& targets,
                                  double z_loss_coef = 0);
-// Weighted form (SPEC section 9, loss of a step): weight holds N values (e.g. the [B, T] trained
+// Weighted form (docs/model.md#loss-of-a-step): weight holds N values (e.g. the [B, T] trained
 // mask; not differentiated) and norm is the step's trained-token count over all its micro-steps
 // and ranks, so summing the micro-batches' gradients gives the large batch's gradient:
 //   loss = sum_n w_n (ce_n + z_loss_coef * lse_n^2) / norm,

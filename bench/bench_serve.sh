@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The serving targets of issue 17 on one checkpoint, in one run (ratios, not absolutes):
+# README's serving figures (section Serve) on one checkpoint, in one run (ratios, not absolutes):
 #  1. `ember bench-serve` at 1, 4 and 16 concurrent streams (greedy completions of
 #     --prompt-tokens words, --output-tokens tokens): req/s, output tok/s, TTFT, TPOT, ITL, E2E;
 #  2. one stream's decode against `ember generate` on the same prompt;

@@ -2,7 +2,7 @@
 """ember against PyTorch eager on the same training step, side by side.
 
 Builds dense-small, moe-small and gpt2-small in PyTorch eager from the same
-config JSON files (configs/*.json, defaults and math of SPEC.md sections 1-2:
+config JSON files (configs/*.json, defaults and math of docs/model.md:
 RMSNorm or LayerNorm, GQA with kv head j / (h_q / h_kv) (repeat_interleave),
 qk_norm, rotate-half RoPE, SwiGLU / gelu_tanh, learned positions, tied
 embeddings, MoE top-k with shared experts and aux loss, z-loss), times full
@@ -102,7 +102,7 @@ def torch_env():
     return env, f"OPENBLAS_CORETYPE={core} (from the CPU flags)"
 
 
-# --- the model of SPEC.md sections 1-2 in PyTorch ----------------------------------------------
+# --- the model of docs/model.md in PyTorch ----------------------------------------------
 def load_config(path):
     c = json.load(open(path))
     d = c.setdefault("d_model", 256)

@@ -1,5 +1,5 @@
 // BatchLoader: (B, T+1) windows of a token dataset for rank r of W, in
-// SPEC.md section 5's order. Window w covers tokens [w*T, w*T + T]. Batch
+// docs/formats.md#batches-and-their-order. Window w covers tokens [w*T, w*T + T]. Batch
 // row b of micro-step u of step s on rank r takes global slot
 //   g = ((s*A + u)*W + r)*B + b
 // which is window g mod n (sequential), or window perm_e(g mod n) of a

@@ -1,4 +1,4 @@
-// Chat data (SPEC.md section 9): JSONL, one conversation per line in the
+// Chat data (docs/formats.md#chat-data-jsonl): JSONL, one conversation per line in the
 // OpenAI messages form, or a {"text": ...} line of plain text. ChatML
 // rendering turns a line into token ids with one "trained" flag per id: the
 // tokens of each assistant message's content and its <|im_end|> are labels,

@@ -1,4 +1,4 @@
-// Chat rows and their order (SPEC.md section 9, "Rows and order"). Every
+// Chat rows and their order (docs/formats.md#chat-data-jsonl). Every
 // line of a chat file is one row of its first T+1 ids at most (longer ones
 // are cut and counted), padded after the ids; padding is never trained. Row
 // b of micro-step u of step s on rank r reads global slot

@@ -1,4 +1,4 @@
-// llm.c token shards (SPEC section 5): a 256 x int32 header ([0] = 20240520,
+// llm.c token shards (docs/formats.md#token-shards-bin): a 256 x int32 header ([0] = 20240520,
 // [1] = 1 for uint16 tokens or 2 for uint32, [2] = count), then the tokens.
 // ShardWriter writes one atomically; TokenShard maps one after checking it;
 // TokenDataset is a file, a folder's *.bin or a glob, in name order, as one stream.

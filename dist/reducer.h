@@ -90,7 +90,7 @@ class Reducer {
   // (plain mode). With shard_grads, every .grad is released (undefined)
   // once staged, during backward or here.
   void finish();
-  // Global L2 norm of the averaged gradient (SPEC.md section 4), clipping
+  // Global L2 norm of the averaged gradient (docs/model.md#gradient-clipping), clipping
   // when max_norm > 0; returns the pre-clip norm. After finish(), both modes.
   double clip_grad_norm(double max_norm);
 

@@ -1,7 +1,7 @@
 // add_adapters, add_vocab_rows, trainable_parameters and the merge. The
 // model's projections are found by walking its module tree (children named
 // q_proj ... down_proj under model.layers, and lm_head) and swapped in place
-// with Module::replace_module, so every parameter keeps its SPEC.md name.
+// with Module::replace_module, so every parameter keeps its name (docs/model.md#parameter-names).
 #include "nn/adapters.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Fine-tuning a Transformer (SPEC.md section 9): LoRA adapters on chosen
+// Fine-tuning a Transformer (docs/model.md#fine-tuning): LoRA adapters on chosen
 // projections, NF4 quantization of the frozen block weights (QLoRA), new
 // vocabulary rows (--add-chat-tokens), the trainable tensors, and the merge of
 // everything back into a plain model's state_dict and config.
@@ -13,7 +13,7 @@
 
 namespace ember::nn {
 
-// The short target names of SPEC.md section 9, in this order.
+// The short target names of docs/model.md#lora, in this order.
 inline const std::vector<std::string> kLoRATargets{"q",    "k",  "v",    "o",
                                                    "gate", "up", "down", "head"};
 

@@ -1,4 +1,4 @@
-// Attention (SPEC.md section 2): q/k/v projections, optional QK RMSNorm over
+// Attention (docs/model.md#attention): q/k/v projections, optional QK RMSNorm over
 // head_dim, RoPE, causal (optionally sliding-window) soft-capped attention
 // with MHA/GQA/MQA head sharing, o_proj and dropout.
 // x [B, T, C] -> [B, T, C]; q [B, T, Hq, D], k and v [B, T, Hkv, D].

@@ -1,11 +1,11 @@
-// Checkpoints in SPEC.md section 6's layout (HDF5):
+// Checkpoints in the layout of docs/formats.md#checkpoints (HDF5):
 //   /            attrs format = "ember-checkpoint", version = 1, config = JSON
 //   /model/<name>                      float32 parameters
 //   /optim/<name>/exp_avg, exp_avg_sq  AdamW moments;  /optim attr step
 //   /optim/<name>                      attr step: the updates that parameter took
 //   /train       attrs: step, and state = JSON of everything exact resume needs
 //   /tokenizer/json                    the tokenizer (Hugging Face tokenizer.json text)
-// A fine-tune checkpoint (SPEC.md section 9; config with "lora") holds only the trainable
+// A fine-tune checkpoint (docs/formats.md#fine-tune-checkpoints; "lora") holds only the trainable
 // tensors in /model (nn/adapters.h) and root attrs base (the base checkpoint's absolute path)
 // and base_sha256 (sha256 of the base file, lowercase hex).
 // Writes are atomic: a temporary file in the same folder, fsync, rename.

@@ -214,7 +214,7 @@ MoEConfig parse_moe(const json& m, const std::string& s, int64_t ffn_hidden) {
   return moe;
 }
 
-// The "lora" object (SPEC.md section 9), read and checked.
+// The "lora" object (docs/model.md#lora), read and checked.
 LoRAConfig parse_lora(const json& l, const std::string& s) {
   EMBER_CHECK(l.is_object(), s, ": key \"lora\" must be an object, got ", l.dump());
   const std::string ls = s + ": lora";

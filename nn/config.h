@@ -1,4 +1,4 @@
-// ModelConfig: the JSON object of SPEC.md section 1 that fully describes a
+// ModelConfig: the JSON object of docs/model.md#config that fully describes a
 // model. Parsing fills every default, rejects unknown keys and wrong types,
 // checks each size against the bounds below and the relations between keys,
 // and bounds the parameter count (counted without overflow); each error
@@ -34,7 +34,7 @@ struct MoEConfig {
   double router_z_loss_coef = 0;
 };
 
-// LoRA of a fine-tune (SPEC.md section 9): JSON key "lora". targets are short names of
+// LoRA of a fine-tune (docs/model.md#lora): JSON key "lora". targets are short names of
 // kLoRATargets (nn/adapters.h): q, k, v, o, gate, up, down, head.
 struct LoRAConfig {
   int64_t r = 8;
@@ -73,7 +73,7 @@ struct ModelConfig {
   std::optional<LoRAConfig> lora;
   std::string quantize = "none";
 
-  // Parses a SPEC.md section 1 JSON object; `source` names it in errors.
+  // Parses a docs/model.md#config JSON object; `source` names it in errors.
   static ModelConfig from_json(const std::string& json_text, const std::string& source = "config");
   static ModelConfig from_file(const std::string& path);
   // Canonical JSON with every key, resolved values included.

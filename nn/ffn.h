@@ -1,4 +1,4 @@
-// Feed-forward networks (SPEC.md section 2): swiglu down(silu(gate(x)) * up(x)),
+// Feed-forward networks (docs/model.md#feed-forward): swiglu down(silu(gate(x)) * up(x)),
 // geglu the same with exact GELU, gelu / gelu_tanh / relu down(act(up(x))).
 // x [..., C] -> [..., C]. The MoE layer built of them is nn/moe.h.
 #pragma once

@@ -1,4 +1,4 @@
-// LoRA (SPEC.md section 9): a frozen projection W plus a trained low-rank update,
+// LoRA (docs/model.md#lora): a frozen projection W plus a trained low-rank update,
 // y = x W^T (+ b) + (alpha / r) * dropout(x) A^T B^T, A [r, in], B [out, r].
 // The base is a Linear or an NF4 Nf4Linear (QLoRA). The base tensors keep their
 // names (`<target>.weight`, `.bias`); the adapters are `<target>.lora_A.weight`

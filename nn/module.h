@@ -1,6 +1,6 @@
 // nn::Module: a tree of modules owning named parameters and buffers, as in
 // PyTorch's C++ frontend. Names come from the tree ("model.layers.0.mlp.
-// up_proj.weight"), so SPEC.md section 3 names are never kept by hand.
+// up_proj.weight"), so the names of docs/model.md#parameter-names are never kept by hand.
 #pragma once
 #include <functional>
 #include <map>
@@ -29,7 +29,7 @@ class Module {
   }
 
   // Swaps the direct child `name` for `module`, keeping its name and position (so the
-  // parameter names below it stay those of SPEC.md section 3). Only a child registered with
+  // parameter names below it stay those of docs/model.md#parameter-names). Only a child added with
   // register_replaceable can be swapped, by a module of that slot's type (fine-tuning wraps
   // or quantizes projections this way: nn/adapters.h). Takes the new module's train mode.
   void replace_module(const std::string& name, std::shared_ptr<Module> module);

@@ -15,7 +15,7 @@ namespace ember::nn {
 MoE::MoE(int64_t d_model, const MoEConfig& moe, const std::string& act, bool bias,
          Generator& init_gen, double down_std, DType dtype)
     : cfg_(moe) {
-  // The router never has a bias (SPEC.md section 3).
+  // The router never has a bias (docs/model.md#parameter-names).
   router_ = register_module("gate", std::make_shared<Linear>(d_model, moe.n_experts, false, init_gen, 0.02, dtype));
   auto experts = register_module("experts", std::make_shared<ModuleList>());
   for (int64_t e = 0; e < moe.n_experts; ++e) {

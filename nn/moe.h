@@ -1,4 +1,4 @@
-// The MoE layer (SPEC.md section 2): router, top-k experts with optional
+// The MoE layer (docs/model.md#mixture-of-experts): router, top-k experts with optional
 // renormalisation, shared experts, load-balancing loss and router z-loss.
 // x [..., C] -> [..., C]; N tokens, E experts, K = top_k.
 #pragma once
@@ -29,7 +29,7 @@ class MoE : public Module {
       double down_std, DType dtype = DType::Float32);
   // x [..., C] -> [..., C]; fills aux with this pass's losses. real: optional float32 mask of
   // x's tokens (x.numel() / C values, 1 for a real token, 0 for padding): aux and router_z are
-  // then taken over the real tokens only (SPEC.md section 9); padding is routed all the same.
+  // then taken over the real tokens only (docs/model.md#mixture-of-experts); padding is routed too.
   Variable forward(const Variable& x, MoEAux& aux, const Tensor& real = Tensor()) const;
   // (token, slot) picks of each expert in the last forward pass.
   const std::vector<int64_t>& expert_counts() const { return counts_; }

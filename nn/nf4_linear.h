@@ -1,5 +1,5 @@
 // Nf4Linear: a frozen projection whose weight W [out, in] is stored in NF4
-// (QLoRA, SPEC.md section 9; core/kernels/nf4.h): y = x W^T (+ b), W
+// (QLoRA, docs/model.md#nf4-qlora; core/kernels/nf4.h): y = x W^T (+ b), W
 // dequantized tile by tile inside the nf4_linear op. The NF4 weight is not a
 // parameter (nothing to train or save); the optional float bias is one, frozen.
 #pragma once

@@ -57,7 +57,7 @@ class InferenceModel {
  public:
   // Plain weights are shared with `model` (no copy); adapters are merged (nn/adapters.h).
   explicit InferenceModel(const Transformer& model);
-  // A plain model of cfg (no LoRA) from its SPEC.md section 3 state dict.
+  // A plain model of cfg (no LoRA) from its state dict (names of docs/model.md#parameter-names).
   InferenceModel(const ModelConfig& cfg, std::map<std::string, Tensor> weights);
   const ModelConfig& config() const { return cfg_; }
   // Runs every chunk in one batch: writes each new token's K and V into its slot, attends each
@@ -69,7 +69,7 @@ class InferenceModel {
 
  private:
   ModelConfig cfg_;
-  std::map<std::string, Tensor> w_;  // SPEC.md section 3 names, float32, contiguous
+  std::map<std::string, Tensor> w_;  // names of docs/model.md#parameter-names, float32, contiguous
 };
 
 }  // namespace ember::nn

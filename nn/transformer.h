@@ -1,7 +1,7 @@
-// The Transformer of SPEC.md: token embedding (+ learned or sinusoidal
+// The Transformer of docs/model.md#blocks-and-the-model: token embedding (+ learned or sinusoidal
 // positions), n_layers blocks (pre-norm, or parallel), final norm, tied or
 // separate lm_head, final soft-cap; and its loss. Parameter names follow
-// SPEC.md section 3 straight from the module tree.
+// docs/model.md#parameter-names straight from the module tree.
 // ids [B, T] -> logits [B, T, V]. forward_cached is the inference path over a KVCache.
 #pragma once
 #include <memory>
@@ -45,7 +45,7 @@ struct ModelOutput {
   std::vector<MoEAux> moe_aux;  // one per MoE layer
 };
 
-// The loss terms of SPEC.md section 2; total is what is differentiated.
+// The loss terms of docs/model.md#loss; total is what is differentiated.
 struct LossTerms {
   Variable total;
   double ce = 0, z = 0, aux = 0, router_z = 0;
@@ -57,7 +57,7 @@ class Transformer : public Module {
   // down_proj with std 0.02 / sqrt(2 n_layers), norms 1, biases 0.
   explicit Transformer(const ModelConfig& cfg, uint64_t seed = 0, DType dtype = DType::Float32);
   // real: optional float32 [B, T] mask of the real (non-padding) ids; the MoE losses are then
-  // taken over those only (SPEC.md section 9).
+  // taken over those only (docs/model.md#loss-of-a-step).
   ModelOutput forward(const Tensor& ids, const Tensor& real = Tensor()) const;
   // Inference with a KV cache, under no-grad (no graph is recorded): ids [B, T] are the
   // tokens at absolute positions cache.length() .. + T - 1; their K/V are appended to the
@@ -71,7 +71,7 @@ class Transformer : public Module {
   // ce + z_loss_coef z + aux_loss_coef mean(aux) + router_z_loss_coef mean(router_z)
   // for targets [B, T].
   LossTerms loss(const ModelOutput& out, const Tensor& targets) const;
-  // The chat loss of SPEC.md section 9: the weighted cross_entropy (autograd/ops.h) of targets
+  // docs/model.md#loss-of-a-step: the weighted cross_entropy (autograd/ops.h) of targets
   // [B, T] with weight [B, T] (the trained mask) over norm, plus moe_scale x the MoE terms above.
   LossTerms loss(const ModelOutput& out, const Tensor& targets, const Tensor& weight, double norm,
                  double moe_scale) const;

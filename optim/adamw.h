@@ -1,4 +1,4 @@
-// AdamW exactly as torch.optim.AdamW (SPEC.md section 4), t counting from 1:
+// AdamW exactly as torch.optim.AdamW (docs/model.md#optimizer), t counting from 1:
 //   p *= 1 - lr * wd                       (decoupled decay, first)
 //   m = b1 m + (1 - b1) g,  v = b2 v + (1 - b2) g^2
 //   p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)

@@ -1,5 +1,5 @@
 // Learning-rate schedules as pure functions of the 0-based step s.
-//   cosine (SPEC.md section 4): lr_max (s+1)/warmup while s < warmup, then
+//   cosine (docs/model.md#learning-rate-schedules): lr_max (s+1)/warmup while s < warmup, then
 //     lr_min + 0.5 (lr_max - lr_min)(1 + cos(pi min(1, (s - warmup) / max(1, total - warmup))))
 //   constant: warmup, then lr_max
 //   linear:   warmup, then lr_max -> lr_min linearly over total - warmup steps

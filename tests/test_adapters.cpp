@@ -1,4 +1,4 @@
-// Fine-tuning a Transformer (nn/adapters.h, SPEC.md section 9): target parsing,
+// Fine-tuning a Transformer (nn/adapters.h, docs/model.md#lora): target parsing,
 // the names after add_adapters, merge == unmerged forward in float64 for dense
 // (tied and untied, with added vocabulary rows) and MoE models with every
 // target, the MoE's grouped adapter path against a per-token loop, NF4 bases
@@ -93,7 +93,7 @@ TEST_CASE("parse_lora_targets: list, unknown, empty and duplicate names", "[adap
                     Catch::Contains("\"q\"") && Catch::Contains("twice"));
 }
 
-TEST_CASE("add_adapters: names of SPEC.md section 3 plus the adapters, only adapters train",
+TEST_CASE("add_adapters: the model's parameter names plus the adapters, only adapters train",
           "[adapters]") {
   for (bool tied : {true, false}) {
     Transformer model(small_config(tied, false, true), 1);

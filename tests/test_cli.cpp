@@ -154,7 +154,7 @@ TEST_CASE("Ctrl-C stops ember train with a checkpoint and exit code 130", "[cli]
   fs::remove_all(dir);
 }
 
-// --- run safety of `ember train` (issue 14): option validation, the run
+// --- run safety (docs/cli.md#safety-of-ember-train-runs): option validation, the run
 // folder's lock, resume with the run's options, data fingerprints, divergence,
 // and a closed stdout. Tiny runs on a text corpus written here.
 namespace {
@@ -365,7 +365,7 @@ TEST_CASE("ember train piped into head trains to its end and checkpoints", "[cli
   CHECK(read_text(dir / "err").find("stdout is closed") != std::string::npos);
 }
 
-// --- huge and malformed model configs (issue 14) ---------------------------------------
+// --- huge and malformed model configs (docs/model.md#checks) -------------------------------
 
 namespace {
 
@@ -461,7 +461,7 @@ TEST_CASE("ember info prints the shipped presets' figures of the README", "[cli]
 }
 
 // ---------------------------------------------------------------------------
-// Evaluation, --grads-out, shard tokenizers, checkpoint tensors, messages (issue 14).
+// Evaluation, --grads-out, shard tokenizers, checkpoint tensors, messages (docs/cli.md).
 namespace eval_cli {
 namespace {
 using ember::testing::TempDir;
@@ -706,7 +706,7 @@ TEST_CASE("hostile command-line values and files get one plain line naming the o
 }  // namespace eval_cli
 
 // ---------------------------------------------------------------------------
-// Runs and resume as a hostile user tries them (issue 14, after the merge).
+// Runs and resume as a hostile user tries them: each fails with one clear line or resumes exactly.
 namespace hostile_runs {
 namespace {
 using ember::testing::TempDir;
@@ -1077,7 +1077,7 @@ TEST_CASE("integer options out of their type's range or in octal are usage error
 
 }  // namespace eval_cli
 
-// --- ember generate --chat (issue 16): ChatML prompt, only the reply printed,
+// --- ember generate --chat (docs/cli.md#chat-generation): ChatML prompt, only the reply printed,
 // stops at <|im_end|>. The model's hidden state is constant (every embedding
 // row is ones, every block weight zero, the final norm's weight ones), so its
 // logits are lm_head.weight · ones: the row set to ones (id `favoured`) is the

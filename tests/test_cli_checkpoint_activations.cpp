@@ -1,5 +1,5 @@
 // `ember train` and `ember finetune` with --checkpoint-activations / --checkpoint-every K
-// (SPEC.md section 11): whole runs give the same losses, gradient norms, validation, final
+// (docs/cli.md#activation-checkpointing): the same losses, gradient norms, validation, final
 // weights, AdamW moments and dropout offset as without, to the last bit (dense with dropout,
 // MoE with both auxiliary losses, tied and untied heads, gradient accumulation, --dtype bf16,
 // LoRA over an MoE base with padded chat rows); and the option's bounds.

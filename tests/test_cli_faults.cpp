@@ -1,4 +1,4 @@
-// `ember` under file faults (issue 14): corrupt checkpoints give one error
+// `ember` under file faults (docs/cli.md#exit-codes): corrupt checkpoints give one error
 // line and exit 1 from eval and generate; --resume falls back past a corrupt
 // checkpoint and removes stale temporaries; a full disk (a small tmpfs, as
 // root) and a file-size limit (ulimit -f) end training with one line and

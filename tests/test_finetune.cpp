@@ -1,5 +1,5 @@
 // `ember finetune` through the library (apps::run_finetune) on a tiny base: the loss of a step
-// (SPEC.md section 9) against an independent per-conversation computation, the same loss and
+// (docs/model.md#loss-of-a-step) against an independent per-conversation sum, the same loss and
 // gradient norm for (B 4, accum 1) and (B 2, accum 2) with rows padded differently, MoE losses
 // over the real tokens only, held-out validation, bit-exact resume, and the option table.
 #include <algorithm>
@@ -102,7 +102,7 @@ void check_resumes_bit_for_bit(const TempDir& dir, const std::string& run) {
   }
 }
 
-// SPEC.md section 9 by hand: each conversation alone (no padding, no batch), float64
+// docs/model.md#loss-of-a-step by hand: each conversation alone (no padding, no batch), float64
 // log-softmax; the sum of CE over the trained targets and their count.
 std::pair<double, int64_t> summed_ce(const nn::Transformer& model, const data::ChatLine& line,
                                      int64_t T) {

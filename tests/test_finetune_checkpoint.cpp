@@ -1,4 +1,4 @@
-// Fine-tune checkpoints (nn/checkpoint.h, SPEC.md section 9): adapters only in
+// Fine-tune checkpoints (nn/checkpoint.h, docs/formats.md#fine-tune-checkpoints): adapters only in
 // /model plus root attrs base and base_sha256; model_from_checkpoint rebuilds
 // base + added rows + adapters with the same logits; check_model_tensors wants
 // exactly the trainable tensors; a missing or changed base is one clear error.

@@ -149,7 +149,7 @@ TEST_CASE(
       CHECK(f.read("transformer.h.1.attn.c_attn.bias").at({d + 1}) ==
             state.at("model.layers.1.self_attn.k_proj.bias").at({1}));
     } else {
-      // Llama-family names are SPEC.md section 3's: every ember parameter, same name, same shape.
+      // Llama-family names: docs/model.md#parameter-names; every parameter, same name, same shape.
       REQUIRE(f.entries().size() == state.size());
       for (const auto& [name, t] : state) CHECK(shape_of(f, name) == t.shape());
       CHECK(hc["hidden_act"] == "silu");

@@ -1,4 +1,4 @@
-// LoRA (nn/lora.h, SPEC.md section 9) and frozen parameters: a frozen weight
+// LoRA (nn/lora.h, docs/model.md#lora) and frozen parameters: a frozen weight
 // gets no gradient and its matmul backward computes none; LoRALinear's names,
 // init, gradcheck, merge and training that leaves the base untouched.
 #include <catch2/catch.hpp>

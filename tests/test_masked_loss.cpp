@@ -1,4 +1,4 @@
-// The weighted cross_entropy (SPEC section 9, loss of a step): value against a plain
+// The weighted cross_entropy (docs/model.md#loss-of-a-step): value against a plain
 // loop, float64 gradchecks with a 0/1 mask and padding rows, micro-batch accumulation
 // equal to the whole batch, the all-zero mask and the normaliser's check.
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// ModelConfig: SPEC.md section 1 defaults, derived values, errors that
+// ModelConfig: docs/model.md#config defaults, derived values, errors that
 // name the key, size bounds, exact counts of huge models and the memory check.
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -14,7 +14,7 @@
 using namespace ember;
 using namespace ember::nn;
 
-TEST_CASE("an empty object gives SPEC.md's defaults", "[config]") {
+TEST_CASE("an empty object gives the documented defaults", "[config]") {
   const ModelConfig c = ModelConfig::from_json("{}");
   CHECK(c.vocab_size == 256);
   CHECK(c.d_model == 256);
@@ -110,7 +110,7 @@ TEST_CASE("lora and quantize keys: parsed, written only with lora, errors name t
   const ModelConfig back = ModelConfig::from_json(ft.to_json());
   CHECK(back.to_json() == ft.to_json());
   CHECK(back.lora->targets == ft.lora->targets);
-  // Defaults of SPEC.md section 9.
+  // Defaults of docs/model.md#lora.
   const ModelConfig d = ModelConfig::from_json(R"({"lora": {}})");
   CHECK(d.lora->r == 8);
   CHECK(d.lora->alpha == 16);
@@ -139,7 +139,7 @@ TEST_CASE("lora and quantize keys: parsed, written only with lora, errors name t
   CHECK_THAT(err(R"({"quantize": "nf4"})"), Catch::Contains("key \"quantize\" is only valid with \"lora\""));
 }
 
-// --- sizes, overflow and memory (issue 14) -----------------------------------------------
+// --- sizes, overflow and memory (docs/model.md#checks) ---------------------------------------
 
 namespace {
 

@@ -131,7 +131,7 @@ TEST_CASE("gradcheck of each module alone", "[nn][gradcheck]") {
   }
 }
 
-TEST_CASE("MoE routes top-k by probability and computes SPEC.md's losses", "[nn][moe]") {
+TEST_CASE("MoE routes top-k by probability and computes its aux and router-z losses", "[nn][moe]") {
   Generator gen(4);
   MoEConfig mc;
   mc.n_experts = 4;

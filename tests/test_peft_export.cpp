@@ -1,4 +1,4 @@
-// `ember export` of a fine-tune checkpoint (SPEC.md section 9): the PEFT adapter folder
+// `ember export` of a fine-tune checkpoint (docs/formats.md#peft-adapter): the PEFT adapter folder
 // (adapter_config.json keys, adapter_model.safetensors names and bits), the merged model
 // (each target weight W + (alpha / r) B A, computed here in double by plain loops) as a
 // Hugging Face folder and as an ember checkpoint, and the refusals.

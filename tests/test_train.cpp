@@ -1,6 +1,6 @@
 // `ember train` end to end on a tiny model: loader order, checkpoint layout
 // and round trip, bit-exact resume, skipping a truncated checkpoint, and
-// every bad input of the training issue failing with a clear error; the
+// every bad input failing with one clear error line; the
 // option table behind the flags.
 #include <unistd.h>
 
@@ -71,7 +71,7 @@ std::map<std::string, Tensor> final_model(const std::string& out) {
 
 }  // namespace
 
-TEST_CASE("the loader reads SPEC.md's sequential order and a shuffle shared by every world size", "[train][data]") {
+TEST_CASE("the loader reads the sequential order and a shuffle shared by every world size", "[train][data]") {
   TempDir dir("train");
   auto data = std::make_shared<data::TokenDataset>(write_tokens(dir, "d.bin", 1000, 50, 3));
   // 1000 tokens, T = 10: windows w*10 .. w*10+10, (1000 - 1) / 10 = 99 of them.
@@ -107,7 +107,7 @@ TEST_CASE("the loader reads SPEC.md's sequential order and a shuffle shared by e
   for (int64_t i = 0; i < 99; ++i) CHECK(seen[i] == i);
 }
 
-TEST_CASE("a run writes SPEC.md's checkpoint layout and resumes bit for bit", "[train]") {
+TEST_CASE("a run writes the documented checkpoint layout and resumes bit for bit", "[train]") {
   TempDir dir("train");
   TrainOptions full = tiny_options(dir, "full");
   full.save_every = 4;

@@ -1,4 +1,4 @@
-// The whole Transformer: parameter names and shapes against SPEC.md section 3,
+// The whole Transformer: parameter names and shapes against docs/model.md#parameter-names,
 // float64 gradchecks of a tiny model for each feature combination, float32 vs
 // float64 agreement, and overfitting one batch with a hand-written SGD loop.
 #include <catch2/catch.hpp>
@@ -19,7 +19,7 @@ static Tensor random_ids(int64_t B, int64_t T, int64_t V, uint64_t seed) {
   return u.to(DType::Int64);
 }
 
-TEST_CASE("parameter names and shapes follow SPEC.md section 3", "[transformer]") {
+TEST_CASE("parameter names and shapes follow the documented names", "[transformer]") {
   const ModelConfig c = ModelConfig::from_json(R"({"vocab_size": 50, "d_model": 16, "n_layers": 2,
     "n_heads": 4, "n_kv_heads": 2, "ffn_hidden": 24, "qk_norm": true, "tie_embeddings": false,
     "moe": {"n_experts": 3, "top_k": 2, "expert_hidden": 8, "n_shared": 1, "every": 2}})");

@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-"""Check the `ember` binary against the independent SPEC.md reference (spec_reference.py).
+"""Check the `ember` binary against the independent reference of docs/model.md (spec_reference.py).
 
 Usage: /usr/bin/python3 tools/check_against_spec.py PATH/TO/ember WORK_DIR
 
-(a) eval check: for each config, writes a random checkpoint (h5py, SPEC section 6)
-    and token shards (section 5), runs `ember eval --grads-out` and compares every
+(a) eval check: for each config, writes a random checkpoint (h5py, docs/formats.md)
+    and token shards (docs/formats.md), runs `ember eval --grads-out` and compares every
     loss term and every parameter gradient with the float64 reference
     (relative L2 error < 1e-4).
 (b) train check: 10 sequential AdamW steps with warmup, cosine, weight decay and

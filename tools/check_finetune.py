@@ -1,11 +1,11 @@
 #!/usr/bin/python3
-"""Check `ember finetune` against the independent SPEC.md section 9 reference (finetune_reference.py).
+"""Check `ember finetune` against an independent reference of docs/model.md (finetune_reference.py).
 
 Usage: /usr/bin/python3 tools/check_finetune.py PATH/TO/ember WORK_DIR
 
 For each case: trains a small BPE tokenizer with `ember tokenize --train` (the ChatML tokens
 appended when it lacks them), writes a base checkpoint with random weights and that tokenizer
-(h5py, SPEC section 6), writes a chat JSONL file (system message, several turns, a plain text
+(h5py, docs/formats.md), writes a chat JSONL file (system message, several turns, a plain text
 line, a conversation cut at T+1 tokens, one with no trained token, an answer starting with
 spaces), then runs `ember finetune --sequential --grad-accum 2 --save-every 1` with adapters on
 every target for 3 steps and compares:

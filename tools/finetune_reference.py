@@ -1,13 +1,13 @@
-"""Independent float64 PyTorch implementation of SPEC.md section 9 (fine-tuning).
+"""Independent float64 PyTorch implementation of docs/model.md#fine-tuning.
 
-Written from SPEC.md alone (not from ember's C++), so that comparing the two checks
+Written from the contract alone (not from ember's C++), so that comparing the two checks
 both: ChatML rendering and trained-token labels with a given byte-level BPE tokenizer
-(read from a tokenizer.json text, e.g. a checkpoint's /tokenizer/json; SPEC section 7),
+(read from a tokenizer.json text, e.g. a checkpoint's /tokenizer/json; docs/formats.md),
 rows of T+1 tokens with padding and the sequential order, the loss of a step
 (cross-entropy and z-loss summed over the step's trained tokens and divided by their
 count, MoE aux terms over each micro-batch's real tokens and averaged), LoRA
 (y = x W^T + (alpha/r) x A^T B^T, B = 0 at start) and AdamW + schedule + clipping on the
-adapters only. The model math of section 2 and the schedule of section 4 come from
+adapters only. The model math and the schedule (docs/model.md) come from
 spec_reference.py. Dropout 0 only. Self-test: /usr/bin/python3 tools/finetune_reference.py
 """
 import json
@@ -26,7 +26,7 @@ import spec_reference as ref  # noqa: E402
 IM_START, IM_END, EOT = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
 
 # ----------------------------------------------------------------------------
-# Section 7 tokenizer: byte-level BPE from a tokenizer.json text
+# docs/formats.md tokenizer: byte-level BPE from a tokenizer.json text
 
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 try:
@@ -53,7 +53,7 @@ def bytes_to_unicode():
 
 
 class Tokenizer:
-    """encode() of SPEC section 7 with per-token byte spans; special tokens by content."""
+    """encode() of docs/formats.md with per-token byte spans; special tokens by content."""
 
     def __init__(self, json_text):
         j = json.loads(json_text)
@@ -112,7 +112,7 @@ class Tokenizer:
 
 
 # ----------------------------------------------------------------------------
-# Section 9: chat data, rendering, labels, rows and order
+# docs/formats.md#chat-data-jsonl: rendering, labels, rows and order
 
 def render(tok, line):
     """One JSONL object -> (ids, trained flags). ChatML for {"messages"}, plain for {"text"}."""
@@ -163,7 +163,7 @@ def sequential_micro_batch(rows, s, u, B, A, W=1, r=0):
 
 
 # ----------------------------------------------------------------------------
-# Section 9: LoRA
+# docs/model.md#lora
 
 TARGET_SUFFIX = {t: f"{t}_proj" for t in ("q", "k", "v", "o", "gate", "up", "down")}
 
@@ -284,7 +284,7 @@ def to_params(base, adapters, scale):
 
 def finetune(c, base, adapters, rows, steps, B, A, lr, min_lr, warmup, wd, clip, scale, W=1,
              b1=0.9, b2=0.95, eps=1e-8):
-    """`steps` sequential-order steps of AdamW on the adapters (SPEC sections 4 and 9).
+    """`steps` sequential-order steps of AdamW on the adapters (docs/model.md#fine-tuning).
 
     rows: make_row() tuples in file order. Returns (adapters after each step as float64 numpy
     dicts, and per step: ce per trained token, trained tokens, gradient norm before clipping)."""
@@ -321,7 +321,7 @@ def finetune(c, base, adapters, rows, steps, B, A, lr, min_lr, warmup, wd, clip,
 
 
 # ----------------------------------------------------------------------------
-# Self-test: hand-made cases, and the identities SPEC section 9 implies
+# Self-test: hand-made cases, and the identities docs/model.md#fine-tuning implies
 
 def tokenizer_json(merges=(), specials=(EOT, IM_START, IM_END)):
     """A tokenizer.json text: the 256 bytes, the merges (pairs of byte-level strings), specials."""

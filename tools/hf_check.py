@@ -115,7 +115,7 @@ def check_models(ember, helper, corpus, work):
         back = os.path.join(work, name + "_back.h5")
         run([ember, "import", "--from", folder, "--out", back])
         same = ember_logits(helper, back, ids) == mine
-        if name == CASES[0][0]:  # an imported checkpoint is valid for --init-from (SPEC.md section 6)
+        if name == CASES[0][0]:  # valid for --init-from (docs/formats.md#checkpoints)
             run([ember, "train", "--init-from", back, "--data", corpus, "--steps", "1", "--batch-size", "1",
                  "--seq-len", "8", "--out", os.path.join(work, name + "_ft"), "--sample-tokens", "0"])
         good = got_arch == arch and err <= TOL and same and len(mine) == len(ids)

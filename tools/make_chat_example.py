@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Write examples/chat/fortunes_chat.jsonl, the example chat data set of `ember finetune`.
 
-Conversations in the JSONL messages form of SPEC.md section 9, built from Debian's
+Conversations in the JSONL messages form of docs/formats.md#chat-data-jsonl, built from Debian's
 fortunes (/usr/share/games/fortunes, the corpus the main job pretrains on) and from
 arithmetic: "Who said: <quote>" -> "That was <name>.", "Finish this fortune: <first
 half>" -> the rest, "Tell me a fortune about <topic>." -> a short fortune of that file,

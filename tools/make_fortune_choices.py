@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Write examples/eval/fortune_continuations.jsonl, the example task file of `ember evaluate`.
 
-Multiple-choice items in the form of SPEC.md section 10, built from Debian's fortunes
+Multiple-choice items in the form of docs/cli.md#evaluating, built from Debian's fortunes
 (/usr/share/games/fortunes, the corpus the main job pretrains on): the context is the
 first half of a fortune (cut at a space near its middle, the space going to the
 continuations, as lm-evaluation-harness's tasks write them), the choices are its real

@@ -1,9 +1,9 @@
-"""Independent float64 PyTorch implementation of SPEC.md sections 1, 2, 4 and 5.
+"""Independent float64 PyTorch implementation of docs/model.md and docs/formats.md's batches.
 
-Written from SPEC.md alone (not from ember's C++), so that comparing the two
-checks both. Model math (section 2) for every section 1 feature with dropout 0,
-AdamW + cosine schedule + global-norm clipping (section 4), and the llm.c token
-shard format with the sequential window order (section 5).
+Written from the contract alone (not from ember's C++), so that comparing the two
+checks both. Model math (docs/model.md#layers) for every config feature with dropout 0,
+AdamW + cosine schedule + global-norm clipping (docs/model.md#optimizer), and the llm.c token
+shard format with the sequential window order (docs/formats.md#token-shards-bin).
 Run with Debian's interpreter: /usr/bin/python3 (torch, numpy).
 """
 import json
@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 # ----------------------------------------------------------------------------
-# Section 1: config
+# docs/model.md#config
 
 DEFAULTS = dict(vocab_size=256, d_model=256, n_layers=4, n_heads=8, n_kv_heads=None,
                 head_dim=None, ffn_hidden=None, ffn_act="swiglu", norm="rmsnorm",
@@ -27,7 +27,7 @@ MOE_DEFAULTS = dict(n_experts=8, top_k=2, expert_hidden=None, n_shared=0, norm_t
 
 
 def resolve_config(raw):
-    """Fill section 1 defaults; returns a new dict with every key set."""
+    """Fill the config defaults; returns a new dict with every key set."""
     if isinstance(raw, str):
         raw = json.loads(raw)
     for k in raw:
@@ -70,7 +70,7 @@ def is_glu(act):
 
 
 # ----------------------------------------------------------------------------
-# Section 3: parameter names and shapes
+# docs/model.md#parameter-names: names and shapes
 
 def param_shapes(c):
     """Ordered list of (name, shape) for the model of config c (resolved)."""
@@ -137,7 +137,7 @@ def random_params(c, seed=0, std=0.1):
 
 
 # ----------------------------------------------------------------------------
-# Section 2: math
+# docs/model.md#layers: math
 
 def rms_norm(x, w, eps):
     return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * w
@@ -346,7 +346,7 @@ def eval_with_grads(c, params, batches):
 
 
 # ----------------------------------------------------------------------------
-# Section 4: AdamW, schedule, clipping
+# docs/model.md#optimizer: AdamW, schedule, clipping
 
 def lr_at(s, lr_max, lr_min, warmup, total):
     if s < warmup:
@@ -397,7 +397,7 @@ def train_reference(c, params, batch_of_step, steps, lr, min_lr, warmup, wd, cli
 
 
 # ----------------------------------------------------------------------------
-# Section 5: token shards and the sequential order
+# docs/formats.md#token-shards-bin: shards and the sequential order
 
 SHARD_MAGIC = 20240520
 

@@ -30,7 +30,7 @@ std::pair<Tensor, Tensor> random_batch(const BenchCase& c, const BenchRunOptions
 }
 
 // One step as ember train's: forward and backward under autocast, the clip 1.0 coefficient
-// applied inside AdamW (lr 3e-4, SPEC.md section 4).
+// applied inside AdamW (lr 3e-4, docs/model.md#optimizer).
 nn::LossTerms train_step(nn::Transformer& model, optim::AdamW& opt, const std::vector<Variable>& params,
                          const Tensor& x, const Tensor& y, DType autocast) {
   const double lr = 3e-4, clip = 1.0;
@@ -115,7 +115,7 @@ nlohmann::json run_bench_case(const BenchCase& c, const BenchRunOptions& o, doub
   EMBER_CHECK(o.steps > 0 && o.warmup_steps >= 0, "--steps must be positive and --warmup non-negative");
   nn::Transformer model(c.config, o.seed);
   const auto params = model.parameters();
-  // SPEC.md section 4 defaults: lr 3e-4, betas 0.9 / 0.95, eps 1e-8, wd 0.1 on >= 2-D tensors; clip 1.0.
+  // docs/model.md#optimizer: lr 3e-4, betas 0.9 / 0.95, eps 1e-8, wd 0.1 on >= 2-D tensors; clip 1.
   optim::AdamW opt(optim::decay_groups(model.named_parameters(), 0.1), optim::AdamWOptions{0.9, 0.95, 1e-8});
 
   std::vector<double> seconds;

@@ -1,5 +1,5 @@
 // One configuration of `ember bench`: full training steps (forward, backward,
-// clip 1.0, AdamW with the defaults of SPEC.md section 4, as `ember train`) on
+// clip 1.0, AdamW with the defaults of docs/model.md#optimizer, as `ember train`) on
 // random tokens, timed step by step with the profiler on. The result is JSON:
 // ms/step (median, best, every step), tokens/s, model GFLOP/s (nn::model_stats
 // FLOPs per token times tokens), % of the given matmul peak (also with causal

@@ -1,7 +1,7 @@
 // `ember eval`: mean loss and bits per byte of a checkpoint over N sequential
 // batches of token shards (apps/train/evaluation.h, the evaluation `ember train`
 // validates with), and with --grads-out the loss terms and the gradient of the
-// mean total loss w.r.t. every parameter, in a new HDF5 file (SPEC.md section 8).
+// mean total loss w.r.t. every parameter, in a new HDF5 file (docs/formats.md#gradients-file).
 #include <unistd.h>
 
 #include <cstdio>

@@ -1,5 +1,5 @@
 // `ember evaluate`: multiple-choice accuracy of a checkpoint on a task file
-// (--tasks, SPEC.md section 10: acc and acc_norm with standard errors, as
+// (--tasks, docs/cli.md#evaluating: acc and acc_norm with standard errors, as
 // lm-evaluation-harness scores them) or perplexity and bits per byte of a text
 // file (--text). A table on stdout, or one JSON object with --json; progress
 // on stderr every few seconds.

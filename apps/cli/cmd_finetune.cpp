@@ -1,5 +1,5 @@
-// `ember finetune`: command-line options -> TrainOptions in fine-tuning mode (SPEC.md
-// section 9), the run (apps/train/, run_finetune), then the run's OUT/loss.svg; the
+// `ember finetune`: command-line options -> TrainOptions in fine-tuning mode
+// (docs/cli.md#fine-tuning), the run (apps/train/, run_finetune), then the run's OUT/loss.svg; the
 // options are the fine-tuning field table of apps/train/options.h.
 #include "apps/cli/commands.h"
 #include "apps/cli/train_options.h"

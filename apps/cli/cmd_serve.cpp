@@ -1,5 +1,5 @@
 // `ember serve`: an OpenAI-compatible HTTP server over a checkpoint, with
-// continuous batching, a paged KV cache and prefix reuse (SPEC.md section 10).
+// continuous batching, a paged KV cache and prefix reuse (docs/cli.md#serving).
 // The options are registered here; everything else is apps/serve/.
 #include "apps/cli/commands.h"
 #include "apps/serve/server.h"

@@ -1,4 +1,4 @@
-// `ember train`: command-line options -> TrainOptions (SPEC.md section 8), the
+// `ember train`: command-line options -> TrainOptions (docs/cli.md), the
 // run (apps/train/), then the run's OUT/loss.svg (apps/plot/); the
 // options themselves are the field table of apps/train/options.h (flags: apps/cli/train_options.h).
 #include "apps/cli/commands.h"

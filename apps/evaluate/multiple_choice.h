@@ -1,4 +1,4 @@
-// Multiple-choice scoring in the manner of lm-evaluation-harness (SPEC.md section 10):
+// Multiple-choice scoring in the manner of lm-evaluation-harness (docs/cli.md#evaluating):
 // each choice's score is the sum of log-probabilities of its continuation tokens
 // after the context (loglikelihood.h); acc = share of items whose best-scored choice
 // (the first on ties) is gold; acc_norm the same with score / the choice's length in

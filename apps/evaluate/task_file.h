@@ -1,4 +1,4 @@
-// A multiple-choice task file (SPEC.md section 10): one JSON object per line,
+// A multiple-choice task file (docs/cli.md#evaluating): one JSON object per line,
 // {"context": "...", "choices": ["...", ...], "gold": i} (other keys, e.g. an id, are
 // ignored). Blank lines are skipped; a bad line is an Error naming FILE:LINE and what
 // is wrong with it.

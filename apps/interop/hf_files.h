@@ -16,13 +16,13 @@ struct HfExport {
   bool tokenizer = false;  // tokenizer.json written (a checkpoint over token shards may have none)
 };
 // Writes out_dir/{model.safetensors, config.json, tokenizer.json, generation_config.json};
-// a fine-tune checkpoint (SPEC.md section 9) as its merged model. out_dir must not exist or
-// be an empty folder (apps/interop/new_output.h), as for export_peft.
+// a fine-tune checkpoint (docs/formats.md#fine-tune-checkpoints) as its merged model. out_dir
+// must not exist or be an empty folder (apps/interop/new_output.h), as for export_peft.
 HfExport export_hf(const std::string& checkpoint, const std::string& out_dir);
 
 // --- fine-tune checkpoints (apps/interop/peft_export.cpp) -------------------------------
 // Writes out_dir/{adapter_config.json, adapter_model.safetensors}: the PEFT LoRA adapter of
-// SPEC.md section 9. An Error for a plain checkpoint, a GPT-2-class base (fused q/k/v) or
+// docs/formats.md#peft-adapter. An Error for a plain checkpoint, a GPT-2-class base (fused qkv) or
 // rows added by --add-chat-tokens (those need the merged export).
 // out_dir must not exist or be an empty folder.
 void export_peft(const std::string& checkpoint, const std::string& out_dir);

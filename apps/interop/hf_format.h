@@ -35,7 +35,7 @@ struct HfModelConfig {
 HfModelConfig hf_config_from_json(const std::string& json_text, const std::string& source);
 
 // --- weights (apps/interop/hf_weights.cpp) -----------------------------------------------------
-// ember state dict (SPEC.md section 3 names, Linear [out, in]) -> Hugging Face names and
+// ember state dict (docs/model.md#parameter-names, Linear [out, in]) -> Hugging Face names and
 // layouts (for GPT-2: transformer.* names, Conv1D [in, out] weights, q,k,v fused in c_attn).
 std::map<std::string, Tensor> hf_tensors_from_ember(const nn::ModelConfig& cfg, HfArch arch,
                                                     const std::map<std::string, Tensor>& state);

@@ -1,5 +1,5 @@
 // ember state dict <-> Hugging Face weight names and layouts.
-// Llama / Qwen3 / Qwen3-MoE use SPEC.md section 3's names already (model.*,
+// Llama / Qwen3 / Qwen3-MoE use the names of docs/model.md#parameter-names already (model.*,
 // self_attn.{q,k,v,o}_proj, q_norm/k_norm, mlp.gate, mlp.experts.{e}.*).
 // GPT-2 (modeling_gpt2.py): transformer.wte / wpe / h.{i}.ln_1, attn.c_attn,
 // attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj / ln_f. Its Conv1D computes

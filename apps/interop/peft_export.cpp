@@ -1,4 +1,4 @@
-// A fine-tune checkpoint (SPEC.md section 9) as a Hugging Face PEFT adapter folder:
+// A fine-tune checkpoint as a Hugging Face PEFT adapter folder (docs/formats.md#peft-adapter):
 // adapter_config.json (peft_type LORA, r, lora_alpha, lora_dropout, target_modules,
 // bias "none", task_type CAUSAL_LM) and adapter_model.safetensors holding
 // base_model.model.<name>.lora_A.weight / .lora_B.weight. ember's parameter names are
@@ -16,7 +16,7 @@
 namespace ember::apps {
 namespace {
 
-// The Hugging Face module name of each short target (SPEC.md section 9).
+// The Hugging Face module name of each short target (docs/model.md#lora).
 std::string hf_module_name(const std::string& target) {
   return target == "head" ? "lm_head" : target + "_proj";  // q_proj, ..., down_proj
 }

@@ -1,5 +1,5 @@
 // The body of POST /v1/completions and /v1/chat/completions parsed and checked
-// field by field (SPEC.md section 10): an unknown field, a wrong type or a value
+// field by field (docs/cli.md#serving): an unknown field, a wrong type or a value
 // out of range is an ApiError 400 naming the field. Nothing here needs the model:
 // request_plan.h turns the result into tokens and an engine request.
 #pragma once
@@ -15,7 +15,7 @@ namespace ember::apps::serve {
 
 enum class Endpoint { Completions, Chat };
 
-// Caps the server puts on every request (issue 17 item 6).
+// Caps the server puts on every request (docs/cli.md#serving states them).
 inline constexpr size_t kMaxStopStrings = 4;
 inline constexpr size_t kMaxStopBytes = 256;
 inline constexpr int64_t kMaxLogprobs = 5;
@@ -41,7 +41,7 @@ struct ApiRequest {
   int64_t logprobs = -1;
 };
 
-// Throws ApiError 400 for anything SPEC.md section 10 refuses.
+// Throws ApiError 400 for anything docs/cli.md#serving refuses.
 ApiRequest parse_request(std::string_view body, Endpoint endpoint);
 
 }  // namespace ember::apps::serve

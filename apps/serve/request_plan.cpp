@@ -39,7 +39,7 @@ std::vector<int64_t> completion_prompt(const ApiRequest& r, const ServedModel& m
     return *r.prompt_ids;
   }
   std::vector<int64_t> ids = widen(tok.encode(r.prompt));
-  // Nothing is prepended (usage counts the prompt as encoded, SPEC.md section 10), so an empty
+  // Nothing is prepended (usage counts the prompt as encoded, docs/cli.md#serving), so an empty
   // prompt has nothing to continue; a new document is the prompt [id of <|endoftext|>].
   if (ids.empty()) {
     const std::optional<uint32_t> eot = tok.find_special(data::kEndOfText);

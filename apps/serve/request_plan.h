@@ -1,6 +1,6 @@
 // From a parsed request to what the engine runs: the prompt's tokens (text
-// encoded with the checkpoint's tokenizer, or ChatML for chat, SPEC.md section
-// 9), max_tokens (its default, the cap and the context check: nothing is
+// encoded with the checkpoint's tokenizer, or ChatML for chat as
+// docs/formats.md#chat-data-jsonl), max_tokens (its default, the cap, the context check: nothing is
 // clamped), sampling options, the stop tokens (completions <|endoftext|>; chat
 // <|im_end|>, <|im_start|> and <|endoftext|>) and logprobs. Errors are ApiError 400.
 #pragma once

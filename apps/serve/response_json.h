@@ -1,4 +1,4 @@
-// The JSON bodies of the OpenAI API (SPEC.md section 10), keys in OpenAI's
+// The JSON bodies of the OpenAI API (docs/cli.md#serving), keys in OpenAI's
 // order: whole completions and chat completions, their streamed chunks, the
 // usage chunk, logprobs in the legacy completions shape ({tokens,
 // token_logprobs, top_logprobs, text_offset}) and the chat shape ({content:

@@ -1,4 +1,4 @@
-// The routes of `ember serve` (SPEC.md section 10): GET /health, GET /v1/models,
+// The routes of `ember serve` (docs/cli.md#serving): GET /health, GET /v1/models,
 // GET /v1/models/{id}, POST /v1/completions, POST /v1/chat/completions, GET
 // /metrics; every other path is a 404 (a known path with the wrong method a 405),
 // every error an OpenAI error body. No route reads a file.

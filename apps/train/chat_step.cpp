@@ -1,5 +1,5 @@
-// The forward and backward passes of one `ember finetune` step (SPEC.md section 9, "Loss of a
-// step"): with N the step's trained tokens over its A micro-batches and W ranks,
+// The forward and backward passes of one `ember finetune` step
+// (docs/model.md#loss-of-a-step): N = the step's trained tokens over A micro-batches, W ranks,
 //   loss = sum over those tokens of (ce + z_coef lse^2) / N
 //        + (1 / (A W)) sum over micro-batches and ranks of the MoE terms (over real tokens),
 // so accumulation and data parallelism give the gradient of one large batch whatever the padding.

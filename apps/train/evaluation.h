@@ -37,7 +37,7 @@ EvalResult evaluate(nn::Transformer& model, const data::BatchLoader& loader, int
                     const std::vector<int64_t>& token_bytes, bool with_grads = false);
 
 // Every conversation of `rows` once, in order, in batches of `rows_per_batch`, in eval mode
-// without gradients: loss = sum of CE over the trained tokens / their number (SPEC.md section 9;
+// and no graph: loss = sum of CE over trained tokens / their count (docs/model.md#loss-of-a-step;
 // tokens counts those), bits per byte over the same tokens. An Error when no row has a
 // trained token.
 EvalResult evaluate_chat(nn::Transformer& model, std::shared_ptr<const data::ChatRows> rows,

@@ -58,7 +58,7 @@ struct Field {
 using O = TrainOptions;
 const std::vector<Field>& fields() {
   static const std::vector<Field> table = {
-      {"--config", &O::config, "model config JSON (SPEC.md section 1)", OnResume::NotSaved, kAny, true},
+      {"--config", &O::config, "model config JSON (docs/model.md)", OnResume::NotSaved, kAny, true},
       {"--preset", &O::preset, "shipped model: dense-small, moe-small, gpt2-small", OnResume::NotSaved, kAny},
       {"--init-from", &O::init_from, "start from this checkpoint's weights (fine-tuning)", OnResume::NotSaved, kAny,
        true},

@@ -15,8 +15,8 @@
 namespace ember::apps {
 
 struct TrainOptions {
-  // The command whose fields the table walks: `ember train`'s, or `ember finetune`'s (SPEC.md
-  // section 9: chat data, a base checkpoint; the train fields that apply and its own).
+  // The command whose fields the table walks: `ember train`'s, or `ember finetune`'s
+  // (docs/cli.md#fine-tuning: chat data, a base checkpoint; the train fields that apply, its own).
   bool finetune = false;
   // Model source: exactly one of config / preset / init_from / resume (none: the default preset).
   std::string config, preset, init_from, resume;

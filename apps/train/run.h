@@ -150,7 +150,7 @@ void open_chat_data(TrainRun& run);
 // loop.cpp: trains to --steps; returns the exit code (128 + signal when stopped).
 int train_loop(TrainRun& run);
 // chat_step.cpp: batch -> forward -> backward of every micro-batch of a chat step, the loss of
-// SPEC.md section 9 (normalised by the step's trained tokens over all micro-batches and ranks).
+// docs/model.md#loss-of-a-step (divided by the trained tokens of all micro-batches and ranks).
 void chat_forward_backward(TrainRun& run, StepResult& s);
 // The validation loss on the held-out data (rank 0: the runs' token windows or conversations).
 EvalResult evaluate_run(TrainRun& run);

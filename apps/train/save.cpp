@@ -84,7 +84,7 @@ std::string save_checkpoint(TrainRun& run, int64_t at_step) {
     c.model_stream = [&run, at_step](const nn::TensorPut& put) { stream_sharded_model(run, at_step, put); };
   } else if (!run.cfg.lora) {
     c.model = run.model->state_dict();
-  } else {  // a LoRA fine-tune: the trained tensors, naming the base (SPEC.md section 9)
+  } else {  // LoRA: the trained tensors, naming the base (docs/formats.md#fine-tune-checkpoints)
     for (const auto& [tensor, v] : nn::trainable_parameters(*run.model))
       c.model.emplace(tensor, v.data());
     c.base = run.finetune_base;

@@ -1,4 +1,4 @@
-// `ember finetune`'s data (SPEC.md section 9): the base checkpoint's tokenizer, the chat JSONL
+// `ember finetune`'s data (docs/formats.md#chat-data-jsonl): the base's tokenizer, the chat JSONL
 // read and split into training and held-out conversations (a seeded choice of
 // floor(n x --val-fraction) lines, the same for every world size; no validation when they hold
 // no trained token within T+1 ids), each rendered to one row of at most T+1 ids, and the loader

@@ -1,4 +1,4 @@
-// The model of an `ember finetune` run (SPEC.md section 9). A new run loads the base's weights,
+// An `ember finetune` run's model (docs/model.md#fine-tuning). A new run loads the base's weights,
 // grows the vocabulary by the rows --add-chat-tokens needs (nn::add_vocab_rows), then either
 // trains every parameter (--full: the grown model merged into a plain one) or adds LoRA
 // adapters drawn from --seed over a base kept as --quantize says (nn::add_adapters) and trains

@@ -1,4 +1,4 @@
-// `ember train`: the training loop of SPEC.md sections 4-6 and 8. One flat
+// `ember train`: the training loop of docs/architecture.md. One flat
 // loop (as llm.c): batch -> forward -> backward (x grad_accum) -> clip ->
 // AdamW -> log; validation, checkpoints and the end-of-run sample around it.
 // Exact resume: the model, AdamW moments and step, the dropout stream offset
@@ -25,7 +25,7 @@ int run_train(TrainOptions options, dist::Communicator& comm);
 // A single process (world size 1, never MPI).
 int run_train(TrainOptions options);
 
-// `ember finetune` (SPEC.md section 9): the same run on chat data from the checkpoint
+// `ember finetune` (docs/cli.md#fine-tuning): the same run on chat data from the checkpoint
 // options.base (options.finetune is set): each step's loss is normalised by its trained
 // tokens over all micro-batches and ranks; conversations held out by --val-fraction are
 // the validation. Returns and throws as run_train.

@@ -1,4 +1,4 @@
-// Linear layer on a frozen NF4 weight (QLoRA, SPEC section 9):
+// Linear layer on a frozen NF4 weight (QLoRA, docs/model.md#nf4-qlora):
 //   y = x W^T,   dx = g W,   W = dequant(Wq) is not differentiated.
 // W is never held whole in float: both directions walk its rows in tiles of
 // about kTileElements weights, dequantize one tile into a transient buffer of

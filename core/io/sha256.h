@@ -1,5 +1,5 @@
-// SHA-256 (FIPS 180-4): the digest of a fine-tune's base checkpoint (SPEC.md
-// section 9, root attr base_sha256). Digests are returned as 64 lowercase hex
+// SHA-256 (FIPS 180-4): the digest of a fine-tune's base checkpoint (root attr
+// base_sha256, docs/formats.md#fine-tune-checkpoints). Digests are returned as 64 lowercase hex
 // characters; a file is read in chunks, never whole.
 #pragma once
 #include <array>

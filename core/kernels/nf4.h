@@ -1,4 +1,4 @@
-// NF4 (4-bit NormalFloat) weights for QLoRA (SPEC section 9): a float32 tensor
+// NF4 (4-bit NormalFloat) weights for QLoRA (docs/model.md#nf4-qlora): a float32 tensor
 // flattened row-major, cut into blocks of 64, each element stored as the index
 // of the nearest of the 16 NF4 codes to w / absmax(block); dequantized w =
 // code * absmax. nf4-dq also stores the absmaxes as int8 (see Nf4Tensor).

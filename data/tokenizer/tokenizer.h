@@ -17,7 +17,7 @@
 namespace ember::data {
 
 inline constexpr std::string_view kEndOfText = "<|endoftext|>";
-// ChatML's message delimiters (SPEC.md section 9).
+// ChatML's message delimiters (docs/formats.md#chat-data-jsonl).
 inline constexpr std::string_view kImStart = "<|im_start|>";
 inline constexpr std::string_view kImEnd = "<|im_end|>";
 // The special tokens ember reserves in every tokenizer it trains, in id order.

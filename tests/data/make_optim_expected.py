@@ -47,7 +47,7 @@ print("clip norm", repr(float(norm)))
 print("clip a", fmt(a.grad), "c", fmt(c.grad))
 
 
-# Schedules (the formulas of SPEC.md section 4 and the usual others), by hand.
+# Schedules (the formulas of docs/model.md#learning-rate-schedules), by hand.
 def cosine(s, lr_max, lr_min, warmup, total):
     if s < warmup:
         return lr_max * (s + 1) / warmup

@@ -1,4 +1,4 @@
-# Data-parallel `ember finetune` (SPEC.md section 9, "Loss of a step") against one process on a
+# Data-parallel `ember finetune` (docs/model.md#loss-of-a-step) against one process on a
 # tiny base and chat rows padded to different lengths, with --sequential: mpirun -np 2 with
 # batch 2 logs the loss, gradient norm and trained tokens of batch 4 and of batch 2 x
 # grad-accum 2 on one process and ends with their parameters (relative error < 1e-5 per

@@ -1,4 +1,4 @@
-# Data-parallel `ember train` (SPEC.md section 8) against one process, on a
+# Data-parallel `ember train` (docs/scaling.md) against one process, on a
 # tiny model and shard with --sequential: mpirun -np 2 with batch 4 must end
 # with the parameters of batch 4 x grad-accum 2 on one process and ZeRO-1 with
 # those of plain all-reduce, bit for bit (two ranks' sum is the accumulation's

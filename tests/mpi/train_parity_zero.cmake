@@ -1,4 +1,4 @@
-# ZeRO-2 `ember train` (SPEC.md section 11) against --zero 0 on a tiny model
+# ZeRO-2 `ember train` (docs/scaling.md#zero-2) against --zero 0 on a tiny model
 # and shard with --sequential: the same losses and gradient norms per step
 # (metrics.jsonl) and the same final weights (relative error < 1e-5 per
 # tensor) at W = 2 and W = 3 (uneven shards), with --grad-accum 2 and a

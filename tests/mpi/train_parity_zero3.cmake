@@ -1,4 +1,4 @@
-# ZeRO-3 `ember train` (SPEC.md section 11) against --zero 0 on the tiny model
+# ZeRO-3 `ember train` (docs/scaling.md#zero-3) against --zero 0 on the tiny model
 # of train_parity_zero.cmake: the same losses and gradient norms per step and
 # the same final weights at W = 2 and W = 3 (uneven shards of every block),
 # with --grad-accum 2 and a --clip that triggers, with --dtype bf16, with

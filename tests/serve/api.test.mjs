@@ -1,4 +1,4 @@
-// `ember serve`'s OpenAI API through the official JS client (SPEC.md section 10): models.list, the
+// `ember serve`'s OpenAI API through the official JS client (docs/cli.md#serving): models.list, the
 // shapes and usage of completions and chat (plain and streamed with include_usage), stop strings,
 // echo + logprobs scoring, errors 400/401/404 as the client's typed exceptions, and malformed,
 // oversized and half-sent requests answered with a 4xx or a closed connection while the server stays

@@ -1,4 +1,4 @@
-// `ember serve` under load through the official JS client (SPEC.md section 10, issue 17): 16 concurrent
+// `ember serve` under load through the official JS client (docs/cli.md#serving): 16 concurrent
 // greedy streams (completions and chat) each equal `ember generate --top-k 1` on its prompt (batch
 // invariance); a prompt sharing a long prefix with an earlier one raises the prefix-cache hits in
 // /metrics; a client that disconnects mid-stream frees its sequence and KV blocks; a full queue answers

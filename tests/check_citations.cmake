@@ -1,0 +1,148 @@
+# Citations a reader of a fresh clone can follow: every source, script and doc cites the
+# project's own docs (docs/model.md, docs/formats.md, docs/cli.md, ...), never the contract
+# file kept outside the repository, another file the repository lacks, or an issue number; and
+# every "<file>.md#<anchor>" (and a doc's "](#<anchor>)") names a heading of that file.
+# Run: cmake [-DROOT=<source folder>] -P tests/check_citations.cmake. Fails naming each file
+# and citation at fault.
+cmake_minimum_required(VERSION 3.25)
+get_filename_component(source_root "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
+if(NOT DEFINED ROOT)
+  set(ROOT "${source_root}")
+endif()
+get_filename_component(ROOT "${ROOT}" ABSOLUTE)
+
+# Files scanned: sources, build and test scripts, Python and node scripts, docs.
+set(scanned "\\.(h|hpp|cpp|cc|inc|in|cmake|sh|py|mjs|js|md|sbatch)$|(^|/)CMakeLists\\.txt$")
+# Not scanned: this check's fixture and the script that runs it (they hold violations on purpose).
+set(skipped "^tests/data/citations_fixture/|^tests/check_citations_catches\\.cmake$")
+# The external contract file by name, and citations by section number of it.
+set(external_contract "SPEC\\.md|SPEC sections? [0-9]")
+set(issue_number "[Ii]ssues? #?[0-9]|[(]#[0-9]+[)]")
+# A path ending in .md, optionally with #anchor (a maximal run of path characters).
+set(md_citation "[A-Za-z0-9_./:-]*[A-Za-z0-9_]\\.md[#A-Za-z0-9_-]*")
+
+# The tracked (and new, not ignored) files under ROOT; without git, every file but build trees.
+execute_process(COMMAND git -C "${ROOT}" ls-files --cached --others --exclude-standard
+                RESULT_VARIABLE git_rc OUTPUT_VARIABLE listed ERROR_QUIET)
+if(git_rc EQUAL 0)
+  string(REPLACE "\n" ";" files "${listed}")
+else()
+  file(GLOB_RECURSE files RELATIVE "${ROOT}" "${ROOT}/*")
+  list(FILTER files EXCLUDE REGEX "^(build|cmake-build)[^/]*/|^\\.git/")
+endif()
+list(FILTER files INCLUDE REGEX "${scanned}")
+list(FILTER files EXCLUDE REGEX "${skipped}")
+list(SORT files)
+
+# The GitHub anchors of the headings of markdown file `path` (outside code fences; a repeated
+# heading gets -1, -2, ...), into out_var.
+function(doc_anchors path out_var)
+  file(READ "${path}" text)
+  string(REGEX REPLACE "[][;\\\\]" " " text "${text}")  # list-safe; all dropped from anchors
+  string(REPLACE "\n" ";" lines "${text}")
+  set(anchors "")
+  set(fenced FALSE)
+  foreach(line IN LISTS lines)
+    if(line MATCHES "^[ \t]*(```|~~~)")
+      if(fenced)
+        set(fenced FALSE)
+      else()
+        set(fenced TRUE)
+      endif()
+    elseif(NOT fenced AND line MATCHES "^#+[ \t]+(.*)$")
+      string(TOLOWER "${CMAKE_MATCH_1}" a)
+      string(REGEX REPLACE "[^a-z0-9 _-]" "" a "${a}")
+      string(STRIP "${a}" a)
+      string(REPLACE " " "-" a "${a}")
+      set(unique "${a}")
+      set(n 0)
+      while(unique IN_LIST anchors)
+        math(EXPR n "${n} + 1")
+        set(unique "${a}-${n}")
+      endwhile()
+      list(APPEND anchors "${unique}")
+    endif()
+  endforeach()
+  set(${out_var} "${anchors}" PARENT_SCOPE)
+endfunction()
+
+# Checks that `anchor` is a heading of markdown file `doc` (relative to ROOT), caching anchors.
+macro(check_anchor file doc anchor)
+  string(MAKE_C_IDENTIFIER "anchors_${doc}" cache)
+  if(NOT DEFINED ${cache})
+    doc_anchors("${ROOT}/${doc}" ${cache})
+  endif()
+  if(NOT "${anchor}" IN_LIST ${cache})
+    string(APPEND violations "  ${file}: ${doc}#${anchor} names no heading of ${doc}\n")
+  endif()
+endmacro()
+
+set(violations "")
+set(n_citations 0)
+foreach(file IN LISTS files)
+  if(NOT EXISTS "${ROOT}/${file}" OR IS_DIRECTORY "${ROOT}/${file}")
+    continue()
+  endif()
+  file(STRINGS "${ROOT}/${file}" bad REGEX "${external_contract}")
+  foreach(line IN LISTS bad)
+    string(STRIP "${line}" line)
+    string(APPEND violations "  ${file}: cites the contract kept outside the repository (cite docs/*.md): ${line}\n")
+  endforeach()
+  file(STRINGS "${ROOT}/${file}" bad REGEX "${issue_number}")
+  foreach(line IN LISTS bad)
+    string(STRIP "${line}" line)
+    string(APPEND violations "  ${file}: cites an issue number (state the reason itself): ${line}\n")
+  endforeach()
+
+  file(READ "${ROOT}/${file}" text)
+  get_filename_component(dir "${file}" DIRECTORY)
+  string(REGEX MATCHALL "${md_citation}" citations "${text}")
+  foreach(c IN LISTS citations)
+    if(c MATCHES "://" OR NOT c MATCHES "^(.*[^:]:)?([^:]+\\.md)(#([A-Za-z0-9_-]+))?$")
+      continue()  # a URL, or .md followed by something other than an anchor
+    endif()
+    set(path "${CMAKE_MATCH_2}")
+    set(anchor "${CMAKE_MATCH_4}")
+    if(path MATCHES "${external_contract}")
+      continue()  # reported above, once per line
+    endif()
+    string(FIND "${text}" "[${path}](" link_text)
+    if(link_text GREATER -1 AND anchor STREQUAL "")
+      continue()  # the text of a markdown link, not a path
+    endif()
+    math(EXPR n_citations "${n_citations} + 1")
+    string(REGEX REPLACE "^/+" "" rooted "${path}")
+    if(EXISTS "${ROOT}/${rooted}" AND NOT IS_DIRECTORY "${ROOT}/${rooted}")
+      set(doc "${rooted}")
+    elseif(NOT dir STREQUAL "" AND EXISTS "${ROOT}/${dir}/${path}")
+      file(RELATIVE_PATH doc "${ROOT}" "${ROOT}/${dir}/${path}")
+    else()
+      string(APPEND violations "  ${file}: cites ${path}, which is not in the repository\n")
+      continue()
+    endif()
+    if(NOT anchor STREQUAL "")
+      check_anchor("${file}" "${doc}" "${anchor}")
+    endif()
+  endforeach()
+  if(file MATCHES "\\.md$")
+    string(REPLACE "](#" " self-link#" marked "${text}")  # no ] in the matches: lists stay whole
+    string(REGEX MATCHALL " self-link#[A-Za-z0-9_-]+" self_links "${marked}")
+    foreach(link IN LISTS self_links)
+      string(REPLACE " self-link#" "" anchor "${link}")
+      math(EXPR n_citations "${n_citations} + 1")
+      check_anchor("${file}" "${file}" "${anchor}")
+    endforeach()
+  endif()
+endforeach()
+
+list(LENGTH files n_files)
+if(n_files EQUAL 0)
+  message(FATAL_ERROR "citations: no files under ${ROOT} (is ROOT the source folder?)")
+endif()
+if(violations)
+  string(REGEX MATCHALL "\n" count "${violations}")
+  list(LENGTH count count)
+  message(FATAL_ERROR "citations: ${count} citation(s) a reader of the repository cannot follow "
+                      "(tests/check_citations.cmake):\n${violations}")
+endif()
+message(STATUS "citations: ${n_citations} .md citations in ${n_files} files under ${ROOT}, all found")
