@@ -282,8 +282,8 @@ int train_loop(TrainRun& run) {
   tally.start_peak = measure_peak(3, 2, run.autocast);
   tally.peak = tally.start_peak.flops * static_cast<double>(run.world);
   MetricsLog metrics(run.root ? (std::filesystem::path(o.out) / "metrics.jsonl").string() : "");
-  // Plain lines, plus a bar redrawn in place when stdout is a terminal.
-  TrainProgress progress(stdout, run.root && TrainProgress::stdout_is_terminal());
+  // Plain lines, plus a bar redrawn in place when stdout is a terminal (not under mpirun).
+  TrainProgress progress(stdout, run.root && TrainProgress::wants_bar());
   tally.run_clock.restart();
   tally.first_step = run.step;
   // --profile: the first step (two of a longer run) is warm-up, left out of the averages.
