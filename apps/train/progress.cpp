@@ -65,11 +65,17 @@ std::string format_step_bar(const StepReport& r, int width) {
 
 TrainProgress::TrainProgress(std::FILE* out, bool terminal) : out_(out), terminal_(terminal) {}
 
-bool TrainProgress::wants_bar() {
+void TrainProgress::check_setting() {
   const char* env = std::getenv("EMBER_PROGRESS");
   const std::string mode = env ? env : "";
   EMBER_CHECK(mode.empty() || mode == "bar" || mode == "plain",
               "EMBER_PROGRESS must be bar or plain (or unset), got '", mode, "'");
+}
+
+bool TrainProgress::wants_bar() {
+  check_setting();
+  const char* env = std::getenv("EMBER_PROGRESS");
+  const std::string mode = env ? env : "";
   if (mode == "plain" || !isatty(fileno(stdout))) return false;
   if (mode == "bar") return true;
   const char* term = std::getenv("TERM");

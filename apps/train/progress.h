@@ -43,6 +43,8 @@ class TrainProgress {
   // mpirun's own output goes to a file, and tells the rank nothing of it). Another value
   // of EMBER_PROGRESS is an Error.
   static bool wants_bar();
+  // The Error of wants_bar for a bad EMBER_PROGRESS, raised before a run does any work.
+  static void check_setting();
   // One finished step: the plain line when log_line, and the bar on a terminal
   // (redrawn at most 10 times a second, always on a log line and the last step).
   void step(const StepReport& r, bool log_line);
