@@ -208,8 +208,9 @@ int measure_and_cache_peak(const BenchOptions& o, DType autocast) {
   const CachedPeak p = measure_peak_now(autocast);
   const std::string path = peak_cache_path();
   const std::string failed = store_cached_peak(path, peak_cache_key(autocast), p);
-  std::printf("matmul peak: %.1f GFLOP/s measured (%s, %d threads, best of %d 1024^3 products, %s)\n",
-              p.flops / 1e9, o.dtype.c_str(), omp_get_max_threads(), p.products, p.layout.c_str());
+  const int threads = omp_get_max_threads();
+  std::printf("matmul peak: %.1f GFLOP/s measured (%s, %d thread%s, best of %d 1024^3 products, %s)\n",
+              p.flops / 1e9, o.dtype.c_str(), threads, threads == 1 ? "" : "s", p.products, p.layout.c_str());
   std::fflush(stdout);
   EMBER_CHECK(failed.empty(), "the matmul peak is not cached: ", failed);
   std::printf("cached in %s for ember train\n", path.c_str());
