@@ -184,6 +184,7 @@ TEST_CASE("a corrupt peak cache is measured again and replaced", "[cli][mfu]") {
   for (const std::string& bad :
        {std::string("{\"format\": \"ember matmul peak cache\", \"vers"), std::string("[1, 2, 3]"),
         std::string("\x01\xff garbage"),
+        std::string(R"({"format": 7, "version": "one"})"),
         std::string(R"({"format": "ember matmul peak cache", "version": 1, "entries": {"a": 1}})")}) {
     std::ofstream(cache, std::ios::binary) << bad;
     const CliRun r = train(dir, "run" + std::to_string(bad.size()));

@@ -59,7 +59,11 @@ json read_entries(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   const json doc = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (!doc.is_object() || doc.value("format", "") != kFormat || doc.value("version", 0) != kVersion)
+  const auto has = [&](const char* name, const json& value) {
+    const auto it = doc.find(name);
+    return it != doc.end() && *it == value;  // compared, never converted: no type error
+  };
+  if (!doc.is_object() || !has("format", kFormat) || !has("version", kVersion))
     return json::array();
   const auto entries = doc.find("entries");
   return entries != doc.end() && entries->is_array() ? *entries : json::array();
