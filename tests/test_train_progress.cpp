@@ -1,8 +1,9 @@
 // `ember train` progress: the plain line keeps its exact format (scripts parse
 // it), the terminal bar fits its width, and the printer writes plain lines
-// only to a non-terminal, a bar redrawn with \r to a terminal.
+// only to a non-terminal, a bar redrawn with \r to a terminal; EMBER_PROGRESS.
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "apps/train/progress.h"
@@ -92,4 +93,20 @@ TEST_CASE("on a terminal the bar is redrawn in place and log lines scroll above 
   const std::string bar1 = format_step_bar(report(1), 79), bar2 = format_step_bar(report(2), 79);
   CHECK(text == "\r" + bar1 + "\033[K" + "\r\033[K" + format_step_line(report(2)) + "\n" + "\r" +
                     bar2 + "\033[K" + "\r\033[K");
+}
+
+TEST_CASE("EMBER_PROGRESS takes bar or plain, and plain never draws the bar", "[progress]") {
+  const char* old = std::getenv("EMBER_PROGRESS");
+  const std::string saved = old ? old : "";
+  for (const char* ok : {"bar", "plain", ""}) {
+    setenv("EMBER_PROGRESS", ok, 1);
+    CHECK_NOTHROW(TrainProgress::check_setting());
+  }
+  setenv("EMBER_PROGRESS", "plain", 1);
+  CHECK_FALSE(TrainProgress::wants_bar());
+  setenv("EMBER_PROGRESS", "tty", 1);
+  CHECK_THROWS_WITH(TrainProgress::check_setting(),
+                    "EMBER_PROGRESS must be bar or plain (or unset), got 'tty'");
+  CHECK_THROWS(TrainProgress::wants_bar());
+  old ? setenv("EMBER_PROGRESS", saved.c_str(), 1) : unsetenv("EMBER_PROGRESS");
 }

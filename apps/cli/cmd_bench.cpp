@@ -11,7 +11,8 @@
 // names the instruction set oneDNN runs. --json FILE
 // writes every figure. Each config runs in a forked child so that its peak
 // RSS (wait4's ru_maxrss) is its own; the parent itself computes nothing,
-// since libgomp's thread pool does not survive a fork.
+// since libgomp's thread pool does not survive a fork. --peak only measures
+// the matmul peak and stores it in the cache ember train reads (peak_cache.h).
 #include <omp.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -27,6 +28,7 @@
 #include "apps/bench/bench_runner.h"
 #include "apps/cli/commands.h"
 #include "apps/bench/matmul_peak.h"
+#include "apps/bench/peak_cache.h"
 #include "apps/cli/output_file.h"
 #include "apps/train/stop_signals.h"
 #include "autograd/autocast.h"
@@ -52,7 +54,7 @@ struct BenchOptions {
   int64_t steps = 10, warmup = 2;
   int threads = 0;  // 0: OpenMP's default
   std::string json_path, dtype = "float32";
-  bool profile = false;
+  bool profile = false, peak = false;
   uint64_t seed = 1337;
 };
 
@@ -199,9 +201,26 @@ void print_case(const BenchCase& c, const json& j, double peak_rss_mb, bool prof
   std::fflush(stdout);
 }
 
+// --peak: the matmul peak of --dtype at --threads, measured and stored in the cache that
+// `ember train` reads (apps/bench/peak_cache.h); nothing else runs, so no child is needed.
+int measure_and_cache_peak(const BenchOptions& o, DType autocast) {
+  if (o.threads > 0) omp_set_num_threads(o.threads);
+  const CachedPeak p = measure_peak_now(autocast);
+  const std::string path = peak_cache_path();
+  const std::string failed = store_cached_peak(path, peak_cache_key(autocast), p);
+  const int threads = omp_get_max_threads();
+  std::printf("matmul peak: %.1f GFLOP/s measured (%s, %d thread%s, best of %d 1024^3 products, %s)\n",
+              p.flops / 1e9, o.dtype.c_str(), threads, threads == 1 ? "" : "s", p.products, p.layout.c_str());
+  std::fflush(stdout);
+  EMBER_CHECK(failed.empty(), "the matmul peak is not cached: ", failed);
+  std::printf("cached in %s for ember train\n", path.c_str());
+  return 0;
+}
+
 int run_bench(const BenchOptions& o) {
   check_bench_options(o);
   const DType autocast = parse_autocast_dtype(o.dtype);  // bf16: matmuls as in ember train --dtype bf16
+  if (o.peak) return measure_and_cache_peak(o, autocast);
   const std::vector<BenchCase> cases = bench_cases(o);
   check_cases_fit(cases);
   auto set_threads = [&] {
@@ -274,7 +293,18 @@ CommandRunner add_bench_command(CLI::App& app) {
   sub->add_option("--json", o->json_path, "write every figure to this JSON file");
   sub->add_option("--dtype", o->dtype, "matmul precision of forward and backward: float32 or bf16 (float32 weights, grads, AdamW)")->capture_default_str()->check(CLI::IsMember({"float32", "bf16"}));
   sub->add_option("--seed", o->seed, "seed of the weights and tokens")->capture_default_str();
-  sub->add_flag("--profile", o->profile, "print the profiler's full tables per config");
+  CLI::Option* profile = sub->add_flag("--profile", o->profile, "print the profiler's full tables per config");
+  sub->add_flag("--peak", o->peak, "only measure the matmul peak of --dtype at --threads and store it in the "
+                                   "cache ember train reads (docs/cli.md)")
+      ->excludes(profile)
+      ->excludes("--preset")
+      ->excludes("--config")
+      ->excludes("--json")
+      ->excludes("--batch-size")
+      ->excludes("--seq-len")
+      ->excludes("--steps")
+      ->excludes("--warmup")
+      ->excludes("--seed");
   return [o] { return run_bench(*o); };
 }
 

@@ -179,6 +179,52 @@ bool save_due(const TrainRun& run) {
   return every(run.o.save_every, run.step) || run.step == run.o.steps;
 }
 
+// The step's model FLOPs and time join the run's; returns its MFU. A step faster than the
+// peak shows the peak was measured low: the peak becomes the step's rate (MFU 1) for the
+// rest of the run, and the summary says so.
+double count_step_flops(const TrainRun& run, RunTally& tally, double dt) {
+  const double flops = run.stats.flops_per_token * static_cast<double>(run.tokens_per_step);
+  tally.flops += flops;
+  tally.step_seconds += dt;
+  if (flops / dt > tally.peak) {
+    tally.peak = flops / dt;
+    tally.peak_raised = true;
+  }
+  return flops / dt / tally.peak;
+}
+
+// The matmul peak MFU divides by: rank 0's cached one; else every rank measures it at once
+// (sharing the machine as they will in training) and rank 0 caches it. A cache that cannot
+// be written is one note on stderr; the run goes on.
+void find_peak(TrainRun& run, RunTally& tally) {
+  const nlohmann::json key = peak_cache_key(run.autocast);
+  tally.peak_cache = peak_cache_path();
+  std::optional<CachedPeak> cached;
+  if (run.root) cached = find_cached_peak(tally.peak_cache, key);
+  tally.peak_cached = !run.comm.any(run.root && !cached);
+  if (tally.peak_cached) {
+    if (cached) tally.rank_peak = *cached;  // rank 0: the others print no MFU
+  } else {
+    tally.rank_peak = measure_peak_now(run.autocast);
+    const std::string failed =
+        run.root ? store_cached_peak(tally.peak_cache, key, tally.rank_peak) : "";
+    if (!failed.empty()) {
+      std::fprintf(stderr,
+                   "ember: note: the matmul peak is not cached (%s); the next run measures it "
+                   "again\n",
+                   failed.c_str());
+    }
+    if (run.root) {
+      std::printf("matmul peak: %.1f GFLOP/s measured (%s, best of %d 1024^3 products)%s%s\n",
+                  tally.rank_peak.flops / 1e9, run.autocast == DType::BFloat16 ? "bf16" : "float32",
+                  tally.rank_peak.products, failed.empty() ? "; cached in " : "",
+                  failed.empty() ? tally.peak_cache.c_str() : "");
+      std::fflush(stdout);
+    }
+  }
+  tally.peak = tally.rank_peak.flops * static_cast<double>(run.world);
+}
+
 // The step just taken, after its checks: the metrics record, the validation when
 // due, the ranks' parameter checksums, and the progress line.
 void log_step(TrainRun& run, RunTally& tally, MetricsLog& metrics, TrainProgress& progress,
@@ -186,8 +232,7 @@ void log_step(TrainRun& run, RunTally& tally, MetricsLog& metrics, TrainProgress
   const TrainOptions& o = run.o;
   const double elapsed = tally.run_clock.seconds();
   const double tok_s = static_cast<double>(run.tokens_per_step) / dt;
-  const double mfu = run.stats.flops_per_token * tok_s / tally.peak;
-  tally.mfu_sum += mfu;
+  const double mfu = count_step_flops(run, tally, dt);
   const double eta = elapsed / static_cast<double>(run.step - tally.first_step) *
                      static_cast<double>(o.steps - run.step);
   json m = {{"step", run.step},
@@ -200,6 +245,8 @@ void log_step(TrainRun& run, RunTally& tally, MetricsLog& metrics, TrainProgress
             {"tokens_per_s", tok_s},
             {"ms_per_step", dt * 1e3},
             {"mfu", mfu},
+            {"flops", run.stats.flops_per_token * static_cast<double>(run.tokens_per_step)},
+            {"peak_flops", tally.peak},
             {"eta_s", eta}};
   if (s.trained_tokens >= 0) m["trained_tokens"] = s.trained_tokens;
   const bool eval_now =
@@ -277,13 +324,10 @@ int train_loop(TrainRun& run) {
   g_stop_signal = 0;
   g_stop_scope.emplace(g_stop_signal);
   RunTally tally;
-  // MFU divides by the best of 6 products (3 rounds) at the start; on a busy machine that
-  // can be low, so the summary of a longer run re-measures and takes the better.
-  tally.start_peak = measure_peak(3, 2, run.autocast);
-  tally.peak = tally.start_peak.flops * static_cast<double>(run.world);
+  find_peak(run, tally);
   MetricsLog metrics(run.root ? (std::filesystem::path(o.out) / "metrics.jsonl").string() : "");
-  // Plain lines, plus a bar redrawn in place when stdout is a terminal.
-  TrainProgress progress(stdout, run.root && TrainProgress::stdout_is_terminal());
+  // Plain lines, plus a bar redrawn in place when stdout is a terminal (not under mpirun).
+  TrainProgress progress(stdout, run.root && TrainProgress::wants_bar());
   tally.run_clock.restart();
   tally.first_step = run.step;
   // --profile: the first step (two of a longer run) is warm-up, left out of the averages.

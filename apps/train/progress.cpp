@@ -1,4 +1,4 @@
-// The progress line and bar of `ember train` (see train_progress.h).
+// The progress line and bar of `ember train` (see progress.h).
 #include "apps/train/progress.h"
 
 #include <sys/ioctl.h>
@@ -8,6 +8,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+
+#include "core/error.h"
+#include "dist/communicator.h"
 
 namespace ember::apps {
 namespace {
@@ -62,9 +65,21 @@ std::string format_step_bar(const StepReport& r, int width) {
 
 TrainProgress::TrainProgress(std::FILE* out, bool terminal) : out_(out), terminal_(terminal) {}
 
-bool TrainProgress::stdout_is_terminal() {
+void TrainProgress::check_setting() {
+  const char* env = std::getenv("EMBER_PROGRESS");
+  const std::string mode = env ? env : "";
+  EMBER_CHECK(mode.empty() || mode == "bar" || mode == "plain",
+              "EMBER_PROGRESS must be bar or plain (or unset), got '", mode, "'");
+}
+
+bool TrainProgress::wants_bar() {
+  check_setting();
+  const char* env = std::getenv("EMBER_PROGRESS");
+  const std::string mode = env ? env : "";
+  if (mode == "plain" || !isatty(fileno(stdout))) return false;
+  if (mode == "bar") return true;
   const char* term = std::getenv("TERM");
-  return isatty(fileno(stdout)) && !(term && std::strcmp(term, "dumb") == 0);
+  return !(term && std::strcmp(term, "dumb") == 0) && !dist::Communicator::launched_by_mpirun();
 }
 
 void TrainProgress::step(const StepReport& r, bool log_line) {

@@ -5,6 +5,7 @@
 // and, when stdout is a terminal, below those lines a bar redrawn in place
 // (\r) after every step:
 //   [#.........] 120/1000  loss 2.3456  lr 3.00e-04  12345 tok/s  ETA 0:01:13
+// Under mpirun no bar unless EMBER_PROGRESS=bar asks for it (see wants_bar).
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -30,14 +31,20 @@ std::string format_step_bar(const StepReport& r, int width);
 
 class TrainProgress {
  public:
-  // terminal: draw the bar (see stdout_is_terminal); out is where both go.
+  // terminal: draw the bar (see wants_bar); out is where both go.
   TrainProgress(std::FILE* out, bool terminal);
   // Erases the bar, also when an error ends the run (its message then starts a clean line).
   ~TrainProgress() { clear(); }
   TrainProgress(const TrainProgress&) = delete;
   TrainProgress& operator=(const TrainProgress&) = delete;
-  // stdout is a terminal (isatty) whose TERM is not "dumb".
-  static bool stdout_is_terminal();
+  // Whether stdout gets the bar. EMBER_PROGRESS=plain: never; EMBER_PROGRESS=bar: when
+  // stdout is a terminal; unset: when stdout is a terminal whose TERM is not "dumb" and the
+  // process was not started by mpirun (Open MPI gives every rank a pseudo-terminal even when
+  // mpirun's own output goes to a file, and tells the rank nothing of it). Another value
+  // of EMBER_PROGRESS is an Error.
+  static bool wants_bar();
+  // The Error of wants_bar for a bad EMBER_PROGRESS, raised before a run does any work.
+  static void check_setting();
   // One finished step: the plain line when log_line, and the bar on a terminal
   // (redrawn at most 10 times a second, always on a log line and the last step).
   void step(const StepReport& r, bool log_line);

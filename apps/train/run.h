@@ -18,7 +18,7 @@
 #include "apps/train/data_parallel.h"
 #include "apps/train/data_prep.h"
 #include "apps/train/evaluation.h"
-#include "apps/bench/matmul_peak.h"
+#include "apps/bench/peak_cache.h"
 #include "apps/train/run_lock.h"
 #include "apps/train/options.h"
 #include "core/error.h"
@@ -97,9 +97,16 @@ struct StepResult {
 struct RunTally {
   Stopwatch run_clock;  // from the first step
   int64_t first_step = 0;
-  MatmulPeak start_peak;  // measured before the first step
-  double peak = 0;        // start_peak x ranks: what progress lines' MFU divides by
-  double mfu_sum = 0;     // over the steps run
+  // One rank's matmul peak (apps/bench/peak_cache.h): the cache's (peak_cached), else measured
+  // before the first step; peak_cache names the cache file.
+  CachedPeak rank_peak;
+  bool peak_cached = false;
+  std::string peak_cache;
+  // What MFU divides by: rank_peak x ranks, raised to a step's rate when one ran faster
+  // (the peak was measured low; peak_raised).
+  double peak = 0;
+  bool peak_raised = false;
+  double flops = 0, step_seconds = 0;  // the model FLOPs of the steps run and their time
   double last_loss = NAN;
   EvalResult last_eval;
   bool have_eval = false;

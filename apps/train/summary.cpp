@@ -1,6 +1,6 @@
 // What a run prints around its loop: the lines before the first step (ranks,
 // parameters, tokens per step, precision, activation checkpointing, data), the
-// --profile report, and the end of a run: the `done:` line, the mean MFU, and the
+// --profile report, and the end of a run: the `done:` line, the MFU, and the
 // sample of --sample-tokens drawn by nn::generate; a fine-tuning run also its peak RSS.
 #include <omp.h>
 #include <sys/resource.h>
@@ -123,23 +123,43 @@ void report_profile(const TrainRun& run, const RunTally& tally) {
 
 namespace {
 
-// The mean MFU over the steps run. A busy start lowers the peak: after a run of
-// 20 s or more, it is the better of the start's and the end's.
-void print_mean_mfu(const TrainRun& run, const RunTally& tally, double seconds) {
-  const int64_t steps_run = run.step - tally.first_step;
-  const MatmulPeak start = tally.start_peak;
-  const MatmulPeak end = seconds >= 20 ? measure_peak(3, 2, run.autocast) : MatmulPeak{};
-  const double best = std::max(start.flops, end.flops) * static_cast<double>(run.world);
-  std::printf(
-      "mean MFU %.1f%% of the %s matmul peak %.1f GFLOP/s%s (best of %d 1024^3 products at start",
-      100 * tally.mfu_sum / static_cast<double>(steps_run) * tally.peak / best,
-      run.autocast == DType::BFloat16 ? "bf16" : "float32", best / 1e9,
-      run.world > 1 ? " x ranks" : "", start.products);
-  if (end.products > 0) {
-    std::printf(" and %d at the end: %.1f and %.1f GFLOP/s; progress lines used the start's",
-                end.products, start.flops / 1e9, end.flops / 1e9);
+// "215.3 GFLOP/s", or with ranks "430.6 GFLOP/s = 2 ranks x 215.3".
+std::string peak_text(double flops, int64_t world) {
+  char buf[96];
+  if (world > 1) {
+    std::snprintf(buf, sizeof buf, "%.1f GFLOP/s = %lld ranks x %.1f", flops / 1e9,
+                  static_cast<long long>(world), flops / static_cast<double>(world) / 1e9);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f GFLOP/s", flops / 1e9);
   }
-  std::printf(")\n");
+  return buf;
+}
+
+// The run's MFU: the steps' model FLOPs over their time (evaluation and checkpoints left out),
+// over the peak the progress lines ended with: the matmul peak (cached or measured at start),
+// or the fastest step's rate when a step beat it (then the peak was measured low).
+void print_mean_mfu(const TrainRun& run, const RunTally& tally) {
+  const char* dtype = run.autocast == DType::BFloat16 ? "bf16" : "float32";
+  const double mfu = 100 * tally.flops / tally.step_seconds / tally.peak;
+  const std::string when = tally.peak_cached
+                               ? "cached in " + tally.peak_cache + " on " + tally.rank_peak.measured
+                               : std::string("measured at start");
+  const std::string remeasure = std::string("`ember bench --peak") +
+                                (run.autocast == DType::BFloat16 ? " --dtype bf16" : "") +
+                                " --threads " + std::to_string(omp_get_max_threads()) + "`";
+  if (tally.peak_raised) {
+    std::printf("mean MFU %.1f%% of the fastest step's %s, above the %s matmul peak %s (%s): "
+                "that peak was measured low; %s on an idle machine re-measures it\n",
+                mfu, peak_text(tally.peak, run.world).c_str(), dtype,
+                peak_text(tally.rank_peak.flops * static_cast<double>(run.world), run.world)
+                    .c_str(),
+                when.c_str(), remeasure.c_str());
+  } else {
+    std::printf("mean MFU %.1f%% of the %s matmul peak %s (best of %d 1024^3 products, %s; %s "
+                "re-measures)\n",
+                mfu, dtype, peak_text(tally.peak, run.world).c_str(), tally.rank_peak.products,
+                when.c_str(), remeasure.c_str());
+  }
 }
 
 // --sample-tokens after --sample-prompt (an empty prompt starts a fresh document:
@@ -185,7 +205,7 @@ void print_summary(TrainRun& run, const RunTally& tally) {
                 tally.last_eval.bits_per_byte, run.tokenizer ? "byte" : "token");
   }
   std::printf("; checkpoint %s\n", (fs::path(o.out) / checkpoint_name(run.step)).string().c_str());
-  if (trained) print_mean_mfu(run, tally, seconds);
+  if (trained) print_mean_mfu(run, tally);
   if (o.finetune) {
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);

@@ -2,6 +2,7 @@
 // order, then the loop (apps/train/: run.h holds the run's state and lists the steps).
 #include "apps/train/trainer.h"
 
+#include "apps/train/progress.h"
 #include "apps/train/run.h"
 #include "core/threads.h"
 
@@ -34,6 +35,7 @@ int run_train(TrainOptions o) {
 }
 
 int run_train(TrainOptions o, dist::Communicator& comm) {
+  TrainProgress::check_setting();  // EMBER_PROGRESS
   TrainRun run(std::move(o), comm);
   resolve_model_source(run);       // --config/--preset/--init-from/--resume; options checked
   fingerprint_data(run);           // compared with the resumed run's
@@ -53,6 +55,7 @@ int run_finetune(TrainOptions o) {
 
 int run_finetune(TrainOptions o, dist::Communicator& comm) {
   o.finetune = true;
+  TrainProgress::check_setting();  // EMBER_PROGRESS
   TrainRun run(std::move(o), comm);
   resolve_model_source(run);      // --base or --resume; options checked
   fingerprint_data(run);          // compared with the resumed run's
