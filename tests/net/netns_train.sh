@@ -57,6 +57,7 @@ cp "$here/rsh_agent.sh" "$agent" && chmod +x "$agent" || fail "cannot copy rsh_a
 # TCP only (no shared memory) and only over the link; OOB keepalives find a dead link in ~5 s.
 # shellcheck disable=SC2054  # (the comma in tcp,self)
 mpi_opts=(--bind-to none -x OMP_NUM_THREADS=1
+          -x XDG_CACHE_HOME="${XDG_CACHE_HOME:-$EMBER_NET_RUN/cache}"  # the matmul peak cache: not root's home
           --mca plm_rsh_agent "$agent" --mca btl tcp,self
           --mca btl_tcp_if_include "$NET_DEV" --mca oob_tcp_if_include "$NET_DEV"
           --mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3)
