@@ -1,7 +1,8 @@
 // The `ember finetune` program (docs/cli.md): a run writes what `ember train` writes (progress,
 // metrics.jsonl, loss.svg, checkpoints, latest, --keep) and its checkpoint generates;
-// SIGTERM stops it with a checkpoint that --resume continues; each bad input is one
-// "ember: error:" line with a non-zero exit and nothing written in --out.
+// SIGTERM stops it with a checkpoint that --resume continues (from any folder; with --base when
+// the base moved); each bad input is one "ember: error:" line with a non-zero exit and nothing
+// written in --out.
 #include <sys/wait.h>
 
 #include <algorithm>

@@ -1,7 +1,8 @@
 // Fine-tune checkpoints (nn/checkpoint.h, SPEC.md section 9): adapters only in
 // /model plus root attrs base and base_sha256; model_from_checkpoint rebuilds
 // base + added rows + adapters with the same logits; check_model_tensors wants
-// exactly the trainable tensors; a missing or changed base is one clear error.
+// exactly the trainable tensors; a missing or changed base is one clear error, a moved one is
+// read from the path given, checked by its sha256.
 #include <catch2/catch.hpp>
 #include <filesystem>
 

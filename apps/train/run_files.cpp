@@ -1,6 +1,5 @@
 // Run-folder bookkeeping (see run_files.h).
 #include "apps/train/run_files.h"
-#include "apps/train/run_lock.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -11,6 +10,7 @@
 #include "nn/checkpoint.h"
 #include "core/error.h"
 #include "core/io/atomic_file.h"
+#include "apps/train/run_lock.h"
 
 namespace ember::apps {
 namespace fs = std::filesystem;

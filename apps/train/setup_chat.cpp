@@ -1,8 +1,9 @@
 // `ember finetune`'s data (SPEC.md section 9): the base checkpoint's tokenizer, the chat JSONL
 // read and split into training and held-out conversations (a seeded choice of
 // floor(n x --val-fraction) lines, the same for every world size; no validation when they hold
-// no trained token within T+1 ids), each rendered to one row of at most T+1 ids, and the loader
-// of this rank's rows. Every rank reads the file itself.
+// no trained token within T+1 ids; training conversations without one are refused), each
+// rendered to one row of at most T+1 ids, and the loader of this rank's rows. Every rank reads
+// the file itself.
 #include <algorithm>
 #include <cstdio>
 
