@@ -216,24 +216,36 @@ std::unique_ptr<Transformer> load_model_weights(const ModelConfig& cfg, uint64_t
 
 namespace {
 
-// The base checkpoint of fine-tune c, checked (present, unchanged, a plain checkpoint whose
-// config is the fine-tune's without lora), as a model.
-std::unique_ptr<Transformer> load_base(const Checkpoint& c, const std::string& path) {
+// The base checkpoint of fine-tune c, checked (present, the file it was fine-tuned on by its
+// sha256, a plain checkpoint whose config is the fine-tune's without lora), as a model. A given
+// moved_base is read in place of c.base (the base moved since).
+std::unique_ptr<Transformer> load_base(const Checkpoint& c, const std::string& path,
+                                       const std::string& moved_base) {
   EMBER_CHECK(!c.base.empty(), path, ": a fine-tune checkpoint (its config has \"lora\") must name its base "
               "(root attribute base)");
+  EMBER_CHECK(!c.base_sha256.empty(), path, ": records no sha256 of its base ", c.base,
+              " (root attribute base_sha256 missing or empty), so no file can be checked to be the base "
+              "it was fine-tuned on");
+  const std::string& base = moved_base.empty() ? c.base : moved_base;
   std::error_code ec;
-  EMBER_CHECK(fs::is_regular_file(c.base, ec), path, ": its base ", c.base, " is missing");
-  const std::string sha = sha256_file(c.base);
-  EMBER_CHECK(sha == c.base_sha256, path, ": its base ", c.base, " has changed (sha256 ", sha, ", expected ",
-              c.base_sha256, ")");
-  const ModelConfig base = read_checkpoint_config(c.base);
-  EMBER_CHECK(!base.lora, path, ": its base ", c.base, " is itself a fine-tune checkpoint");
-  EMBER_CHECK(c.config.vocab_size >= base.vocab_size, path, ": vocab_size ", c.config.vocab_size,
-              " is smaller than its base's (", base.vocab_size, ")");
-  const ModelConfig expect = finetune_base_config(c.config, base.vocab_size);
-  EMBER_CHECK(base.to_json() == expect.to_json(), path, ": its base ", c.base,
+  EMBER_CHECK(moved_base.empty() || fs::is_regular_file(moved_base, ec), "--base ", moved_base,
+              ": no such file");
+  EMBER_CHECK(fs::is_regular_file(c.base, ec) || !moved_base.empty(), path, ": its base ", c.base,
+              " is missing; if it moved, give its new path with --base (checked against the sha256 the "
+              "checkpoint records, ", c.base_sha256, ")");
+  const std::string sha = sha256_file(base);
+  EMBER_CHECK(sha == c.base_sha256 || !moved_base.empty(), path, ": its base ", c.base,
+              " has changed (sha256 ", sha, ", expected ", c.base_sha256, ")");
+  EMBER_CHECK(sha == c.base_sha256, "--base ", moved_base, ": sha256 ", sha, ", but ", path,
+              " was fine-tuned on a base with sha256 ", c.base_sha256, " (", c.base, ")");
+  const ModelConfig base_config = read_checkpoint_config(base);
+  EMBER_CHECK(!base_config.lora, path, ": its base ", base, " is itself a fine-tune checkpoint");
+  EMBER_CHECK(c.config.vocab_size >= base_config.vocab_size, path, ": vocab_size ", c.config.vocab_size,
+              " is smaller than its base's (", base_config.vocab_size, ")");
+  const ModelConfig expect = finetune_base_config(c.config, base_config.vocab_size);
+  EMBER_CHECK(base_config.to_json() == expect.to_json(), path, ": its base ", base,
               " has a different model config than the fine-tune was made from");
-  return load_model_weights(base, 0, c.base, c.config.quantize);
+  return load_model_weights(base_config, 0, base, c.config.quantize);
 }
 
 }  // namespace
@@ -270,9 +282,10 @@ void check_model_tensors(const Checkpoint& c, const std::string& path) {
   check_tensors_against(c, path, trainable_parameters(model));
 }
 
-std::unique_ptr<Transformer> model_from_checkpoint(const Checkpoint& c, const std::string& path) {
+std::unique_ptr<Transformer> model_from_checkpoint(const Checkpoint& c, const std::string& path,
+                                                   const std::string& moved_base) {
   if (c.config.lora) {
-    std::unique_ptr<Transformer> model = load_base(c, path);
+    std::unique_ptr<Transformer> model = load_base(c, path, moved_base);
     make_finetune(*model, c.config, c.config.vocab_size - model->config().vocab_size);
     const auto trainable = trainable_parameters(*model);
     check_tensors_against(c, path, trainable);

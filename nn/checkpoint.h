@@ -80,9 +80,14 @@ void check_model_tensors(const Checkpoint& c, const std::string& path);
 void check_finite(const Tensor& t, const std::string& what);
 // The model of a checkpoint (after check_model_tensors), float32, eval mode. A fine-tune
 // checkpoint: its base (c.base, whose sha256 must be c.base_sha256; an Error "<path>: its base
-// <base> is missing" / "... has changed (sha256 X, expected Y)") is loaded, grown by the added
-// rows (add_vocab_rows), given adapters (add_adapters, seed 0) and c.model's tensors loaded.
-std::unique_ptr<Transformer> model_from_checkpoint(const Checkpoint& c, const std::string& path);
+// <base> is missing; if it moved, give its new path with --base ..." / "... has changed
+// (sha256 X, expected Y)" / "<path>: records no sha256 of its base ...") is loaded, grown by the
+// added rows (add_vocab_rows), given adapters (add_adapters, seed 0) and c.model's tensors
+// loaded. moved_base (a command's --base), when given, is read in place of c.base: the base
+// moved, and the file must have sha256 c.base_sha256 (an Error naming both hashes). A plain
+// checkpoint ignores it.
+std::unique_ptr<Transformer> model_from_checkpoint(const Checkpoint& c, const std::string& path,
+                                                   const std::string& moved_base = "");
 // The model of cfg (built from seed) with the plain checkpoint `path`'s /model tensors as its
 // parameters, read one at a time into weights left uninitialized (SkipInitGuard): exactly its
 // parameter names, each of its shape, finite. With quantize "nf4"/"nf4-dq" each block's

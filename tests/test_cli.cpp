@@ -330,6 +330,48 @@ TEST_CASE("ember train --resume refuses another data order, other data, or a cor
   CHECK(latest_name(dir / "run") == "step_00000003.h5");
 }
 
+TEST_CASE("ember train --resume finds relative --data from any folder; the same file by another name is no data "
+          "change; a run that stored it relative resumes from its folder", "[cli][train]") {
+  TempDir dir("cli_resume_cwd");
+  tiny_train(dir);  // writes tiny.json and corpus.txt
+  const std::string in_dir = "cd " + dir.path.string() + ";";
+  const ember::testing::TempDir logs("cli_resume_cwd_logs");
+  Run r = ember::testing::run_cli(logs,
+                                  "train --config tiny.json --data corpus.txt --out run --batch-size 2 --seq-len 16 "
+                                  "--warmup 1 --lr 0.01 --log-every 1000 --eval-batches 1 --steps 2",
+                                  in_dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const nlohmann::json options =
+      nlohmann::json::parse(*ember::nn::read_checkpoint(dir / "run/step_00000002.h5", false).train_state)
+          .at("options");
+  CHECK(options.at("data") == dir / "corpus.txt");
+  r = ember::testing::run_cli(logs, "train --resume " + (dir / "run") + " --steps 3", "cd /;");
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(latest_name(dir / "run") == "step_00000003.h5");
+  r = ember::testing::run_cli(logs, "train --resume run --steps 4 --data ./corpus.txt", in_dir);
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("--resume: --data") == std::string::npos);
+  CHECK(latest_name(dir / "run") == "step_00000004.h5");
+  // A run from before: options and fingerprint name the file as given, relative.
+  const std::string path = dir / "run/step_00000004.h5";
+  ember::nn::Checkpoint old = ember::nn::read_checkpoint(path, true);
+  nlohmann::json state = nlohmann::json::parse(*old.train_state);
+  REQUIRE(state.at("data_fingerprint").at(0).at("file") == dir / "corpus.txt");
+  state["options"]["data"] = "corpus.txt";
+  state["data_fingerprint"][0]["file"] = "corpus.txt";
+  old.train_state = state.dump();
+  fs::remove(path);
+  ember::nn::write_checkpoint(path, old);
+  r = ember::testing::run_cli(logs, "train --resume run --steps 5", in_dir);
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("changed data") == std::string::npos);
+  CHECK(latest_name(dir / "run") == "step_00000005.h5");
+}
+
 TEST_CASE("a diverging run exits 1 and latest never points at non-finite weights", "[cli][train]") {
   TempDir dir("cli_diverge");
   REQUIRE(run_ember(tiny_train(dir) + " --steps 2").code == 0);

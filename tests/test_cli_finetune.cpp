@@ -1,7 +1,8 @@
 // The `ember finetune` program (docs/cli.md): a run writes what `ember train` writes (progress,
 // metrics.jsonl, loss.svg, checkpoints, latest, --keep) and its checkpoint generates;
-// SIGTERM stops it with a checkpoint that --resume continues; each bad input is one
-// "ember: error:" line with a non-zero exit and nothing written in --out.
+// SIGTERM stops it with a checkpoint that --resume continues (from any folder; with --base when
+// the base moved); each bad input is one "ember: error:" line with a non-zero exit and nothing
+// written in --out.
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -12,6 +13,9 @@
 #include <fstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
+#include "core/io/sha256.h"
 #include "data/token_shard.h"
 #include "finetune_testing.h"
 #include "temp_dir.h"
@@ -127,6 +131,15 @@ TEST_CASE("each bad input of ember finetune is one line, a non-zero exit and not
                           "\n");
   dir.write("empty.jsonl", R"({"messages": []})"
                            "\n");
+  // No token to train on: no assistant message, or every answer past the first 33 ids.
+  std::string unanswered, late;
+  for (int i = 0; i < 8; ++i) {
+    unanswered += R"({"messages": [{"role": "user", "content": "q)" + std::to_string(i) + "\"}]}\n";
+    late += R"({"messages": [{"role": "user", "content": ")" + std::string(40, 'q') +
+            R"("}, {"role": "assistant", "content": "a"}]})" + "\n";
+  }
+  dir.write("unanswered.jsonl", unanswered);
+  dir.write("late.jsonl", late);
   {
     ember::nn::Checkpoint c = ember::nn::read_checkpoint(dir / "base.h5", false);
     c.tokenizer_json = ember::data::Tokenizer::bytes({"<|endoftext|>"}).to_json();
@@ -151,6 +164,17 @@ TEST_CASE("each bad input of ember finetune is one line, a non-zero exit and not
        "no_chat_tokens.h5: the tokenizer has no <|im_start|>"},
       {good + " --dtype fp16", "--dtype must be one of float32, bf16; got 'fp16'"},
       {good + " --seq-len 100", "max_seq_len"},
+      {good + " --data " + (dir / "unanswered.jsonl"),
+       "no tokens to train on in " + (dir / "unanswered.jsonl") +
+           ": 8 conversations, none has an assistant message"},
+      {good + " --data " + (dir / "unanswered.jsonl") + " --val-fraction 0.25",
+       "no tokens to train on in " + (dir / "unanswered.jsonl") +
+           ": 6 training conversations (2 more held out by --val-fraction), none has an "
+           "assistant message"},
+      {good + " --data " + (dir / "late.jsonl"),
+       "no tokens to train on in " + (dir / "late.jsonl") +
+           ": 8 conversations, every assistant answer begins beyond --seq-len + 1 = 33 tokens "
+           "(a larger --seq-len, at most the base's max_seq_len 64, or shorter prompts)"},
   };
   for (const auto& c : cases) {
     const Run r = finetune(dir, c.args);
@@ -255,4 +279,138 @@ TEST_CASE(
   CHECK(nomerge.err.find("--format ember needs --merge") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "x"));
   CHECK_FALSE(fs::exists(dir / "x.h5"));
+}
+
+TEST_CASE(
+    "ember finetune --resume finds its data from any folder, takes the same file by another name, "
+    "and a run that stored a relative --data still resumes from its folder",
+    "[cli][finetune][resume]") {
+  TempDir dir("cli_finetune");
+  chat_args(dir, "unused");  // writes base.h5 and chat.jsonl
+  const std::string in_dir = "cd " + dir.path.string() + " && exec $EMBER finetune ";
+  const Run first = run_script(dir, in_dir + "--base base.h5 --data chat.jsonl --out run "
+                                             "--batch-size 2 --seq-len 32 --steps 2 --warmup 1");
+  INFO(first.out << first.err);
+  REQUIRE(first.code == 0);
+  // The run stores the data's absolute path.
+  const ember::nn::Checkpoint c = ember::nn::read_checkpoint(dir / "run/step_00000002.h5", false);
+  CHECK(nlohmann::json::parse(*c.train_state).at("options").at("data") == dir / "chat.jsonl");
+  // From another working directory.
+  const Run elsewhere =
+      run_script(dir, "cd / && exec $EMBER finetune --resume " + (dir / "run") + " --steps 3");
+  INFO(elsewhere.out << elsewhere.err);
+  CHECK(elsewhere.code == 0);
+  CHECK(read_text(dir / "run/latest") == "step_00000003.h5\n");
+  // The same file named another way: no data change.
+  const Run renamed = run_script(dir, in_dir + "--resume run --steps 4 --data ./chat.jsonl");
+  INFO(renamed.out << renamed.err);
+  CHECK(renamed.code == 0);
+  CHECK(renamed.out.find("--resume: --data") == std::string::npos);
+  CHECK(read_text(dir / "run/latest") == "step_00000004.h5\n");
+
+  // A run from before: its options and data fingerprint name the file as it was given.
+  const std::string path = dir / "run/step_00000004.h5";
+  ember::nn::Checkpoint old = ember::nn::read_checkpoint(path, true);
+  nlohmann::json state = nlohmann::json::parse(*old.train_state);
+  REQUIRE(state.at("data_fingerprint").at(0).at("file") == dir / "chat.jsonl");
+  state["options"]["data"] = "chat.jsonl";
+  state["data_fingerprint"][0]["file"] = "chat.jsonl";
+  old.train_state = state.dump();
+  fs::remove(path);
+  ember::nn::write_checkpoint(path, old);
+  const Run resumed = run_script(dir, in_dir + "--resume run --steps 5");
+  INFO(resumed.out << resumed.err);
+  CHECK(resumed.code == 0);
+  CHECK(resumed.out.find("changed data") == std::string::npos);
+  CHECK(read_text(dir / "run/latest") == "step_00000005.h5\n");
+}
+
+TEST_CASE(
+    "ember finetune --resume: --seq-len suggests --base, and a run that has not saved yet is named "
+    "with its pid",
+    "[cli][finetune][resume]") {
+  TempDir dir("cli_finetune");
+  const std::string out = dir / "run";
+  // The first run saves only when it stops; meanwhile a --resume names it.
+  const Run r = run_script(dir, "$EMBER finetune " + chat_args(dir, "run") +
+                                    " --steps 1000000 --log-every 1000000 > /dev/null 2>&1 & pid=$!; "
+                                    "while kill -0 $pid && [ ! -s " + out +
+                                    "/metrics.jsonl ]; do sleep 0.05; done; echo pid=$pid; "
+                                    "$EMBER finetune --resume " + out +
+                                    " --steps 2000000; echo code=$?; kill -TERM $pid; wait $pid");
+  INFO(r.out << r.err);
+  const size_t at = r.out.find("pid=");
+  REQUIRE(at != std::string::npos);
+  const std::string pid = r.out.substr(at + 4, r.out.find('\n', at) - at - 4);
+  CHECK(r.out.find("code=1\n") != std::string::npos);
+  CHECK(r.err == "ember: error: --resume: another ember process (pid " + pid + ") is running in " +
+                     out + " and has not saved a checkpoint yet; wait for its first checkpoint "
+                     "(--save-every) or for it to end\n");
+  REQUIRE(read_text(out + "/latest").starts_with("step_"));
+  const Run seq = finetune(dir, "--resume " + out + " --seq-len 16");
+  CHECK(seq.code == 1);
+  CHECK(seq.err.find("--resume: --seq-len 16 differs from the run's 32; it changes which data the "
+                     "rest of the run reads (resume without it, or start a new run with --base)") !=
+        std::string::npos);
+  CHECK(seq.err.find("--init-from") == std::string::npos);
+}
+
+TEST_CASE(
+    "a LoRA fine-tune whose base moved resumes, generates and exports with --base NEW, checked by "
+    "its sha256",
+    "[cli][finetune][lora]") {
+  TempDir dir("cli_finetune");
+  const Run r = lora_finetune(dir, "");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const std::string ckpt = dir / "run/step_00000004.h5";
+  const std::string sha = ember::nn::read_checkpoint(ckpt, false).base_sha256;
+  fs::create_directories(dir / "moved");
+  const std::string moved = dir / "moved/base.h5";
+  fs::rename(dir / "base.h5", moved);
+  // Without --base: the remedy is named.
+  const Run missing = finetune(dir, "--resume " + (dir / "run") + " --steps 5");
+  CHECK(missing.code == 1);
+  CHECK(missing.err == "ember: error: " + ckpt + ": its base " + (dir / "base.h5") +
+                           " is missing; if it moved, give its new path with --base (checked "
+                           "against the sha256 the checkpoint records, " + sha + ")\n");
+  // Another file as --base: one line naming both hashes.
+  ember::testing::write_chat_base(dir / "other.h5", false, 9);
+  const Run other =
+      finetune(dir, "--resume " + (dir / "run") + " --steps 5 --base " + (dir / "other.h5"));
+  CHECK(other.code == 1);
+  CHECK(other.err == "ember: error: --base " + (dir / "other.h5") + ": sha256 " +
+                         ember::sha256_file(dir / "other.h5") + ", but " + ckpt +
+                         " was fine-tuned on a base with sha256 " + sha + " (" +
+                         (dir / "base.h5") + ")\n");
+  CHECK(read_text(dir / "run/latest") == "step_00000004.h5\n");
+  // The moved base: the run goes on and its new checkpoints name the new path.
+  const Run resumed = finetune(dir, "--resume " + (dir / "run") + " --steps 5 --base " + moved);
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.code == 0);
+  const ember::nn::Checkpoint next = ember::nn::read_checkpoint(dir / "run/step_00000005.h5", false);
+  CHECK(next.base == moved);
+  CHECK(next.base_sha256 == sha);
+  // Commands reading the old checkpoint take --base too.
+  const Run g = run_script(dir, "exec $EMBER generate --checkpoint " + ckpt + " --base " + moved +
+                                    " --chat --prompt hi --max-tokens 4 --seed 1");
+  INFO(g.err);
+  CHECK(g.code == 0);
+  const Run e = run_script(dir, "exec $EMBER export --checkpoint " + ckpt + " --base " + moved +
+                                    " --merge --format ember --out " + (dir / "merged.h5"));
+  INFO(e.err);
+  CHECK(e.code == 0);
+  const Run wrong = run_script(dir, "exec $EMBER generate --checkpoint " + ckpt + " --base " +
+                                        (dir / "other.h5") + " --prompt hi --max-tokens 4");
+  CHECK(wrong.code == 1);
+  CHECK(wrong.err.find("--base " + (dir / "other.h5") + ": sha256 ") != std::string::npos);
+  // A --full run reads no base: --base on its resume is refused.
+  REQUIRE(finetune(dir, chat_args(dir, "full") + " --steps 2").code == 0);
+  const Run full = finetune(dir, "--resume " + (dir / "full") + " --steps 3 --base " + moved);
+  CHECK(full.code == 1);
+  CHECK(full.err == "ember: error: --base " + moved +
+                        " with --resume gives a LoRA run's moved base; " +
+                        (dir / "full/step_00000002.h5") +
+                        " is a --full fine-tune's checkpoint, which holds every weight and reads "
+                        "no base\n");
 }

@@ -1,7 +1,8 @@
 // Fine-tune checkpoints (nn/checkpoint.h, docs/formats.md#fine-tune-checkpoints): adapters only in
 // /model plus root attrs base and base_sha256; model_from_checkpoint rebuilds
 // base + added rows + adapters with the same logits; check_model_tensors wants
-// exactly the trainable tensors; a missing or changed base is one clear error.
+// exactly the trainable tensors; a missing or changed base is one clear error, a moved one is
+// read from the path given, checked by its sha256.
 #include <catch2/catch.hpp>
 #include <filesystem>
 
@@ -123,12 +124,46 @@ TEST_CASE("fine-tune checkpoint: a missing or changed base is one error naming i
   CHECK_THROWS_WITH(model_from_checkpoint(read_checkpoint(path), path),
                     Catch::StartsWith(path + ": its base " + base + " has changed (sha256 " +
                                       sha256_file(base) + ", expected " + c.base_sha256 + ")"));
+  // No recorded hash: said so, not "(expected )".
+  Checkpoint no_hash = c;
+  no_hash.base_sha256.clear();
+  CHECK_THROWS_WITH(model_from_checkpoint(no_hash, path),
+                    path + ": records no sha256 of its base " + base +
+                        " (root attribute base_sha256 missing or empty), so no file can be checked "
+                        "to be the base it was fine-tuned on");
   std::filesystem::remove(base);
   CHECK_THROWS_WITH(model_from_checkpoint(read_checkpoint(path), path),
-                    path + ": its base " + base + " is missing");
+                    path + ": its base " + base +
+                        " is missing; if it moved, give its new path with --base (checked against "
+                        "the sha256 the checkpoint records, " +
+                        c.base_sha256 + ")");
   Checkpoint no_base = c;
   no_base.base.clear();
   CHECK_THROWS_WITH(model_from_checkpoint(no_base, path), Catch::Contains("must name its base"));
+}
+
+TEST_CASE("fine-tune checkpoint: a moved base is read from the path given, checked by its sha256",
+          "[checkpoint][adapters]") {
+  TempDir dir("ftckpt");
+  const std::string base = write_base(dir, false, 1);
+  std::unique_ptr<Transformer> model;
+  const Checkpoint c = finetune_of(base, 0, "none", model);
+  const std::string path = dir / "ft.h5";
+  write_checkpoint(path, c);
+  const auto reference = model_from_checkpoint(read_checkpoint(path), path);
+  const std::string moved = dir / "moved_base.h5";
+  std::filesystem::rename(base, moved);
+  const auto loaded = model_from_checkpoint(read_checkpoint(path), path, moved);
+  CHECK(loaded->forward(ids()).logits.data().to_vector<float>() ==
+        reference->forward(ids()).logits.data().to_vector<float>());
+  // Another file there: refused, naming both hashes.
+  write_base(dir, false, 2);  // a different base at the old path
+  std::filesystem::rename(base, moved);
+  CHECK_THROWS_WITH(model_from_checkpoint(read_checkpoint(path), path, moved),
+                    "--base " + moved + ": sha256 " + sha256_file(moved) + ", but " + path +
+                        " was fine-tuned on a base with sha256 " + c.base_sha256 + " (" + base + ")");
+  CHECK_THROWS_WITH(model_from_checkpoint(read_checkpoint(path), path, dir / "nowhere.h5"),
+                    "--base " + (dir / "nowhere.h5") + ": no such file");
 }
 
 TEST_CASE("plain checkpoints carry no base attrs", "[checkpoint]") {

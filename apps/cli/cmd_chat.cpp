@@ -13,6 +13,7 @@
 #include <span>
 
 #include "apps/cli/commands.h"
+#include "apps/cli/moved_base_option.h"
 #include "apps/cli/streamed_generation.h"
 #include "core/error.h"
 #include "data/chat.h"
@@ -21,7 +22,7 @@ namespace ember::apps {
 namespace {
 
 struct ChatOptions {
-  std::string checkpoint, system;
+  std::string checkpoint, system, base;
   SamplingFlags sampling;
 };
 
@@ -105,11 +106,12 @@ CommandRunner add_chat_command(CLI::App& app) {
   sub->add_option("--checkpoint", o->checkpoint, "checkpoint (.h5): base, fine-tune or merged")
       ->required()
       ->check(CLI::ExistingFile);
+  add_moved_base_option(*sub, o->base);
   sub->add_option("--system", o->system, "a system message opening the conversation");
   add_sampling_options(sub, o->sampling, "sampling seed (reply i uses seed + i)");
   return [o]() {
     check_sampling_flags(o->sampling);
-    const LoadedModel lm = load_model(o->checkpoint);
+    const LoadedModel lm = load_model(o->checkpoint, o->base);
     require_chat_tokens(lm.tokenizer, o->checkpoint);
     Conversation conversation(lm, *o);
     conversation.require_room_for_a_message();

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "apps/cli/commands.h"
+#include "apps/cli/moved_base_option.h"
 #include "apps/train/evaluation.h"
 #include "apps/train/model_io.h"
 #include "autograd/autocast.h"
@@ -20,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct EvalOptions {
-  std::string checkpoint, data, grads_out, dtype = "float32";
+  std::string checkpoint, data, grads_out, dtype = "float32", base;
   int64_t batch_size = 8, seq_len = 0, batches = 0;
 };
 
@@ -66,6 +67,7 @@ CommandRunner add_eval_command(CLI::App& app) {
   auto o = std::make_shared<EvalOptions>();
   CLI::App* sub = app.add_subcommand("eval", "Mean loss and bits per byte of a checkpoint over sequential batches of token shards");
   sub->add_option("--checkpoint", o->checkpoint, "checkpoint (.h5)")->required()->check(CLI::ExistingFile);
+  add_moved_base_option(*sub, o->base);
   sub->add_option("--data", o->data, "token shards: a .bin file, a folder or a glob")->required();
   sub->add_option("--batch-size", o->batch_size, "rows per batch")->capture_default_str();
   sub->add_option("--seq-len", o->seq_len, "tokens per row (0: the model's max_seq_len)");
@@ -80,7 +82,7 @@ CommandRunner add_eval_command(CLI::App& app) {
     const bool grads = !o->grads_out.empty();
     if (grads) check_new_output(o->grads_out);
     AutocastGuard mixed(parse_autocast_dtype(o->dtype));  // forward and backward
-    LoadedModel lm = load_model(o->checkpoint);
+    LoadedModel lm = load_model(o->checkpoint, o->base);
     nn::Transformer& model = *lm.model;
     const nn::ModelConfig& cfg = model.config();
     const int64_t T = o->seq_len > 0 ? o->seq_len : cfg.max_seq_len;

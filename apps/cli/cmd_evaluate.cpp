@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/cli/commands.h"
+#include "apps/cli/moved_base_option.h"
 #include "apps/evaluate/multiple_choice.h"
 #include "apps/evaluate/perplexity.h"
 #include "apps/evaluate/task_file.h"
@@ -19,7 +20,7 @@ namespace ember::apps {
 namespace {
 
 struct EvaluateOptions {
-  std::string checkpoint, tasks, text, tokenizer;
+  std::string checkpoint, tasks, text, tokenizer, base;
   int64_t limit = 0, batch_size = 4, seq_len = 0, stride = 0;
   bool json = false;
 };
@@ -49,7 +50,7 @@ std::string stderr_text(double se) {
 int run_tasks(const EvaluateOptions& o) {
   std::vector<ChoiceItem> items = read_tasks(o.tasks);
   if (o.limit > 0 && static_cast<int64_t>(items.size()) > o.limit) items.resize(o.limit);
-  LoadedModel lm = load_model_for_text(o.checkpoint, o.tokenizer);
+  LoadedModel lm = load_model_for_text(o.checkpoint, o.tokenizer, o.base);
   ProgressLine line;
   const ChoiceMetrics m = evaluate_choices(
       *lm.model, lm.tokenizer, items, o.batch_size, o.tasks,
@@ -78,7 +79,7 @@ int run_tasks(const EvaluateOptions& o) {
 
 int run_text(const EvaluateOptions& o) {
   const std::string text = read_file(o.text, "text file", kMaxTextFileBytes);
-  LoadedModel lm = load_model_for_text(o.checkpoint, o.tokenizer);
+  LoadedModel lm = load_model_for_text(o.checkpoint, o.tokenizer, o.base);
   ProgressLine line;
   const int64_t seq_len = o.seq_len > 0 ? o.seq_len : lm.model->config().max_seq_len;
   const int64_t stride = o.stride > 0 ? o.stride : seq_len;
@@ -123,6 +124,7 @@ CommandRunner add_evaluate_command(CLI::App& app) {
   sub->add_option("--checkpoint", o->checkpoint, "checkpoint (.h5): base, fine-tune or merged")
       ->required()
       ->check(CLI::ExistingFile);
+  add_moved_base_option(*sub, o->base);
   auto* tasks =
       sub->add_option(
              "--tasks", o->tasks,

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "apps/cli/commands.h"
+#include "apps/cli/moved_base_option.h"
 #include "apps/interop/hf_files.h"
 #include "nn/checkpoint.h"
 
@@ -15,7 +16,7 @@ namespace ember::apps {
 namespace {
 
 struct ExportOptions {
-  std::string checkpoint, format = "hf", out;
+  std::string checkpoint, format = "hf", out, base;
   bool merge = false;
 };
 
@@ -26,13 +27,13 @@ int run_export(const ExportOptions& o) {
   EMBER_CHECK(o.format == "hf" || o.merge, "--format ember needs --merge (the merged model of a "
               "fine-tune checkpoint; a plain checkpoint is already in ember's format)");
   if (o.format == "ember") {
-    export_merged_checkpoint(o.checkpoint, o.out);
+    export_merged_checkpoint(o.checkpoint, o.out, o.base);
     std::printf("wrote %s: the merged model (base + adapters)\n", o.out.c_str());
   } else if (finetuned && !o.merge) {
-    export_peft(o.checkpoint, o.out);
+    export_peft(o.checkpoint, o.out, o.base);
     std::printf("wrote %s: PEFT adapter (adapter_config.json, adapter_model.safetensors)\n", o.out.c_str());
   } else {
-    const HfExport done = export_hf(o.checkpoint, o.out);
+    const HfExport done = export_hf(o.checkpoint, o.out, o.base);
     std::printf("wrote %s (%s%s): model.safetensors, config.json%s\n", o.out.c_str(),
                 hf_arch_name(done.arch), o.merge ? ", merged" : "",
                 done.tokenizer ? ", tokenizer.json" : " (no tokenizer: the checkpoint has none)");
@@ -50,6 +51,7 @@ CommandRunner add_export_command(CLI::App& app) {
   sub->add_option("--checkpoint", o->checkpoint, "checkpoint (.h5)")
       ->required()
       ->check(CLI::ExistingFile);
+  add_moved_base_option(*sub, o->base);
   sub->add_option("--format", o->format, "output format (ember: with --merge only)")
       ->check(CLI::IsMember({"hf", "ember"}))
       ->capture_default_str();

@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "apps/cli/commands.h"
+#include "apps/cli/moved_base_option.h"
 #include "apps/cli/streamed_generation.h"
 #include "apps/train/model_io.h"
 #include "core/io/read_file.h"
@@ -18,7 +19,7 @@ namespace ember::apps {
 namespace {
 
 struct GenerateOptions {
-  std::string checkpoint, prompt, prompt_file, tokenizer, system;
+  std::string checkpoint, prompt, prompt_file, tokenizer, system, base;
   SamplingFlags sampling;
   int64_t num_samples = 1;
   bool interactive = false, chat = false;
@@ -52,6 +53,7 @@ CommandRunner add_generate_command(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
   CLI::App* sub = app.add_subcommand("generate", "Sample text from a checkpoint (KV cache, streamed to stdout)");
   sub->add_option("--checkpoint", o->checkpoint, "checkpoint (.h5)")->required()->check(CLI::ExistingFile);
+  add_moved_base_option(*sub, o->base);
   auto* p = sub->add_option("--prompt", o->prompt, "text to continue (default: a new document)");
   sub->add_option("--prompt-file", o->prompt_file, "read the prompt from this file")->excludes(p)->check(CLI::ExistingFile);
   add_sampling_options(sub, o->sampling, "sampling seed (sample i uses seed + i)");
@@ -66,7 +68,7 @@ CommandRunner add_generate_command(CLI::App& app) {
   return [o]() {
     EMBER_CHECK(o->num_samples > 0, "--num-samples must be positive, got ", o->num_samples);
     check_sampling_flags(o->sampling);
-    const LoadedModel lm = load_model_for_text(o->checkpoint, o->tokenizer);
+    const LoadedModel lm = load_model_for_text(o->checkpoint, o->tokenizer, o->base);
     if (o->chat) require_chat_tokens(lm.tokenizer, o->checkpoint);
     if (o->interactive) {
       std::string line;

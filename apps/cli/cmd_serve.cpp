@@ -2,6 +2,7 @@
 // continuous batching, a paged KV cache and prefix reuse (docs/cli.md#serving).
 // The options are registered here; everything else is apps/serve/.
 #include "apps/cli/commands.h"
+#include "apps/cli/moved_base_option.h"
 #include "apps/serve/server.h"
 
 namespace ember::apps {
@@ -13,6 +14,7 @@ CommandRunner add_serve_command(CLI::App& app) {
   sub->add_option("--checkpoint", o->checkpoint, "checkpoint (.h5): base, fine-tune or merged")
       ->required()
       ->check(CLI::ExistingFile);
+  add_moved_base_option(*sub, o->moved_base);
   sub->add_option("--host", o->host,
                   "address to listen on (loopback by default; 0.0.0.0: every interface)");
   sub->add_option("--port", o->port, "TCP port (0: any free port, printed once listening)");

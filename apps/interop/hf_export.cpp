@@ -26,7 +26,8 @@ std::optional<int64_t> eos_id_of(const std::optional<data::Tokenizer>& tokenizer
 
 }  // namespace
 
-HfExport export_hf(const std::string& checkpoint, const std::string& out_dir) {
+HfExport export_hf(const std::string& checkpoint, const std::string& out_dir,
+                   const std::string& moved_base) {
   require_new_output("export", "--out", out_dir, OutputKind::Folder);
   nn::Checkpoint c = nn::read_checkpoint(checkpoint, /*with_optim=*/false);
   // A fine-tune checkpoint exports as its merged model (the base with every adapter folded in).
@@ -37,7 +38,7 @@ HfExport export_hf(const std::string& checkpoint, const std::string& out_dir) {
   // Every tensor checked against the config (names, shapes, finite values) before anything is written.
   std::map<std::string, Tensor> weights;
   {
-    const std::unique_ptr<nn::Transformer> model = nn::model_from_checkpoint(c, checkpoint);
+    const std::unique_ptr<nn::Transformer> model = nn::model_from_checkpoint(c, checkpoint, moved_base);
     weights = finetuned ? nn::merged_state_dict(*model) : model->state_dict();
   }
   c.model.clear();

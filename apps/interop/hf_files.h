@@ -18,17 +18,22 @@ struct HfExport {
 // Writes out_dir/{model.safetensors, config.json, tokenizer.json, generation_config.json};
 // a fine-tune checkpoint (docs/formats.md#fine-tune-checkpoints) as its merged model. out_dir
 // must not exist or be an empty folder (apps/interop/new_output.h), as for export_peft.
-HfExport export_hf(const std::string& checkpoint, const std::string& out_dir);
+// moved_base (here and below): a fine-tune's base read from there instead
+// (nn::model_from_checkpoint).
+HfExport export_hf(const std::string& checkpoint, const std::string& out_dir,
+                   const std::string& moved_base = "");
 
 // --- fine-tune checkpoints (apps/interop/peft_export.cpp) -------------------------------
 // Writes out_dir/{adapter_config.json, adapter_model.safetensors}: the PEFT LoRA adapter of
 // docs/formats.md#peft-adapter. An Error for a plain checkpoint, a GPT-2-class base (fused qkv) or
 // rows added by --add-chat-tokens (those need the merged export).
 // out_dir must not exist or be an empty folder.
-void export_peft(const std::string& checkpoint, const std::string& out_dir);
+void export_peft(const std::string& checkpoint, const std::string& out_dir,
+                 const std::string& moved_base = "");
 // Writes the merged model (base + adapters folded in) as a plain ember checkpoint with the
 // fine-tune's tokenizer; out_file must not exist.
-void export_merged_checkpoint(const std::string& checkpoint, const std::string& out_file);
+void export_merged_checkpoint(const std::string& checkpoint, const std::string& out_file,
+                              const std::string& moved_base = "");
 
 // --- import (apps/interop/hf_import.cpp) ------------------------------------------------
 struct HfImportOptions {

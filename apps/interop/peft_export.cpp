@@ -51,7 +51,8 @@ std::string adapter_config_json(const nn::ModelConfig& cfg, const std::string& b
 
 }  // namespace
 
-void export_peft(const std::string& checkpoint, const std::string& out_dir) {
+void export_peft(const std::string& checkpoint, const std::string& out_dir,
+                 const std::string& moved_base) {
   require_new_output("export", "--out", out_dir, OutputKind::Folder);
   nn::Checkpoint c = nn::read_checkpoint(checkpoint, /*with_optim=*/false);
   EMBER_CHECK(c.config.lora, checkpoint,
@@ -66,7 +67,7 @@ void export_peft(const std::string& checkpoint, const std::string& out_dir) {
                 "them; export with --merge");
   }
   // Loads the base and checks every tensor (names, shapes, finite) before anything is written.
-  nn::model_from_checkpoint(c, checkpoint);
+  nn::model_from_checkpoint(c, checkpoint, moved_base);
   std::map<std::string, Tensor> tensors;
   for (const auto& [name, t] : c.model) tensors["base_model.model." + name] = t;
 
@@ -75,17 +76,18 @@ void export_peft(const std::string& checkpoint, const std::string& out_dir) {
   EMBER_CHECK(std::filesystem::is_directory(out_dir), "--out ", out_dir, ": cannot create the folder");
   const std::filesystem::path dir(out_dir);
   write_safetensors((dir / "adapter_model.safetensors").string(), tensors);
-  write_file_atomically((dir / "adapter_config.json").string(), adapter_config_json(c.config, c.base));
+  write_file_atomically((dir / "adapter_config.json").string(), adapter_config_json(c.config, moved_base.empty() ? c.base : moved_base));
 }
 
-void export_merged_checkpoint(const std::string& checkpoint, const std::string& out_file) {
+void export_merged_checkpoint(const std::string& checkpoint, const std::string& out_file,
+                              const std::string& moved_base) {
   nn::Checkpoint c = nn::read_checkpoint(checkpoint, /*with_optim=*/false);
   EMBER_CHECK(c.config.lora, checkpoint, ": not a fine-tune checkpoint (no \"lora\" in its config): "
               "nothing to merge");
   require_new_output("export", "--out", out_file, OutputKind::File);
   nn::Checkpoint merged;
   merged.config = nn::merged_config(c.config);
-  merged.model = nn::merged_state_dict(*nn::model_from_checkpoint(c, checkpoint));
+  merged.model = nn::merged_state_dict(*nn::model_from_checkpoint(c, checkpoint, moved_base));
   merged.tokenizer_json = c.tokenizer_json;
   nn::write_checkpoint(out_file, merged);
 }

@@ -11,6 +11,7 @@ namespace ember::apps::serve {
 
 struct ServeOptions {
   std::string checkpoint, tokenizer;
+  std::string moved_base;  // --base: a fine-tune's base moved since (apps/cli/moved_base_option.h)
   std::string host = "127.0.0.1";
   int port = 8000;          // 0: any free port (the line printed once listening names it)
   std::string api_key;      // "": no key needed

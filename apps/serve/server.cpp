@@ -75,7 +75,7 @@ int run_serve(const ServeOptions& o) {
   const StopSignalScope stop_scope(stop_signal);
   std::signal(SIGPIPE, SIG_IGN);
 
-  LoadedModel lm = load_model_for_text(o.checkpoint, o.tokenizer);
+  LoadedModel lm = load_model_for_text(o.checkpoint, o.tokenizer, o.moved_base);
   auto inference = std::make_shared<const nn::InferenceModel>(*lm.model);
   nn::Engine engine(inference, engine_options(o));
   ServeState st;

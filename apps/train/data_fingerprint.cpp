@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "apps/train/data_prep.h"
+#include "apps/train/run_paths.h"
 #include "core/io/crc32c.h"
 #include "core/error.h"
 #include "data/corpus.h"
@@ -84,7 +85,12 @@ std::string describe_data_change(const json& before, const json& now) {
     if (i >= before.size()) return file + " is new";
     if (before[i] == now[i]) continue;
     const std::string was = before[i].value("file", std::string());
-    if (was != file) return detail::concat(file, " in place of ", was);
+    // The same file by another name: runs store their data paths absolute now, older ones
+    // relative (to the folder they started in).
+    if (!same_path(was, file)) return detail::concat(file, " in place of ", was);
+    if (before[i].value("bytes", uint64_t{0}) == now[i].value("bytes", uint64_t{0}) &&
+        before[i].value("hash", std::string()) == now[i].value("hash", std::string()))
+      continue;
     const uint64_t bytes = now[i].value("bytes", uint64_t{0}), was_bytes = before[i].value("bytes", uint64_t{0});
     if (bytes != was_bytes) return detail::concat(file, ": ", bytes, " bytes, was ", was_bytes);
     return file + ": its content changed (same size, another hash)";

@@ -13,7 +13,8 @@ namespace ember::apps {
 // [{"file": path, "bytes": size, "hash": "8 hex digits"}, ...] for the files of data and val_data.
 nlohmann::json data_fingerprint(const std::string& data, const std::string& val_data);
 // "" when `now` equals `before`; else what changed, naming the first file
-// ("corpus.txt: 1234 bytes, was 1200" / "a.bin: content changed" / "x.bin is new").
+// ("corpus.txt: 1234 bytes, was 1200" / "a.bin: content changed" / "x.bin is new"). A file
+// named by another path (relative and absolute, a link) with the same size and hash is no change.
 std::string describe_data_change(const nlohmann::json& before, const nlohmann::json& now);
 
 }  // namespace ember::apps

@@ -15,18 +15,19 @@ std::string default_corpus() {
   return dir;
 }
 
-LoadedModel load_model(const std::string& checkpoint_path) {
+LoadedModel load_model(const std::string& checkpoint_path, const std::string& moved_base) {
   const nn::Checkpoint c = nn::read_checkpoint(checkpoint_path, /*with_optim=*/false);
   LoadedModel out;
-  out.model = nn::model_from_checkpoint(c, checkpoint_path);
+  out.model = nn::model_from_checkpoint(c, checkpoint_path, moved_base);
   std::optional<data::Tokenizer> tokenizer = data::stored_tokenizer(c.tokenizer_json, c.config.vocab_size, checkpoint_path);
   out.has_tokenizer = tokenizer.has_value();
   out.tokenizer = tokenizer ? std::move(*tokenizer) : data::byte_tokenizer(c.config.vocab_size);
   return out;
 }
 
-LoadedModel load_model_for_text(const std::string& checkpoint_path, const std::string& tokenizer_path) {
-  LoadedModel lm = load_model(checkpoint_path);
+LoadedModel load_model_for_text(const std::string& checkpoint_path, const std::string& tokenizer_path,
+                                const std::string& moved_base) {
+  LoadedModel lm = load_model(checkpoint_path, moved_base);
   if (!tokenizer_path.empty()) {
     lm.tokenizer = data::Tokenizer::load(tokenizer_path);
     lm.has_tokenizer = true;

@@ -21,11 +21,13 @@ struct LoadedModel {
   data::Tokenizer tokenizer;
   bool has_tokenizer = true;
 };
-// Model weights (float32) and tokenizer of a checkpoint; eval mode.
-LoadedModel load_model(const std::string& checkpoint_path);
+// Model weights (float32) and tokenizer of a checkpoint; eval mode. moved_base: a fine-tune
+// checkpoint's base read from there instead (the command's --base; nn::model_from_checkpoint).
+LoadedModel load_model(const std::string& checkpoint_path, const std::string& moved_base = "");
 // load_model for the commands that read and write text (generate, evaluate, serve): with
 // tokenizer_path, that tokenizer.json replaces the stored one (at most vocab_size tokens);
 // an Error when the model then has no real tokenizer (a stored vocabulary that is not bytes).
-LoadedModel load_model_for_text(const std::string& checkpoint_path, const std::string& tokenizer_path);
+LoadedModel load_model_for_text(const std::string& checkpoint_path, const std::string& tokenizer_path,
+                                const std::string& moved_base = "");
 
 }  // namespace ember::apps

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <variant>
 
+#include "apps/train/run_paths.h"
 #include "core/error.h"
 #include "nn/adapters.h"
 
@@ -56,6 +57,14 @@ struct Field {
 };
 
 using O = TrainOptions;
+
+// The fields naming data files: stored absolute (absolutize_paths), compared as files on --resume.
+constexpr const char* kPathKeys[] = {"data", "val_data", "tokenizer"};
+bool is_path_key(const std::string& key) {
+  return std::any_of(std::begin(kPathKeys), std::end(kPathKeys),
+                     [&](const char* k) { return key == k; });
+}
+
 const std::vector<Field>& fields() {
   static const std::vector<Field> table = {
       {"--config", &O::config, "model config JSON (docs/model.md)", OnResume::NotSaved, kAny, true},
@@ -138,7 +147,8 @@ const std::vector<Field>& finetune_fields() {
   static const std::vector<Field> table = [] {
     std::vector<Field> t = {
         {"--base", &O::base,
-         "checkpoint to fine-tune (its config and tokenizer; a LoRA run's checkpoints name it)",
+         "checkpoint to fine-tune (its config and tokenizer; a LoRA run's checkpoints name it); "
+         "with --resume: the new path of a LoRA run's base that moved (checked by its sha256)",
          OnResume::NotSaved, kAny, true},
         {"--data", &O::data,
          "chat JSONL: one {\"messages\": [{\"role\", \"content\"}, ...]} or {\"text\"} per line",
@@ -268,8 +278,6 @@ void validate_finetune_options(const TrainOptions& o) {
   EMBER_CHECK(
       !o.base.empty() || !o.resume.empty(),
       "--base is required: the checkpoint to fine-tune (or --resume DIR to continue a run)");
-  EMBER_CHECK(o.base.empty() || o.resume.empty(),
-              "--base and --resume exclude each other: a resumed run keeps its own base");
   EMBER_CHECK(!o.resume.empty() || !o.data.empty(),
               "--data is required: the chat JSONL to fine-tune on");
   if (!o.full) {
@@ -334,12 +342,17 @@ std::vector<std::string> restore_options(const json& saved, TrainOptions& o) {
             return;
           }
           if (json(v) == was) return;
+          if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::string>) {
+            // The same file by another name (./chat.jsonl, an absolute path, a link): no change.
+            if (is_path_key(key) && was.is_string() && same_path(v, was.get<std::string>())) return;
+          }
           const std::string change = detail::concat(f.flag, " ", value_text(f, o), " overrides the run's ",
                                                     json_text(was));
           if (f.resume == OnResume::Refused) {
             throw Error(detail::concat("--resume: ", f.flag, " ", value_text(f, o), " differs from the run's ",
                                        json_text(was), "; it changes which data the rest of the run reads "
-                                       "(resume without it, or start a new run with --init-from)"));
+                                       "(resume without it, or start a new run with ",
+                                       o.finetune ? "--base" : "--init-from", ")"));
           }
           if (f.resume == OnResume::Fixed) {
             throw Error(detail::concat("--resume: ", f.flag, " ", value_text(f, o),
@@ -356,6 +369,14 @@ std::vector<std::string> restore_options(const json& saved, TrainOptions& o) {
         f.member);
   }
   return notes;
+}
+
+void absolutize_paths(TrainOptions& o) {
+  for (const Field& f : fields_of(o)) {
+    if (!is_path_key(key_of(f))) continue;
+    std::string& path = o.*std::get<std::string TrainOptions::*>(f.member);
+    path = absolute_path(path);
+  }
 }
 
 std::vector<std::pair<std::string, std::string>> option_values(const TrainOptions& o) {

@@ -92,6 +92,11 @@ nlohmann::json options_to_json(const TrainOptions& o);
 // o.allow_data_change).
 std::vector<std::string> restore_options(const nlohmann::json& saved, TrainOptions& o);
 
+// --data, --val-data and --tokenizer made absolute (run_paths.h): the run stores them so, and
+// --resume finds them from any working directory (a run that stored them relative resumes from
+// the folder it started in).
+void absolutize_paths(TrainOptions& o);
+
 // Every field of the table as (flag, value as text), in the table's order:
 // what the ranks of a data-parallel run must agree on.
 std::vector<std::pair<std::string, std::string>> option_values(const TrainOptions& o);

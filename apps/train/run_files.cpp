@@ -10,6 +10,7 @@
 #include "nn/checkpoint.h"
 #include "core/error.h"
 #include "core/io/atomic_file.h"
+#include "apps/train/run_lock.h"
 
 namespace ember::apps {
 namespace fs = std::filesystem;
@@ -91,6 +92,13 @@ ResumePoint find_resume_point(const std::string& dir) {
       const std::string why = e.what();  // names the file, mostly
       std::fprintf(stderr, "ember: warning: skipping %s\n", (why.starts_with(path) ? why : path + ": " + why).c_str());
     }
+  }
+  // The run in that folder may still be on its way to its first checkpoint.
+  if (const std::optional<std::string> pid = run_lock_holder(dir)) {
+    throw Error(detail::concat("--resume: another ember process",
+                               pid->empty() ? std::string() : " (pid " + *pid + ")", " is running in ",
+                               dir, " and has not saved a checkpoint yet; wait for its first "
+                               "checkpoint (--save-every) or for it to end"));
   }
   throw Error("--resume: no usable checkpoint in " + dir);
 }

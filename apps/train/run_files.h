@@ -20,7 +20,8 @@ std::vector<std::string> list_checkpoints(const std::string& out_dir);
 void prune_checkpoints(const std::string& out_dir, int64_t keep, int64_t keep_every);
 // The newest checkpoint that opens, passes its checksum and reads completely;
 // one that fails in any way (truncated, corrupt, unreadable) is skipped with a
-// warning on stderr. An Error when none is usable. Changes no file.
+// warning on stderr. An Error when none is usable (naming the process that holds the folder's
+// lock, when one does: a run that has not saved yet). Changes no file.
 struct ResumePoint {
   std::string path;
   nn::Checkpoint checkpoint;  // as read_checkpoint(path, with_optim, !optim_tensors): moments stay in the file

@@ -3,6 +3,7 @@
 // second `ember train` or `ember finetune` on the same --out refuses at once, naming the folder
 // and the holder's pid.
 #pragma once
+#include <optional>
 #include <string>
 
 namespace ember::apps {
@@ -18,5 +19,10 @@ class RunLock {
  private:
   int fd_ = -1;
 };
+
+// Whether a process holds OUT/.lock now: its pid as written in the file ("" when it has not
+// written it yet), or nullopt when no process holds it (or there is no lock file). Probes with
+// a shared lock taken and dropped at once; creates nothing.
+std::optional<std::string> run_lock_holder(const std::string& out_dir);
 
 }  // namespace ember::apps

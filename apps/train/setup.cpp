@@ -10,6 +10,7 @@
 #include "apps/train/model_io.h"
 #include "nn/presets.h"
 #include "apps/train/run_files.h"
+#include "apps/train/run_paths.h"
 #include "apps/train/run.h"
 #include "dist/consistency.h"
 
@@ -43,6 +44,11 @@ void read_resumed_run(TrainRun& run) {
     run.saved_world = st.value("world_size", int64_t{1});
     if (o.finetune) run.finetune_base = st.at("finetune").at("base").get<std::string>();
   });
+  if (o.finetune && !o.base.empty()) {  // the base moved: build_finetune_model reads it there
+    EMBER_CHECK(run.start.config.lora.has_value(), "--base ", o.base, " with --resume gives a LoRA run's moved base; ",
+                run.start_path, " is a --full fine-tune's checkpoint, which holds every weight and reads no base");
+    run.finetune_base = absolute_path(o.base);
+  }
   o.out = run_folder(o);
 }
 
@@ -74,6 +80,7 @@ void resolve_model_source(TrainRun& run) {
                              : nn::read_checkpoint(run.start_path, /*with_optim=*/false);
       if (o.finetune) run.finetune_base = fs::absolute(o.base).lexically_normal().string();
     }
+    absolutize_paths(o);  // stored so: --resume finds the data from any working directory
     validate_options(o);  // before any work: one line naming the option and what it allows
     run.cfg = model_config(run);
     // A fine-tuning run's default --seq-len fits its base.

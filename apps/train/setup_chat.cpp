@@ -1,8 +1,9 @@
 // `ember finetune`'s data (docs/formats.md#chat-data-jsonl): the base's tokenizer, the chat JSONL
 // read and split into training and held-out conversations (a seeded choice of
 // floor(n x --val-fraction) lines, the same for every world size; no validation when they hold
-// no trained token within T+1 ids), each rendered to one row of at most T+1 ids, and the loader
-// of this rank's rows. Every rank reads the file itself.
+// no trained token within T+1 ids; training conversations without one are refused), each
+// rendered to one row of at most T+1 ids, and the loader of this rank's rows. Every rank reads
+// the file itself.
 #include <algorithm>
 #include <cstdio>
 
@@ -44,6 +45,28 @@ void require_chat_tokens(const TrainRun& run, const std::vector<data::ChatLine>&
   }
 }
 
+// A training split without a trained token would run every step at loss 0 and save weights it
+// never changed: refused, naming the file and why (no assistant message, or every answer past
+// the cut to T+1 ids).
+void require_trained_tokens(const TrainRun& run, const std::vector<data::ChatLine>& train) {
+  if (trained_targets(*run.chat_rows) > 0) return;
+  const TrainOptions& o = run.o;
+  const std::string which =
+      detail::concat(train.size(), run.held_out > 0 ? " training conversations (" : " conversations",
+                     run.held_out > 0 ? std::to_string(run.held_out) + " more held out by --val-fraction)" : "");
+  const bool answered = std::any_of(train.begin(), train.end(), [](const data::ChatLine& l) {
+    return std::any_of(l.messages.begin(), l.messages.end(),
+                       [](const data::ChatMessage& m) { return m.role == "assistant"; });
+  });
+  EMBER_CHECK(answered, "no tokens to train on in ", o.data, ": ", which,
+              ", none has an assistant message (only assistant answers and {\"text\"} lines are "
+              "trained)");
+  throw Error(detail::concat("no tokens to train on in ", o.data, ": ", which,
+                             ", every assistant answer begins beyond --seq-len + 1 = ", o.seq_len + 1,
+                             " tokens (a larger --seq-len, at most the base's max_seq_len ",
+                             run.cfg.max_seq_len, ", or shorter prompts)"));
+}
+
 }  // namespace
 
 void choose_chat_tokenizer(TrainRun& run) {
@@ -81,6 +104,7 @@ void open_chat_data(TrainRun& run) {
     require_chat_tokens(run, lines);
     run.chat_rows =
         std::make_shared<data::ChatRows>(data::make_chat_rows(*run.tokenizer, train, o.seq_len));
+    require_trained_tokens(run, train);
     if (!val.empty()) {
       run.chat_val_rows =
           std::make_shared<data::ChatRows>(data::make_chat_rows(*run.tokenizer, val, o.seq_len));

@@ -51,7 +51,10 @@ std::vector<std::pair<std::string, Variable>> build_finetune_model(TrainRun& run
   const TrainOptions& o = run.o;
   const bool resumed_lora = !o.resume.empty() && run.start.config.lora;
   if (resumed_lora) {
-    agreed(run.comm, [&] { run.model = nn::model_from_checkpoint(run.start, run.start_path); });
+    // --base: the base moved, read from there (checked by the sha256 the checkpoint records).
+    const std::string moved_base = o.base.empty() ? "" : run.finetune_base;
+    agreed(run.comm,
+           [&] { run.model = nn::model_from_checkpoint(run.start, run.start_path, moved_base); });
     run.model->train();
     run.finetune_base_sha256 = run.start.base_sha256;
   } else {
