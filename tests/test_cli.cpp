@@ -330,8 +330,8 @@ TEST_CASE("ember train --resume refuses another data order, other data, or a cor
   CHECK(latest_name(dir / "run") == "step_00000003.h5");
 }
 
-TEST_CASE("ember train --resume finds relative --data from any folder; the same file by another name is no data "
-          "change; a run that stored it relative resumes from its folder", "[cli][train]") {
+TEST_CASE("ember train --resume finds relative --data from any folder, the same file by another name is no data "
+          "change, a run that stored it relative resumes from its folder", "[cli][train]") {
   TempDir dir("cli_resume_cwd");
   tiny_train(dir);  // writes tiny.json and corpus.txt
   const std::string in_dir = "cd " + dir.path.string() + ";";

@@ -139,6 +139,7 @@ TEST_CASE("each bad input of ember finetune is one line, a non-zero exit and not
             R"("}, {"role": "assistant", "content": "a"}]})" + "\n";
   }
   dir.write("unanswered.jsonl", unanswered);
+  dir.write("short_text.jsonl", unanswered + "{\"text\": \"\"}\n{\"text\": \"a\"}\n");  // one byte: no target
   dir.write("late.jsonl", late);
   {
     ember::nn::Checkpoint c = ember::nn::read_checkpoint(dir / "base.h5", false);
@@ -166,14 +167,19 @@ TEST_CASE("each bad input of ember finetune is one line, a non-zero exit and not
       {good + " --seq-len 100", "max_seq_len"},
       {good + " --data " + (dir / "unanswered.jsonl"),
        "no tokens to train on in " + (dir / "unanswered.jsonl") +
-           ": 8 conversations, none has an assistant message"},
+           ": 8 training lines, 8 conversations without an assistant message (only assistant answers "
+           "and {\"text\"} lines are trained)"},
+      {good + " --data " + (dir / "short_text.jsonl") + " --val-fraction 0",
+       "no tokens to train on in " + (dir / "short_text.jsonl") +
+           ": 10 training lines, 8 conversations without an assistant message and 2 {\"text\"} lines "
+           "of at most one token"},
       {good + " --data " + (dir / "unanswered.jsonl") + " --val-fraction 0.25",
        "no tokens to train on in " + (dir / "unanswered.jsonl") +
-           ": 6 training conversations (2 more held out by --val-fraction), none has an "
+           ": 6 training lines (2 more held out by --val-fraction), 6 conversations without an "
            "assistant message"},
       {good + " --data " + (dir / "late.jsonl"),
        "no tokens to train on in " + (dir / "late.jsonl") +
-           ": 8 conversations, every assistant answer begins beyond --seq-len + 1 = 33 tokens "
+           ": 8 training lines, every assistant answer begins beyond --seq-len + 1 = 33 tokens "
            "(a larger --seq-len, at most the base's max_seq_len 64, or shorter prompts)"},
   };
   for (const auto& c : cases) {

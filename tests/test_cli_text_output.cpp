@@ -149,6 +149,11 @@ TEST_CASE("export --format hf refuses an --out folder that holds files and chang
   r = run_cli(dir, "export --checkpoint " + ckpt + " --out " + dir / "data/tokenizer.json");
   CHECK(one_error_line(r));
   CHECK(r.err.find("--out " + dir / "data/tokenizer.json" + ": is a file") != std::string::npos);
+  // A folder under a file cannot be made: the line says why.
+  r = run_cli(dir, "export --checkpoint " + ckpt + " --out " + dir / "data/tokenizer.json/hf");
+  CHECK(one_error_line(r));
+  CHECK(r.err == "ember: error: --out " + dir / "data/tokenizer.json/hf" +
+                     ": cannot create the folder (Not a directory)\n");
   fs::create_directories(dir.path / "hf");
   REQUIRE(run_cli(dir, "export --checkpoint " + ckpt + " --out " + dir / "hf").code == 0);
   CHECK(fs::exists(dir.path / "hf/model.safetensors"));

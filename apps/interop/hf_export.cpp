@@ -50,10 +50,7 @@ HfExport export_hf(const std::string& checkpoint, const std::string& out_dir,
   const std::optional<int64_t> eos_id = eos_id_of(tokenizer);
 
   const std::map<std::string, Tensor> tensors = hf_tensors_from_ember(c.config, done.arch, weights);
-  std::error_code ec;
-  std::filesystem::create_directories(out_dir, ec);
-  EMBER_CHECK(std::filesystem::is_directory(out_dir), "--out ", out_dir,
-              ": cannot create the folder");
+  create_output_folder("--out", out_dir);
   const std::filesystem::path dir(out_dir);
   write_safetensors((dir / "model.safetensors").string(), tensors);
   write_file_atomically((dir / "config.json").string(),

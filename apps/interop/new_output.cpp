@@ -28,4 +28,12 @@ void require_new_output(const std::string& command, const std::string& option, c
               command, " never replaces files in one)");
 }
 
+void create_output_folder(const std::string& option, const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(path, ec);
+  EMBER_CHECK(!ec && fs::is_directory(path), option, " ", path, ": cannot create the folder",
+              ec ? " (" + ec.message() + ")" : std::string());
+}
+
 }  // namespace ember::apps

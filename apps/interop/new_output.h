@@ -14,4 +14,8 @@ enum class OutputKind { File, Folder };
 void require_new_output(const std::string& command, const std::string& option, const std::string& path,
                         OutputKind kind);
 
+// Creates the output folder `path` (and its parents); an Error naming `option`, `path` and the
+// system's reason when it cannot (e.g. a parent is a file).
+void create_output_folder(const std::string& option, const std::string& path);
+
 }  // namespace ember::apps

@@ -71,9 +71,7 @@ void export_peft(const std::string& checkpoint, const std::string& out_dir,
   std::map<std::string, Tensor> tensors;
   for (const auto& [name, t] : c.model) tensors["base_model.model." + name] = t;
 
-  std::error_code ec;
-  std::filesystem::create_directories(out_dir, ec);
-  EMBER_CHECK(std::filesystem::is_directory(out_dir), "--out ", out_dir, ": cannot create the folder");
+  create_output_folder("--out", out_dir);
   const std::filesystem::path dir(out_dir);
   write_safetensors((dir / "adapter_model.safetensors").string(), tensors);
   write_file_atomically((dir / "adapter_config.json").string(), adapter_config_json(c.config, moved_base.empty() ? c.base : moved_base));

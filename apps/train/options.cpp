@@ -379,6 +379,13 @@ void absolutize_paths(TrainOptions& o) {
   }
 }
 
+std::vector<std::pair<std::string, std::string>> path_option_values(const TrainOptions& o) {
+  std::vector<std::pair<std::string, std::string>> values;
+  for (const Field& f : fields_of(o))
+    if (is_path_key(key_of(f))) values.emplace_back(f.flag, value_text(f, o));
+  return values;
+}
+
 std::vector<std::pair<std::string, std::string>> option_values(const TrainOptions& o) {
   std::vector<std::pair<std::string, std::string>> values;
   for (const Field& f : fields_of(o)) values.emplace_back(f.flag, value_text(f, o));

@@ -100,6 +100,8 @@ void absolutize_paths(TrainOptions& o);
 // Every field of the table as (flag, value as text), in the table's order:
 // what the ranks of a data-parallel run must agree on.
 std::vector<std::pair<std::string, std::string>> option_values(const TrainOptions& o);
+// The same pairs for the data paths only (--data, --val-data, --tokenizer).
+std::vector<std::pair<std::string, std::string>> path_option_values(const TrainOptions& o);
 
 // The blocks' activation-checkpointing interval the options ask for: --checkpoint-every K, else 1
 // with --checkpoint-activations, else 0 (none).

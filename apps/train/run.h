@@ -51,6 +51,10 @@ struct TrainRun {
   nlohmann::json saved_data_fingerprint;  // the run's, when resuming a checkpoint that has one
   // The training data's files (size and hash): kept in the checkpoint, compared on --resume.
   nlohmann::json data_files;
+  // The data paths (--data, --val-data, --tokenizer) as the command line gave them, before they
+  // were made absolute: what the ranks compare, since nodes may hold one data set at other
+  // absolute paths (each node's working folder with its local copy).
+  std::vector<std::pair<std::string, std::string>> paths_as_given;
   std::optional<RunLock> run_lock;  // --out, held while the run lasts
   // The outermost folder of --out that this run created (rank 0; empty when --out existed):
   // removed again when the setup fails (discard_created_out).

@@ -80,6 +80,7 @@ void resolve_model_source(TrainRun& run) {
                              : nn::read_checkpoint(run.start_path, /*with_optim=*/false);
       if (o.finetune) run.finetune_base = fs::absolute(o.base).lexically_normal().string();
     }
+    run.paths_as_given = path_option_values(o);
     absolutize_paths(o);  // stored so: --resume finds the data from any working directory
     validate_options(o);  // before any work: one line naming the option and what it allows
     run.cfg = model_config(run);
@@ -122,16 +123,21 @@ void fingerprint_data(TrainRun& run) {
 void check_ranks_agree_on_run(TrainRun& run) {
   if (run.world <= 1) return;
   std::vector<std::pair<std::string, std::string>> fields = option_values(run.o);
+  for (auto& [flag, value] : fields) {  // data paths as given: their content is compared below
+    for (const auto& [given_flag, given] : run.paths_as_given)
+      if (flag == given_flag) value = given;
+  }
   fields.emplace_back("the checkpoint started from", run.start_path);
   const json config = json::parse(run.cfg.to_json());
   for (auto it = config.begin(); it != config.end(); ++it) {
     fields.emplace_back("the model config's " + it.key(), it.value().dump());
   }
-  std::string files;  // one field, so that every rank has the same fields
+  std::string files;  // one field, so that every rank has the same fields; by position, not path
+  size_t number = 0;
   for (const json& f : run.data_files) {
-    files += (files.empty() ? "" : "; ") + f.value("file", std::string()) + " " +
-             std::to_string(f.value("bytes", uint64_t{0})) + " bytes hash " +
-             f.value("hash", std::string());
+    ++number;
+    files += (number == 1 ? "" : "; ") + ("file " + std::to_string(number) + ": ") +
+             std::to_string(f.value("bytes", uint64_t{0})) + " bytes hash " + f.value("hash", std::string());
   }
   fields.emplace_back("the data files (size and content)", files);
   dist::check_ranks_agree(run.comm, fields);

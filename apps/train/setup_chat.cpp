@@ -51,16 +51,22 @@ void require_chat_tokens(const TrainRun& run, const std::vector<data::ChatLine>&
 void require_trained_tokens(const TrainRun& run, const std::vector<data::ChatLine>& train) {
   if (trained_targets(*run.chat_rows) > 0) return;
   const TrainOptions& o = run.o;
-  const std::string which =
-      detail::concat(train.size(), run.held_out > 0 ? " training conversations (" : " conversations",
-                     run.held_out > 0 ? std::to_string(run.held_out) + " more held out by --val-fraction)" : "");
+  const auto count = [](size_t n, const char* one, const char* many) {
+    return std::to_string(n) + " " + (n == 1 ? one : many);
+  };
+  const size_t texts = static_cast<size_t>(
+      std::count_if(train.begin(), train.end(), [](const data::ChatLine& l) { return l.is_text; }));
+  const std::string which = detail::concat(
+      count(train.size(), "training line", "training lines"),
+      run.held_out > 0 ? " (" + std::to_string(run.held_out) + " more held out by --val-fraction)" : "");
   const bool answered = std::any_of(train.begin(), train.end(), [](const data::ChatLine& l) {
     return std::any_of(l.messages.begin(), l.messages.end(),
                        [](const data::ChatMessage& m) { return m.role == "assistant"; });
   });
-  EMBER_CHECK(answered, "no tokens to train on in ", o.data, ": ", which,
-              ", none has an assistant message (only assistant answers and {\"text\"} lines are "
-              "trained)");
+  EMBER_CHECK(answered, "no tokens to train on in ", o.data, ": ", which, ", ",
+              count(train.size() - texts, "conversation", "conversations"), " without an assistant message",
+              texts > 0 ? " and " + count(texts, "{\"text\"} line", "{\"text\"} lines") + " of at most one token" : "",
+              " (only assistant answers and {\"text\"} lines are trained)");
   throw Error(detail::concat("no tokens to train on in ", o.data, ": ", which,
                              ", every assistant answer begins beyond --seq-len + 1 = ", o.seq_len + 1,
                              " tokens (a larger --seq-len, at most the base's max_seq_len ",

@@ -3,7 +3,7 @@
 # what differs, exit non-zero, and never hang: --steps, --seq-len, --seed,
 # --zero, --save-every, another --config, and a --data file of the same name
 # and size but other content (each rank in its own working folder, as on two
-# nodes with a local copy each).
+# nodes with a local copy each); the same content there trains.
 # Variables: EMBER, TOOL, MPIRUN, WORK.
 include(${CMAKE_CURRENT_LIST_DIR}/failed_job.cmake)
 file(REMOVE_RECURSE ${WORK})
@@ -53,4 +53,14 @@ set(relative train --config ${WORK}/a/tiny.json --data train.bin --batch-size 2 
     --warmup 1 --log-every 100 --out ${WORK}/run)
 expect_disagreement("data content" "ranks disagree on the data files"
                     RANK0 ${relative} RANK1 ${relative} WDIR0 ${WORK}/a WDIR1 ${WORK}/b)
+# The same --data path and bytes at another absolute path on each rank (a local copy per node, under
+# another working folder): the ranks agree and train, though the run stores rank 0's absolute path.
+file(COPY ${WORK}/a/train.bin DESTINATION ${WORK}/c)
+execute_process(
+  COMMAND ${MPIRUN} --oversubscribe --bind-to none -np 1 -wdir ${WORK}/a ${EMBER} ${relative}
+          : -np 1 -wdir ${WORK}/c ${EMBER} ${relative}
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
+if(NOT rc EQUAL 0 OR NOT EXISTS ${WORK}/run/step_00000004.h5)
+  message(FATAL_ERROR "local copies at other paths: the run failed (${rc}):\n${out}${err}")
+endif()
 file(REMOVE_RECURSE ${WORK})
