@@ -1,7 +1,7 @@
 // `ember serve`'s body framing without a socket: a request head checked as a
 // reverse proxy checks it (conflicting or negative Content-Length, Content-Length
-// with chunked, encodings other than chunked, malformed header lines; no framing
-// means no body), the head rewritten with a plain Content-Length, and chunked
+// with chunked, encodings other than chunked, any in HTTP/1.0, malformed header
+// lines; no framing means no body; a 1.0 Expect ignored), the head rewritten with a plain Content-Length, and chunked
 // bodies decoded under a size limit that stops at the first chunk size past it.
 #include <catch2/catch.hpp>
 #include <string>
@@ -86,6 +86,22 @@ TEST_CASE("serve: body framing a reverse proxy refuses", "[serve]") {
                      : status == 501 ? "unsupported_transfer_encoding"
                                      : "invalid_http_framing"));
   }
+}
+
+TEST_CASE("serve: an HTTP/1.0 head has no chunked coding and no 100 Continue", "[serve]") {
+  const std::string v10 = "POST /v1/completions HTTP/1.0\r\nHost: x\r\n";
+  HeadFraming f = check_framing(v10 + "Transfer-Encoding: chunked\r\n\r\n", 1000);
+  CHECK(f.status == 400);
+  CHECK(f.code == "invalid_http_framing");
+  CHECK(f.message.find("HTTP/1.0") != std::string::npos);
+  f = check_framing(v10 + "Content-Length: 3\r\nExpect: 100-continue\r\n\r\n", 1000);
+  CHECK(f.status == 0);
+  CHECK(f.http10);
+  CHECK(f.content_length == 3);
+  CHECK_FALSE(f.expect_continue);  // ignored: a 1.0 client is sent no 1xx
+  f = framing("Content-Length: 3\r\nExpect: 100-continue\r\n");
+  CHECK_FALSE(f.http10);
+  CHECK(f.expect_continue);
 }
 
 TEST_CASE("serve: the head handed to the library has one plain Content-Length", "[serve]") {

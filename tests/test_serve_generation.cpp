@@ -3,7 +3,9 @@
 // of a socket: the SSE sequence (role chunk, deltas, finish, usage, [DONE]) gives
 // the same text as the whole response; echo with max_tokens 0 scores the prompt;
 // a stop string cuts the text where the first occurrence in the whole output is;
-// a writer that fails (the client went away) cancels the request and frees its blocks.
+// a writer that fails (the client went away) cancels the request and frees its blocks;
+// the body made whole without writing (HTTP/1.0) is the written one, and a liveness
+// probe that finds the client gone cancels it the same way.
 #include <catch2/catch.hpp>
 #include <thread>
 
@@ -31,6 +33,28 @@ struct Server {
     engine.start();
   }
   ~Server() { engine.shutdown(std::chrono::milliseconds(0)); }
+
+  // The whole body of a request made without writing, asking `alive` at each keep-alive.
+  std::optional<GenerationRun::WholeBody> whole_body(const std::string& body,
+                                                     const GenerationRun::Probe& alive) {
+    const ApiRequest r = parse_request(body, Endpoint::Completions);
+    PlannedRequest plan = plan_request(r, state.model, 1);
+    GenerationRun run(engine.submit(plan.engine), r, plan.echo_text, plan.prompt_tokens,
+                      ResponseMeta{Endpoint::Completions, response_id(Endpoint::Completions, 1), 1,
+                                   "tiny"},
+                      state);
+    return run.whole_body(alive);
+  }
+
+  // Waits until no sequence runs and no KV block is held (or 2 s pass).
+  nn::EngineStats settled() {
+    nn::EngineStats st = engine.stats();
+    for (int i = 0; i < 200 && (st.running > 0 || st.kv_blocks_used > 0); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      st = engine.stats();
+    }
+    return st;
+  }
 
   // The writes of one request (false: the run reported the client gone).
   std::pair<std::vector<std::string>, bool> run(const std::string& body, Endpoint endpoint,
@@ -145,6 +169,38 @@ TEST_CASE("serve: a client gone mid-stream cancels the request and frees its blo
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     st = s.engine.stats();
   }
+  CHECK(st.running == 0);
+  CHECK(st.kv_blocks_used == 0);
+  CHECK(s.state.metrics.snapshot().finished == std::map<std::string, uint64_t>{{"cancelled", 1}});
+}
+
+TEST_CASE("serve: a body made whole without writing is the written one", "[serve]") {
+  Server s;
+  const std::string request = R"({"prompt": "abc", "max_tokens": 12, "temperature": 0})";
+  const auto [writes, ok] = s.run(request, Endpoint::Completions);
+  REQUIRE(ok);
+  int probes = 0;
+  s.state.keep_alive_interval = std::chrono::milliseconds(0);  // asked before every output
+  const std::optional<GenerationRun::WholeBody> body = s.whole_body(request, [&] {
+    ++probes;
+    return true;
+  });
+  REQUIRE(body);
+  CHECK(body->status == 200);
+  CHECK(probes > 0);
+  CHECK(body->json == writes.back());
+  CHECK(completion_text(json::parse(body->json)).size() > 0);
+}
+
+TEST_CASE("serve: a probe that finds the client gone cancels a whole body's request", "[serve]") {
+  Server s;
+  s.state.keep_alive_interval = std::chrono::milliseconds(0);
+  int probes = 0;
+  const std::optional<GenerationRun::WholeBody> body =
+      s.whole_body(R"({"prompt": "abc", "max_tokens": 80})", [&] { return ++probes < 3; });
+  CHECK_FALSE(body);
+  CHECK(probes == 3);
+  const nn::EngineStats st = s.settled();
   CHECK(st.running == 0);
   CHECK(st.kv_blocks_used == 0);
   CHECK(s.state.metrics.snapshot().finished == std::map<std::string, uint64_t>{{"cancelled", 1}});

@@ -57,13 +57,12 @@ ojson GenerationRun::usage() const {
   return usage_json(prompt_tokens_, out_.completion_tokens());
 }
 
-std::optional<OutputDelta> GenerationRun::next_delta(const Writer& write,
-                                                     const std::string& keep_alive,
+std::optional<OutputDelta> GenerationRun::next_delta(const Probe& keep_alive,
                                                      std::chrono::milliseconds interval) {
   while (true) {
-    if (std::chrono::steady_clock::now() - last_write_ >= interval &&
-        !write_checked(write, keep_alive)) {
-      return std::nullopt;
+    if (std::chrono::steady_clock::now() - last_write_ >= interval) {
+      if (!keep_alive()) return std::nullopt;
+      last_write_ = std::chrono::steady_clock::now();
     }
     if (std::optional<nn::EngineEvent> ev = handle_->next(kPoll)) {
       OutputDelta d = out_.on_event(*ev);
@@ -86,7 +85,8 @@ bool GenerationRun::stream(const Writer& write) {
   }
   bool first = true;
   while (true) {
-    std::optional<OutputDelta> d = next_delta(write, kSseKeepAlive, 2 * state_.keep_alive_interval);
+    std::optional<OutputDelta> d = next_delta(
+        [&] { return write_checked(write, kSseKeepAlive); }, 2 * state_.keep_alive_interval);
     if (!d) return gone();
     if (d->finish_reason == "cancelled") {
       write_checked(write, sse_event(error_json(shut_down_error())));
@@ -114,20 +114,27 @@ bool GenerationRun::stream(const Writer& write) {
 }
 
 bool GenerationRun::whole(const Writer& write) {
+  // A JSON body may start with spaces: they are its keep-alive.
+  const std::optional<WholeBody> body = whole_body([&] { return write_checked(write, " "); });
+  if (!body) return false;
+  const bool written = write_checked(write, body->json);
+  return written || body->status != 200;  // the shutdown's error body ends the response anyway
+}
+
+std::optional<GenerationRun::WholeBody> GenerationRun::whole_body(const Probe& alive) {
   std::string text = echo_ ? echo_text_ : "";
   std::vector<LogprobEntry> entries;
   while (true) {
-    std::optional<OutputDelta> d =
-        next_delta(write, " ", state_.keep_alive_interval);  // JSON may start with spaces
+    std::optional<OutputDelta> d = next_delta(alive, state_.keep_alive_interval);
     if (!d) {
       handle_->cancel();
       finish("cancelled");
-      return false;
+      return std::nullopt;
     }
     if (d->finish_reason == "cancelled") {
-      write_checked(write, json_text(error_json(shut_down_error())));
       finish("cancelled");
-      return true;
+      const ApiError e = shut_down_error();
+      return WholeBody{e.status(), json_text(error_json(e))};
     }
     append(entries, d->prompt_logprobs);
     append(entries, d->logprobs);
@@ -136,7 +143,7 @@ bool GenerationRun::whole(const Writer& write) {
       const ojson body = response_json(meta_, text, d->finish_reason,
                                        logprobs_json(endpoint_, wants_logprobs_, entries), usage());
       finish(d->finish_reason);
-      return write_checked(write, json_text(body));
+      return WholeBody{200, json_text(body)};
     }
   }
 }

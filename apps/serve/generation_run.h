@@ -1,13 +1,16 @@
 // One submitted generation written to its client: streamed as server-sent
 // events (the first chat chunk holds the role; a chunk per engine event; the
 // final chunk with finish_reason; the usage chunk when asked; [DONE]) or as
-// one JSON body. A failed write means the client went away: the engine request
-// is cancelled, so its KV blocks are freed at the next step. A stop string
-// cancels it too, once the text before it is out.
+// one JSON body, written as it is made or returned whole once the generation
+// ends (for a response with a Content-Length). A failed write or liveness probe
+// means the client went away: the engine request is cancelled, so its KV blocks
+// are freed at the next step. A stop string cancels it too, once the text
+// before it is out.
 #pragma once
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "apps/serve/output_assembler.h"
@@ -33,10 +36,20 @@ class GenerationRun {
   bool stream(const Writer& write);
   bool whole(const Writer& write);
 
+  // Whether the client is still there; false cancels the request.
+  using Probe = std::function<bool()>;
+  struct WholeBody {
+    int status = 200;  // 503 when the server shut down before the output was complete
+    std::string json;
+  };
+  // The whole JSON body once the generation has ended, writing nothing: `alive` is asked
+  // at each keep-alive interval instead. nullopt: the client went away.
+  std::optional<WholeBody> whole_body(const Probe& alive);
+
  private:
-  // The next engine output; writes `keep_alive` whenever nothing was written for the
-  // keep-alive interval. nullopt: a write failed.
-  std::optional<OutputDelta> next_delta(const Writer& write, const std::string& keep_alive,
+  // The next engine output; calls `keep_alive` whenever nothing was written for the
+  // interval. nullopt: the keep-alive found the client gone.
+  std::optional<OutputDelta> next_delta(const Probe& keep_alive,
                                         std::chrono::milliseconds interval);
   bool write_checked(const Writer& write, const std::string& text);
   void finish(const std::string& reason);

@@ -50,7 +50,8 @@ BodyOutcome settle_body(DeadlineStream& strm, size_t max_body_bytes) {
     return refused(f.status, f.code, f.message);
   }
   if (!f.chunked) {
-    strm.put_back(with_content_length(head, f.content_length, false) + bytes.substr(end));
+    // The library would answer an HTTP/1.0 request's Expect with a 100 Continue.
+    strm.put_back(with_content_length(head, f.content_length, f.http10) + bytes.substr(end));
     return {};
   }
   // The client waits for a 100 Continue before it sends a chunked body.

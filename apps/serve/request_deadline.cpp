@@ -18,6 +18,7 @@ thread_local bool t_reads_stopped = false;  // set by the stream at the deadline
 thread_local RequestCut t_cut = RequestCut::none;
 thread_local Refusal t_refusal;
 thread_local bool t_close = false;  // the response said Connection: close
+thread_local const DeadlineStream* t_stream = nullptr;  // the current request's connection
 
 Clock::duration seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
@@ -72,9 +73,12 @@ class DeadlineServer : public httplib::Server {
       setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
     });
     // A request cut short or refused closes its connection (what is left of it cannot be
-    // parsed), and so does every response once the server is shutting down.
-    set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
-      if (request_cut() != RequestCut::none || (o_.closing && *o_.closing)) {
+    // parsed), and so does every response once the server is shutting down, and every
+    // response to HTTP/1.0 (a 1.0 connection persists only by an explicit keep-alive; not
+    // keeping any is the simplest correct answer to it).
+    set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (request_cut() != RequestCut::none || (o_.closing && *o_.closing) ||
+          req.version == "HTTP/1.0") {
         res.headers.erase("Keep-Alive");
         res.headers.erase("Connection");
         res.set_header("Connection", "close");
@@ -115,6 +119,7 @@ class DeadlineServer : public httplib::Server {
     DeadlineStream conn(c.sock, c.request_deadline, read_ms, write_ms, std::move(c.pending),
                         t_reads_stopped);
     RequestStream strm(conn);
+    t_stream = &conn;
     bool ok = false, closed = false;
     if (t_cut == RequestCut::none) {
       const BodyOutcome body = settle_body(conn, o_.max_body_bytes);
@@ -127,6 +132,7 @@ class DeadlineServer : public httplib::Server {
     } else {
       ok = process_request(strm, true, closed, nullptr);
     }
+    t_stream = nullptr;
     c.pending = conn.take_pending();
     const bool again =
         ok && !closed && !t_close && request_cut() == RequestCut::none && c.requests_left > 1;
@@ -162,6 +168,14 @@ RequestCut request_cut() {
 
 const Refusal& request_refusal() {
   return t_refusal;
+}
+
+bool client_connected() {
+  return t_stream != nullptr && t_stream->is_writable();
+}
+
+void drop_connection() {
+  if (t_stream) ::shutdown(t_stream->socket(), SHUT_RDWR);
 }
 
 }  // namespace ember::apps::serve

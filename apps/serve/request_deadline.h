@@ -6,7 +6,8 @@
 // from the connection's start or the previous response) and run the handler,
 // which has no deadline. A request cut short is answered 408 or 431 (nothing if
 // its request line never came), a refused one 400, 413 or 501, and its
-// connection closed.
+// connection closed. An HTTP/1.0 request's connection is closed after its
+// response (which says Connection: close), keep-alive asked for or not.
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -49,5 +50,14 @@ struct Refusal {
   std::string code, message;
 };
 const Refusal& request_refusal();  // request_cut() == refused: the answer
+
+// Whether the client of this worker thread's current request is still connected (false
+// once it closed or reset the connection, or outside a request), for a handler that
+// writes nothing for a while.
+bool client_connected();
+
+// Ends this worker thread's current connection at once, so that nothing more reaches its
+// client (a handler whose client went away before its response began).
+void drop_connection();
 
 }  // namespace ember::apps::serve

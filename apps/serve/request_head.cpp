@@ -89,6 +89,7 @@ HeadFraming check_framing(std::string_view head, size_t max_body_bytes) {
   std::string why;
   if (!header_lines(head, lines, why)) return refuse(400, why);
   HeadFraming f;
+  f.http10 = head.substr(0, head.find("\r\n")).ends_with(" HTTP/1.0");
   std::optional<uint64_t> length;
   int encodings = 0;
   for (const HeaderLine& h : lines) {
@@ -104,6 +105,10 @@ HeadFraming check_framing(std::string_view head, size_t max_body_bytes) {
       }
       length = n;
     } else if (name == "transfer-encoding") {
+      if (f.http10) {
+        return refuse(400, "an HTTP/1.0 request cannot have a Transfer-Encoding (send the "
+                           "body with a Content-Length)");
+      }
       ++encodings;
       if (lower(h.value) != "chunked" || encodings > 1) {
         return refuse(501, "Transfer-Encoding '" + std::string(h.value.substr(0, 40)) +
@@ -111,7 +116,7 @@ HeadFraming check_framing(std::string_view head, size_t max_body_bytes) {
       }
       f.chunked = true;
     } else if (name == "expect") {
-      f.expect_continue = lower(h.value) == "100-continue";
+      f.expect_continue = !f.http10 && lower(h.value) == "100-continue";
     }
   }
   if (length && f.chunked) {

@@ -1,7 +1,9 @@
 // A request's head (request line and headers, up to the blank line) checked for
 // how its body is framed, as a reverse proxy checks it before reading a byte of
 // body: one Content-Length of digits only, or Transfer-Encoding chunked alone,
-// never both; no body framing at all means no body. Also the head rewritten for
+// never both; no body framing at all means no body. An HTTP/1.0 request has no
+// chunked coding: its Transfer-Encoding is faulty framing, and its Expect is
+// ignored (a 1.0 client is sent no 100 Continue). Also the head rewritten for
 // the HTTP library once ember has decided the body's length itself.
 #pragma once
 #include <cstddef>
@@ -22,7 +24,8 @@ struct HeadFraming {
   std::string message;  // what is wrong (status != 0)
   bool chunked = false;
   uint64_t content_length = 0;   // not chunked: the body's length (0 without a Content-Length)
-  bool expect_continue = false;  // "Expect: 100-continue"
+  bool expect_continue = false;  // "Expect: 100-continue" in an HTTP/1.1 request
+  bool http10 = false;           // the request line's version is HTTP/1.0
 };
 
 // `head` ends with its blank line. A Content-Length over max_body_bytes is 413.

@@ -1,6 +1,8 @@
 // Route handlers of `ember serve` (apps/serve/routes.h). Generations answer
 // through a chunked content provider that runs on the connection's worker
-// thread until the output is complete (apps/serve/generation_run.h).
+// thread until the output is complete (apps/serve/generation_run.h); to an
+// HTTP/1.0 client, which reads no chunked coding, a stream is close-delimited
+// and a whole response is generated first and sent with a Content-Length.
 #include "apps/serve/routes.h"
 
 #include <httplib.h>
@@ -93,6 +95,14 @@ void generation(const httplib::Request& req, httplib::Response& res, ServeState&
                           static_cast<int64_t>(std::time(nullptr)), st.model.name};
   auto run =
       std::make_shared<GenerationRun>(handle, r, plan.echo_text, plan.prompt_tokens, meta, st);
+  const bool http10 = req.version == "HTTP/1.0";
+  if (http10 && !r.stream) {
+    const std::optional<GenerationRun::WholeBody> body = run->whole_body(client_connected);
+    if (!body) return drop_connection();  // the client went away: nothing is sent
+    res.status = body->status;
+    res.set_content(body->json, kJson);
+    return;
+  }
   auto provider = [run, stream = r.stream](size_t, httplib::DataSink& sink) {
     const GenerationRun::Writer write = [&sink](const std::string& s) {
       return sink.is_writable() && sink.write(s.data(), s.size());
@@ -107,7 +117,12 @@ void generation(const httplib::Request& req, httplib::Response& res, ServeState&
     return ok;
   };
   if (r.stream) res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(r.stream ? "text/event-stream" : kJson, provider);
+  const char* type = r.stream ? "text/event-stream" : kJson;
+  if (http10) {
+    res.set_content_provider(type, provider);  // no length: the connection's close ends it
+  } else {
+    res.set_chunked_content_provider(type, provider);
+  }
 }
 
 // The methods a known path takes (for 405), or nullptr for an unknown path.

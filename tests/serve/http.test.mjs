@@ -5,7 +5,10 @@
 // client; 300 connections trickling their headers from one address neither hold up another client
 // nor the server past --header-timeout; after SIGTERM, /health answers 503 (on a kept-alive
 // connection and a new one) while in-flight streams finish; out-of-range max_tokens and a request
-// too large for the KV cache get messages that say so. Traffic goes to 127.0.0.1 only.
+// too large for the KV cache get messages that say so; an HTTP/1.0 client is sent no chunked coding
+// (a whole body with a Content-Length, a stream ended by the connection's close), no 100 Continue, and
+// its connection is closed after the response, while HTTP/1.1 stays chunked and kept alive. Traffic
+// goes to 127.0.0.1 only.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
@@ -136,6 +139,101 @@ describe('ember serve: body framing', () => {
     assert.deepEqual(statuses, [200, 200], r.text.slice(0, 600));
     assert.match(r.text, /"object":"text_completion"/);
     assert.match(r.text, /\{"status":"ok"\}$/);
+  });
+});
+
+// The head's lines (the status line first) and the body of one response.
+function response(text) {
+  const end = text.indexOf('\r\n\r\n');
+  assert.ok(end >= 0, `no whole response head in ${JSON.stringify(text.slice(0, 300))}`);
+  const lines = text.slice(0, end).split('\r\n');
+  const header = (name) => lines.slice(1).find((l) => l.toLowerCase().startsWith(`${name.toLowerCase()}:`))
+    ?.slice(name.length + 1).trim() ?? null;
+  return { statusLine: lines[0], header, body: text.slice(end + 4) };
+}
+
+describe('ember serve: HTTP/1.0 clients', () => {
+  let server;
+  before(async () => { server = await startServer(['--served-name', MODEL]); });
+  after(async () => { if (server) await stopServer(server); });
+
+  const request10 = (path, body, headers = '') =>
+    `POST ${path} HTTP/1.0\r\nContent-Type: application/json\r\n${headers}` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+  // A response a 1.0 client can frame: no chunked coding, Connection: close, no Keep-Alive, closed.
+  const readableBy10 = (r, what) => {
+    assert.ok(r.closed, `${what}: the server did not close the connection: ${JSON.stringify(r.text.slice(0, 300))}`);
+    const res = response(r.text);
+    assert.equal(res.header('Transfer-Encoding'), null, `${what}: ${res.statusLine} with Transfer-Encoding`);
+    assert.equal(res.header('Connection'), 'close', what);
+    assert.equal(res.header('Keep-Alive'), null, what);
+    return res;
+  };
+
+  test('a completion is one body with its Content-Length, and the connection closes', async () => {
+    const body = JSON.stringify({ model: MODEL, prompt: 'Ada sees', max_tokens: 5, temperature: 0 });
+    const r = await exchange(server.url, [request10('/v1/completions', body)]);
+    const res = readableBy10(r, 'a 1.0 completion');
+    assert.match(res.statusLine, /^HTTP\/1\.[01] 200 OK$/);
+    assert.equal(res.header('Content-Type'), 'application/json');
+    assert.equal(Number(res.header('Content-Length')), res.body.length, r.text.slice(0, 300));
+    const json = JSON.parse(res.body);
+    assert.equal(json.object, 'text_completion');
+    assert.equal(typeof json.choices[0].text, 'string');
+    assert.equal(json.usage.completion_tokens, 5);
+  });
+
+  test('a stream is close-delimited server-sent events, ending with [DONE]', async () => {
+    const body = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 6,
+                                  temperature: 0, stream: true });
+    const r = await exchange(server.url, [request10('/v1/chat/completions', body)]);
+    const res = readableBy10(r, 'a 1.0 stream');
+    assert.match(res.statusLine, /^HTTP\/1\.[01] 200 OK$/);
+    assert.equal(res.header('Content-Type'), 'text/event-stream');
+    assert.equal(res.header('Content-Length'), null);
+    assert.ok(res.body.startsWith('data: '), `the body starts ${JSON.stringify(res.body.slice(0, 40))}`);
+    assert.ok(res.body.endsWith('data: [DONE]\n\n'), `the body ends ${JSON.stringify(res.body.slice(-40))}`);
+    const events = res.body.slice(0, -2).split('\n\n');  // no chunk-size line between them
+    for (const e of events) assert.match(e, /^data: /, JSON.stringify(e));
+    const chunks = events.slice(0, -1).map((e) => JSON.parse(e.slice(6)));
+    assert.equal(chunks[0].choices[0].delta.role, 'assistant');
+    assert.match(chunks.at(-1).choices[0].finish_reason ?? '', /^(stop|length)$/);
+  });
+
+  test('errors have a Content-Length and close; keep-alive is not kept; no 100 Continue', async () => {
+    const cases = [
+      ['bad JSON', request10('/v1/completions', '{"prompt": '), 400, 'invalid_json'],
+      ['an unknown path', 'GET /v2/nothing HTTP/1.0\r\n\r\n', 404, 'unknown_url'],
+      ['bad JSON asking for keep-alive', request10('/v1/completions', '{', 'Connection: Keep-Alive\r\n'), 400,
+       'invalid_json'],
+      ['a Transfer-Encoding', 'POST /v1/completions HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n',
+       400, 'invalid_http_framing'],
+    ];
+    for (const [what, text, status, code] of cases) {
+      const r = await exchange(server.url, [text], { waitMs: 4000 });
+      const res = readableBy10(r, what);
+      assert.match(res.statusLine, new RegExp(`^HTTP/1\\.[01] ${status} `), what);
+      assert.equal(Number(res.header('Content-Length')), res.body.length, what);
+      assert.equal(JSON.parse(res.body).error.code, code, what);
+    }
+    const body = JSON.stringify({ prompt: 'Ada', max_tokens: 1 });
+    const r = await exchange(server.url, [request10('/v1/completions', body, 'Connection: Keep-Alive\r\nExpect: 100-continue\r\n')]);
+    assert.match(r.text, /^HTTP\/1\.[01] 200 OK\r\n/, 'a 1xx is never sent to a 1.0 client');
+    const res = readableBy10(r, 'a completion asking for keep-alive and 100 Continue');
+    assert.equal(JSON.parse(res.body).usage.completion_tokens, 1);
+  });
+
+  test('HTTP/1.1 stays chunked and kept alive', async () => {
+    const body = JSON.stringify({ model: MODEL, prompt: 'Ada sees', max_tokens: 3, temperature: 0 });
+    const next = `GET /health HTTP/1.1\r\nHost: ${host(server)}\r\nConnection: close\r\n\r\n`;
+    const r = await exchange(server.url, [post(server, `Content-Length: ${body.length}\r\n`) + body + next]);
+    const res = response(r.text);
+    assert.match(res.statusLine, /^HTTP\/1\.1 200 OK$/);
+    assert.equal(res.header('Transfer-Encoding'), 'chunked');
+    assert.match(res.header('Keep-Alive') ?? '', /^timeout=\d+, max=\d+$/);
+    assert.equal(res.header('Connection'), null);
+    assert.match(res.body, /^[0-9a-f]+\r\n\{"id":"cmpl-[^]*\r\n0\r\n\r\nHTTP\/1\.1 200 OK\r\n/);
+    assert.ok(r.closed && r.text.endsWith('{"status":"ok"}'), 'the next request on the connection is answered');
   });
 });
 
