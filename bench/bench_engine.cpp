@@ -2,9 +2,8 @@
 // on a model config (gpt2-small by default, random weights): for B concurrent
 // greedy requests of P random prompt tokens and N output tokens (prefix cache
 // off), the prefill time, decode steps/s, aggregate decode tokens/s and ms per
-// step; the old contiguous path (Transformer::forward_cached via the KVCache
-// overload of nn::generate, batch 1) for reference; a 512-token prompt's
-// prefill; and matmul_rows GFLOP/s at the model's shapes (where a step goes).
+// step; a 512-token prompt's prefill; and matmul_rows GFLOP/s at the model's
+// shapes (where a step goes).
 // Usage: bench_engine [--prompt P] [--tokens N] [--reps R] [--batches 1,4,16]
 //                     [--kv-cache-dtype float32|bfloat16] [--engine-only | --matmuls-only]
 //                     [CONFIG.json]
@@ -23,7 +22,6 @@
 #include "autograd/grad_mode.h"
 #include "core/kernels/matmul_rows.h"
 #include "nn/engine.h"
-#include "nn/generate.h"
 #include "nn/transformer.h"
 
 using namespace ember;
@@ -194,16 +192,6 @@ void print_matmuls(const nn::ModelConfig& cfg) {
   }
 }
 
-// The old contiguous path: nn::generate over a KVCache (forward_cached), batch 1; decode tokens/s.
-double old_path_decode(const nn::Transformer& model, int64_t P, int64_t N) {
-  nn::SamplingOptions opt;
-  opt.temperature = 0;
-  opt.max_tokens = N;
-  const std::vector<int64_t> prompt = random_prompt(P, model.config().vocab_size, 7);
-  nn::KVCache cache = model.make_cache();
-  return nn::generate(model, cache, prompt, opt).decode_tokens_per_second();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -219,19 +207,12 @@ int main(int argc, char** argv) {
               "median of %d\n",
               a.config.c_str(), omp_get_max_threads(), static_cast<long>(P), static_cast<long>(N),
               dtype_name(a.kv_dtype), a.reps);
-  double old_tps = 1;
   if (a.matmuls_only) {
     print_matmuls(cfg);
     return 0;
   }
-  if (!a.engine_only) {
-    old_path_decode(model, P, 4);  // warm-up (oneDNN primitives)
-    std::vector<double> old;
-    for (int r = 0; r < a.reps; ++r) old.push_back(old_path_decode(model, P, N));
-    old_tps = median(old);
-  }
-  std::printf("\n%4s %11s %13s %13s %9s %12s %10s %10s\n", "B", "prefill ms", "decode step/s",
-              "decode tok/s", "ms/step", "cpu ms/step", "x B=1", "x old");
+  std::printf("\n%4s %11s %13s %13s %9s %12s %10s\n", "B", "prefill ms", "decode step/s",
+              "decode tok/s", "ms/step", "cpu ms/step", "x B=1");
   run_engine(im, 1, P, 4, 1, a.kv_dtype);  // warm-up
   double base = 0;
   for (const int64_t B : a.batches) {
@@ -246,13 +227,10 @@ int main(int argc, char** argv) {
     }
     const double tps = median(toks);
     if (B == 1) base = tps;
-    std::printf("%4ld %11.1f %13.2f %13.1f %9.2f %12.2f %10.2f %10.2f\n", static_cast<long>(B),
-                median(pre), median(steps), tps, median(ms), median(cpu), base > 0 ? tps / base : 0,
-                tps / old_tps);
+    std::printf("%4ld %11.1f %13.2f %13.1f %9.2f %12.2f %10.2f\n", static_cast<long>(B),
+                median(pre), median(steps), tps, median(ms), median(cpu), base > 0 ? tps / base : 0);
   }
   if (a.engine_only) return 0;
-  std::printf("%4s %11s %13s %13.1f %9.2f %12s   (old: Transformer::forward_cached, batch 1)\n", "old",
-              "", "", old_tps, 1e3 / old_tps, "");
   const int64_t LP = std::min<int64_t>(512, cfg.max_seq_len);
   std::vector<double> pf;
   for (int r = 0; r < a.reps; ++r) pf.push_back(engine_prefill(im, LP));

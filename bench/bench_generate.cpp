@@ -1,8 +1,9 @@
-// Generation speed with the KV cache: prefill and decode tokens/s of model
-// presets (random weights, greedy), against the memory-bandwidth bound of
-// decoding (every weight is read once per token: bound = read GB/s / weight
-// bytes per token); the matrix-vector speed of the decode shapes; and the
-// KV-cache bytes per token against nn::model_stats (what `ember info` prints).
+// Generation speed (nn::generate, on the serving engine's paged KV cache):
+// prefill and decode tokens/s of model presets (random weights, greedy),
+// against the memory-bandwidth bound of decoding (every weight is read once
+// per token: bound = read GB/s / weight bytes per token); the matrix-vector
+// speed of the decode shapes; and the paged cache's bytes per token against
+// nn::model_stats (what `ember info` prints).
 // Usage: bench_generate [--prompt P] [--tokens N] [--reps R] [CONFIG.json...]
 #include <omp.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "core/kernels/matmul.h"
 #include "nn/generate.h"
 #include "nn/model_stats.h"
+#include "nn/paged_forward.h"
 
 using namespace ember;
 
@@ -98,11 +100,13 @@ static bool parse_args(int argc, char** argv, Args& a) {
 }
 
 // Sampling cost on this model's logits (random weights: flat, top-p's worst case).
-static void print_sampling_costs(nn::Transformer& model, const std::vector<int64_t>& prompt) {
+static void print_sampling_costs(const nn::Transformer& model, const std::vector<int64_t>& prompt) {
   const int64_t P = static_cast<int64_t>(prompt.size());
-  nn::KVCache c2 = model.make_cache();
-  const Tensor logits =
-      model.forward_cached(Tensor::from_vector(prompt, {1, P}), c2, true).data();
+  const nn::InferenceModel im(model);
+  nn::PagedKVStore kv(model.config(), (P + nn::kKVBlockSize - 1) / nn::kKVBlockSize);
+  std::vector<int32_t> table(static_cast<size_t>(kv.n_blocks()));
+  for (size_t b = 0; b < table.size(); ++b) table[b] = static_cast<int32_t>(b);
+  const Tensor logits = im.forward({{prompt.data(), P, 0, &table, false}}, kv);  // [1, V]
   nn::SamplingOptions s;
   s.temperature = 0;
   const double greedy = sampler_us(logits, s);
@@ -145,9 +149,8 @@ static void bench_config(const std::string& path, const Args& a, double read_gbs
   const double kv_read = static_cast<double>(st.kv_cache_bytes_per_token) * (P + N / 2.0);
   const double bytes = 4.0 * static_cast<double>(st.active_matmul_params) + kv_read;
   const double bound = read_gbs * 1e9 / bytes;
-  const nn::KVCache cache = model.make_cache();
-  const double kv_per_token =
-      static_cast<double>(cache.bytes()) / static_cast<double>(cfg.max_seq_len);
+  const double kv_per_token = static_cast<double>(nn::PagedKVStore::bytes_per_block(cfg)) /
+                              static_cast<double>(nn::kKVBlockSize);
   std::printf("%-26s %8ld %10.0f %10.1f %9.2f %10.1f %7.0f%% %11.0f %11ld\n",
               path.substr(path.rfind('/') + 1).c_str(), static_cast<long>(P), prefill, decode,
               1e3 / decode, bound, 100 * decode / bound, kv_per_token,

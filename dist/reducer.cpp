@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "autograd/grad_mode.h"
+#include "autograd/gradient_buckets.h"
 #include "core/kernels/elementwise.h"
 #include "core/threads.h"
 #include "optim/clip.h"
@@ -333,25 +334,20 @@ Reducer::Reducer(Communicator& comm, const std::vector<Variable>& params, Reduce
   const int64_t elem = static_cast<int64_t>(dtype_size(dtype));
   s.offset.assign(n, 0);
   s.bucket_of.assign(n, 0);
-  // Reverse registration order approximates the order backward finishes them.
-  for (size_t k = n; k-- > 0;) {
-    const int64_t bytes = s.params[k].numel() * elem;
-    if (s.buckets.empty()) s.buckets.push_back(Bucket{});
-    Bucket* b = &s.buckets.back();
-    const int64_t cap = s.buckets.size() == 1 ? options.first_bucket_bytes : options.bucket_bytes;
-    const bool cut = !b->params.empty() && (s.units.empty()
-                                                ? (b->end - b->begin) * elem + bytes > cap
-                                                : s.units[k] != s.units[b->params.back()]);
-    if (cut) {
-      s.buckets.push_back(Bucket{b->end, b->end, {}});
-      b = &s.buckets.back();
+  std::vector<int64_t> numels;
+  for (const Variable& p : s.params) numels.push_back(p.numel());
+  // The flat buffer holds the buckets one after the other, each's parameters in its order.
+  for (std::vector<size_t>& members : gradient_buckets(numels, elem, options.first_bucket_bytes,
+                                                       options.bucket_bytes, s.units)) {
+    Bucket b{s.numel, s.numel, std::move(members)};
+    for (const size_t k : b.params) {
+      s.offset[k] = b.end;
+      s.bucket_of[k] = s.buckets.size();
+      b.end += numels[k];
     }
-    s.offset[k] = b->end;
-    s.bucket_of[k] = s.buckets.size() - 1;
-    b->params.push_back(k);
-    b->end += s.params[k].numel();
+    s.numel = b.end;
+    s.buckets.push_back(std::move(b));
   }
-  s.numel = s.buckets.empty() ? 0 : s.buckets.back().end;
   EMBER_CHECK(options.message_bytes > 0, "dist::Reducer: message_bytes must be positive");
   EMBER_CHECK(!options.shard_grads || options.zero,
               "dist::Reducer: shard_grads (ZeRO-2) needs zero = true");

@@ -1,8 +1,9 @@
 // dist::Reducer: data-parallel gradient synchronisation as PyTorch DDP, on
 // MPI. Parameters are laid out in reverse registration order in one flat
-// buffer cut into buckets (a small first one); a post-accumulate hook copies
-// each final gradient into place and, once a bucket is complete, starts its
-// non-blocking all-reduce, so communication overlaps the rest of backward.
+// buffer cut into buckets (a small first one; autograd/gradient_buckets.h);
+// a post-accumulate hook copies each final gradient into place and, once a
+// bucket is complete, starts its non-blocking all-reduce, so communication
+// overlaps the rest of backward.
 // finish() waits for every bucket and averages. With zero = true (ZeRO-1)
 // each rank keeps only the averaged gradient of its shard of the flat buffer
 // (copied out of each bucket's all-reduce as it completes: Open MPI 4.1's

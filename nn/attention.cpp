@@ -1,5 +1,4 @@
-// Attention module: projections, QK-norm, RoPE, the fused attention op, o_proj;
-// and the cached inference path, which attends over the KV cache.
+// Attention module: projections, QK-norm, RoPE, the fused attention op, o_proj.
 #include "nn/attention.h"
 
 #include <cmath>
@@ -31,8 +30,7 @@ Attention::Attention(const AttentionOptions& opt, std::shared_ptr<const RotaryEm
   register_module("dropout", dropout_);
 }
 
-void Attention::project(const Variable& x, int64_t pos0, Variable& q, Variable& k,
-                        Variable& v) const {
+void Attention::project(const Variable& x, Variable& q, Variable& k, Variable& v) const {
   EMBER_CHECK(x.dim() == 3 && x.size(2) == opt_.d_model, "Attention: input must be [B, T, ",
               opt_.d_model, "], got ", shape_str(x.shape()));
   const int64_t B = x.size(0), T = x.size(1);
@@ -44,32 +42,19 @@ void Attention::project(const Variable& x, int64_t pos0, Variable& q, Variable& 
     k = k_norm_->forward(k);
   }
   if (rotary_) {
-    q = rotary_->apply(q, pos0);
-    k = rotary_->apply(k, pos0);
+    q = rotary_->apply(q);
+    k = rotary_->apply(k);
   }
 }
 
 Variable Attention::forward(const Variable& x) const {
   Variable q, k, v;
-  project(x, 0, q, k, v);
+  project(x, q, k, v);
   const int64_t B = x.size(0), T = x.size(1);
   Variable o = attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(opt_.head_dim)), opt_.window,
                          opt_.softcap);
   o = o_proj_->forward(view(o, {B, T, opt_.n_heads * opt_.head_dim}));
   return dropout_->forward(o);
-}
-
-Variable Attention::forward_cached(const Variable& x, LayerKVCache& cache, int64_t pos0) const {
-  EMBER_CHECK(cache.window() == opt_.window, "Attention: the KV cache was made for window ",
-              cache.window(), ", this layer's is ", opt_.window);
-  Variable q, k, v;
-  project(x, pos0, q, k, v);
-  const int64_t B = x.size(0), T = x.size(1);
-  const KVView kv = cache.append(k.data(), v.data(), pos0);
-  const Variable o = attention(q, Variable(kv.k), Variable(kv.v),
-                               1.0 / std::sqrt(static_cast<double>(opt_.head_dim)), kv.window,
-                               opt_.softcap);
-  return o_proj_->forward(view(o, {B, T, opt_.n_heads * opt_.head_dim}));
 }
 
 }  // namespace ember::nn

@@ -2,12 +2,11 @@
 // head_dim, RoPE, causal (optionally sliding-window) soft-capped attention
 // with MHA/GQA/MQA head sharing, o_proj and dropout.
 // x [B, T, C] -> [B, T, C]; q [B, T, Hq, D], k and v [B, T, Hkv, D].
-// forward_cached is the inference path: new tokens at absolute positions, K/V kept in a cache.
+// (Inference runs nn/paged_forward.h over the same weights.)
 #pragma once
 #include <memory>
 
 #include "nn/config.h"
-#include "nn/kv_cache.h"
 #include "nn/layers.h"
 #include "nn/rotary.h"
 
@@ -31,10 +30,6 @@ class Attention : public Module {
             std::shared_ptr<Generator> dropout_gen, Generator& init_gen,
             DType dtype = DType::Float32);
   Variable forward(const Variable& x) const;
-  // Inference: x [B, T, C] holds the tokens at positions pos0 .. pos0 + T - 1 (RoPE at those
-  // positions); their K/V are appended to cache, which already holds positions < pos0, and the
-  // queries attend to everything cached. No dropout. Call under NoGradGuard.
-  Variable forward_cached(const Variable& x, LayerKVCache& cache, int64_t pos0) const;
   const AttentionOptions& options() const { return opt_; }
 
  private:
@@ -44,8 +39,8 @@ class Attention : public Module {
   std::shared_ptr<UnaryModule> q_proj_, k_proj_, v_proj_, o_proj_;
   std::shared_ptr<RMSNorm> q_norm_, k_norm_;
   std::shared_ptr<Dropout> dropout_;
-  // q [B, T, Hq, D], k, v [B, T, Hkv, D] after projections, QK-norm and RoPE at pos0.
-  void project(const Variable& x, int64_t pos0, Variable& q, Variable& k, Variable& v) const;
+  // q [B, T, Hq, D], k, v [B, T, Hkv, D] after projections, QK-norm and RoPE.
+  void project(const Variable& x, Variable& q, Variable& k, Variable& v) const;
 };
 
 }  // namespace ember::nn

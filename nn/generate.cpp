@@ -1,6 +1,6 @@
-// The generation loop: prefill (logits of the last prompt position only), then
-// draw, stream, and feed the drawn token back one position at a time, with
-// the two phases timed separately. A fresh context runs on nn::Engine.
+// The generation loop on nn::Engine: one request, synchronous steps, its tokens
+// streamed as they come, the prefill (to the first token) and the decode steps
+// timed separately.
 #include "nn/generate.h"
 
 #include <algorithm>
@@ -48,18 +48,11 @@ std::string describe(StopReason reason, int64_t max_seq_len) {
   return "unknown stop reason";
 }
 
-// A fresh context runs on the serving engine (one request, synchronous steps), so
-// `ember generate` draws what `ember serve` does; float64 models (tests) keep the
-// contiguous cache, as the paged forward is float32 only.
+// One request on the serving engine (synchronous steps), so `ember generate` draws what
+// `ember serve` does.
 GenerationResult generate(const Transformer& model, const std::vector<int64_t>& prompt,
                           const SamplingOptions& opt, const TokenCallback& on_token,
                           DType kv_dtype) {
-  if (model.dtype() != DType::Float32) {
-    EMBER_CHECK(kv_dtype == DType::Float32, "generate: a ", dtype_name(model.dtype()),
-                " model keeps a contiguous cache of its own dtype, not ", dtype_name(kv_dtype));
-    KVCache cache = model.make_cache(1);
-    return generate(model, cache, prompt, opt, on_token);
-  }
   const ModelConfig& cfg = model.config();
   const int64_t P = static_cast<int64_t>(prompt.size()), L = cfg.max_seq_len;
   check_fresh_prompt(cfg, prompt);
@@ -107,65 +100,6 @@ GenerationResult generate(const Transformer& model, const std::vector<int64_t>& 
                                                      : StopReason::MaxSeqLen;
     return r;
   }
-}
-
-GenerationResult generate(const Transformer& model, KVCache& cache,
-                          const std::vector<int64_t>& prompt, const SamplingOptions& opt,
-                          const TokenCallback& on_token) {
-  const ModelConfig& cfg = model.config();
-  const int64_t P = static_cast<int64_t>(prompt.size()), L = cfg.max_seq_len;
-  EMBER_CHECK(
-      P > 0,
-      "generate: the prompt is empty; start it with at least one token (e.g. <|endoftext|>)");
-  EMBER_CHECK(cache.batch() == 1, "generate: needs a batch-1 KV cache, got batch ", cache.batch());
-  EMBER_CHECK(cache.length() > 0 || P <= L, "generate: the prompt has ", P,
-              " tokens, more than the model's max_seq_len of ", L, "; shorten it");
-  EMBER_CHECK(cache.length() + P <= L, "generate: the prompt's ", P, " tokens after ",
-              cache.length(), " in the cache make ", cache.length() + P,
-              ", more than the model's max_seq_len of ", L, "; start a new cache or shorten it");
-  for (const int64_t t : prompt) {
-    EMBER_CHECK(t >= 0 && t < cfg.vocab_size, "generate: prompt token ", t,
-                " is outside the model's vocab of ", cfg.vocab_size);
-  }
-  TokenSampler sampler(opt);
-  GenerationResult r;
-  r.prompt_tokens = P;
-  if (opt.max_tokens == 0) return r;
-  std::vector<int64_t> history = prompt;
-  // The context ends generation after at most L + 1 - cache.length() tokens, whatever max_tokens says.
-  history.reserve(prompt.size() + static_cast<size_t>(std::min<int64_t>(opt.max_tokens, L + 1)));
-
-  auto t0 = Clock::now();
-  const Tensor ids = Tensor::from_vector(prompt, {1, P});
-  int64_t token = sampler.sample(model.forward_cached(ids, cache, true).data(), history);
-  r.prefill_seconds = seconds_since(t0);
-  const Tensor step_ids = Tensor::empty({1, 1}, DType::Int64);  // reused every step
-  for (;;) {
-    if (token == opt.stop_token) {
-      r.stop_reason = StopReason::StopToken;
-      break;
-    }
-    r.tokens.push_back(token);
-    history.push_back(token);
-    if (on_token && !on_token(token)) {
-      r.stop_reason = StopReason::Callback;
-      break;
-    }
-    if (static_cast<int64_t>(r.tokens.size()) >= opt.max_tokens) {
-      r.stop_reason = StopReason::MaxTokens;
-      break;
-    }
-    if (cache.length() >= L) {
-      r.stop_reason = StopReason::MaxSeqLen;
-      break;
-    }
-    t0 = Clock::now();
-    step_ids.data<int64_t>()[0] = token;
-    token = sampler.sample(model.forward_cached(step_ids, cache, true).data(), history);
-    r.decode_seconds += seconds_since(t0);
-    ++r.decode_steps;
-  }
-  return r;
 }
 
 }  // namespace ember::nn

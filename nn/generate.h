@@ -1,15 +1,15 @@
-// Autoregressive generation with a KV cache: one batched prefill of the prompt,
-// then one token per step, each drawn by a TokenSampler and handed to a
-// callback as soon as it exists (for streaming). Stops at the stop token, at
-// max_tokens, when the context reaches max_seq_len, or when the callback says so.
-// Works in token ids only (the tokenizer is the caller's).
+// Autoregressive generation on the serving engine (nn/engine.h, its paged KV
+// cache): one batched prefill of the prompt, then one token per step, each
+// drawn by a TokenSampler and handed to a callback as soon as it exists (for
+// streaming). Stops at the stop token, at max_tokens, when the context reaches
+// max_seq_len, or when the callback says so. Works in token ids only (the
+// tokenizer is the caller's).
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "nn/kv_cache.h"
 #include "nn/sampling.h"
 #include "nn/transformer.h"
 
@@ -49,18 +49,11 @@ using TokenCallback = std::function<bool(int64_t token)>;
 void check_fresh_prompt(const ModelConfig& cfg, const std::vector<int64_t>& prompt);
 
 // Generates after `prompt` (at least one token; a prompt that does not fit in
-// max_seq_len is an Error) with a fresh batch-1 cache: the serving engine's paged
-// cache of kv_dtype (Float32 or BFloat16) for a float32 model.
+// max_seq_len is an Error) as one request of a fresh engine, whose paged cache holds
+// kv_dtype (Float32 or BFloat16). The engine runs the model's weights in float32
+// (nn/paged_forward.h: InferenceModel), whatever the model's dtype.
 GenerationResult generate(const Transformer& model, const std::vector<int64_t>& prompt,
                           const SamplingOptions& opt, const TokenCallback& on_token = {},
                           DType kv_dtype = DType::Float32);
-// The same, continuing `cache` (batch 1, from Transformer::make_cache): prompt
-// goes at positions cache.length().., so a conversation keeps its context.
-// The repetition penalty sees this call's prompt and generated tokens.
-// The last generated token is not fed back into the cache; prepend it to the
-// next prompt to continue the text.
-GenerationResult generate(const Transformer& model, KVCache& cache,
-                          const std::vector<int64_t>& prompt, const SamplingOptions& opt,
-                          const TokenCallback& on_token = {});
 
 }  // namespace ember::nn

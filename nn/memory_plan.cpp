@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <set>
 
+#include "autograd/gradient_buckets.h"
 #include "core/allocator.h"
 #include "core/error.h"
 #include "nn/model_stats.h"
@@ -51,19 +52,6 @@ int64_t size_class_bytes(const std::vector<int64_t>& numels) {
   return bytes;
 }
 
-// ZeRO-3's buckets (dist::Reducer with units): in reverse registration order, cut where the
-// unit changes (a block; the final norm and head; the position table; the token table).
-std::vector<int64_t> unit_buckets(const std::vector<ParameterEntry>& layout) {
-  std::vector<int64_t> buckets;
-  int64_t unit = 0;
-  for (size_t k = layout.size(); k-- > 0;) {
-    if (buckets.empty() || layout[k].block != unit) buckets.push_back(0);
-    unit = layout[k].block;
-    buckets.back() += layout[k].numel;
-  }
-  return buckets;
-}
-
 Sizes sizes_of(const ModelConfig& cfg, const TrainingPlan& plan) {
   Sizes s;
   std::vector<int64_t> numels, per_block(static_cast<size_t>(cfg.n_layers), 0);
@@ -83,17 +71,18 @@ Sizes sizes_of(const ModelConfig& cfg, const TrainingPlan& plan) {
     };
     s.shard = std::max(s.shard, start(r + 1) - start(r));
   }
+  // ZeRO-3's buckets are its units (a block; the final norm and head; the position table; the
+  // token table); the others are cut by bytes.
+  std::vector<int64_t> units;
   if (plan.zero == 3 && w > 1) {
-    s.buckets = unit_buckets(layout);
-  } else {
-    s.buckets = reducer_buckets(numels, kFloat, plan.first_bucket_bytes, plan.bucket_bytes);
+    for (const ParameterEntry& p : layout) units.push_back(p.block);
   }
-  // The buckets take the parameters in reverse order: count each one's.
-  size_t k = numels.size();
-  for (int64_t size : s.buckets) {
-    int64_t taken = 0, count = 0;
-    for (; taken < size && k > 0; ++count) taken += numels[--k];
-    if (count > 1) s.staged.push_back(size);
+  for (const std::vector<size_t>& members :
+       gradient_buckets(numels, kFloat, plan.first_bucket_bytes, plan.bucket_bytes, units)) {
+    int64_t size = 0;
+    for (const size_t k : members) size += numels[k];
+    s.buckets.push_back(size);
+    if (members.size() > 1) s.staged.push_back(size);
   }
   // ZeroAdamW::gather_state: each moment gathered whole on rank 0, one tensor at a time.
   s.save_gather = size_class_bytes(numels);

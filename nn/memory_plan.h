@@ -1,8 +1,9 @@
 // Per-rank memory of an `ember train` run in float32 (`ember info --world-size N
 // --zero K`), by what holds it: parameters, gradients, AdamW moments,
 // activations, communication buffers, the checkpoint save's gathered state and
-// the process's own runtime. A closed-form plan from the config (nn/parameter_layout.h
-// sizes the Reducer's buckets), for P parameters on W ranks (docs/scaling.md, "Per-rank memory"):
+// the process's own runtime. A closed-form plan from the config (nn/parameter_layout.h lists
+// the parameters, autograd/gradient_buckets.h cuts the Reducer's buckets from them), for P
+// parameters on W ranks (docs/scaling.md, "Per-rank memory"):
 //   --zero 0: 4P params, 4P .grad, 8P moments; W > 1: the Reducer's 4P flat buffer
 //   --zero 1: 4P, 4P .grad + 4P/W shard, 8P/W; 4P flat buffer; the save gathers each
 //             moment whole on rank 0, one tensor at a time

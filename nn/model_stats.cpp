@@ -126,17 +126,13 @@ MemoryNeed inference_memory(const ModelConfig& cfg, DType dtype) {
   return need;
 }
 
-MemoryNeed generation_memory(const ModelConfig& cfg, int64_t batch, DType dtype) {
-  MemoryNeed need = inference_memory(cfg, dtype);
-  need.purpose = "to generate with a KV cache of " + std::to_string(batch) + " x " +
-                 std::to_string(cfg.max_seq_len) + " tokens (" + dtype_name(dtype) + ")";
-  Count slots = 0;  // cached positions over all layers
-  for (int64_t layer = 0; layer < cfg.n_layers; ++layer) {
-    const int64_t window = cfg.layer_window(layer);
-    slots += window > 0 ? std::min(window, cfg.max_seq_len) : cfg.max_seq_len;
-  }
-  const Count kv_row = Count(2) * cfg.n_kv_heads * cfg.head_dim * static_cast<int64_t>(dtype_size(dtype));
-  need.kv_cache = (Count(batch) * slots * kv_row).value();
+MemoryNeed generation_memory(const ModelConfig& cfg, int64_t kv_tokens, DType kv_dtype) {
+  MemoryNeed need = inference_memory(cfg, DType::Float32);
+  need.purpose = "to generate with a KV cache of " + std::to_string(kv_tokens) + " tokens (" +
+                 dtype_name(kv_dtype) + ")";
+  const Count kv_row = Count(2) * cfg.n_layers * cfg.n_kv_heads * cfg.head_dim *
+                       static_cast<int64_t>(dtype_size(kv_dtype));
+  need.kv_cache = (Count(kv_tokens) * kv_row).value();
   return need;
 }
 

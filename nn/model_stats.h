@@ -51,8 +51,10 @@ struct MemoryNeed {
   int64_t total() const;  // the sum (checked)
 };
 MemoryNeed inference_memory(const ModelConfig& cfg, DType dtype = DType::Float32);
-// inference_memory + a KV cache of `batch` rows x each layer's capacity (max_seq_len, or the window).
-MemoryNeed generation_memory(const ModelConfig& cfg, int64_t batch, DType dtype = DType::Float32);
+// inference_memory in float32 (the paged forward's weights) + a KV cache of kv_tokens positions
+// of every layer in kv_dtype (nn/paged_forward.h: PagedKVStore checks it before allocating).
+MemoryNeed generation_memory(const ModelConfig& cfg, int64_t kv_tokens,
+                             DType kv_dtype = DType::Float32);
 MemoryNeed training_memory(const ModelConfig& cfg, int64_t batch, int64_t seq_len);
 
 // Throws ember::Error when `need` exceeds this machine's memory (core/system_memory.h):

@@ -1,4 +1,5 @@
-// Module tree: registration, recursive name collection, state dicts.
+// Module tree: registration, recursive name collection, train mode and its
+// guard, state dicts.
 #include "nn/module.h"
 
 #include <set>
@@ -94,6 +95,12 @@ void Module::train(bool on) {
   training_ = on;
   for (auto& [name, child] : children_) child->train(on);
 }
+
+EvalModeGuard::EvalModeGuard(Module& module) : module_(module), was_training_(module.is_training()) {
+  module.eval();
+}
+
+EvalModeGuard::~EvalModeGuard() { module_.train(was_training_); }
 
 void Module::zero_grad() {
   for (auto& [name, v] : named_parameters()) v.zero_grad();

@@ -84,6 +84,20 @@ class Module {
   bool training_ = true;
 };
 
+// Eval mode (dropout off) for `module` and everything below it for the scope; its train mode
+// before the guard (train(was_training), applied to the whole tree) restored at the end.
+class EvalModeGuard {
+ public:
+  explicit EvalModeGuard(Module& module);
+  ~EvalModeGuard();
+  EvalModeGuard(const EvalModeGuard&) = delete;
+  EvalModeGuard& operator=(const EvalModeGuard&) = delete;
+
+ private:
+  Module& module_;
+  bool was_training_;
+};
+
 // A list of modules named "0", "1", ...
 class ModuleList : public Module {
  public:

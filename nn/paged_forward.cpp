@@ -9,6 +9,7 @@
 
 #include "core/kernels/matmul_rows.h"
 #include "nn/adapters.h"
+#include "nn/model_stats.h"
 #include "nn/paged_ops.h"
 #include "nn/rotary.h"
 #include "nn/transformer.h"
@@ -26,6 +27,10 @@ PagedKVStore::PagedKVStore(const ModelConfig& cfg, int64_t n_blocks, DType dtype
   EMBER_CHECK(n_blocks > 0, "PagedKVStore: n_blocks must be positive, got ", n_blocks);
   EMBER_CHECK(dtype == DType::Float32 || dtype == DType::BFloat16,
               "PagedKVStore: the KV cache holds float32 or bfloat16, not ", dtype_name(dtype));
+  int64_t tokens = 0;
+  EMBER_CHECK(!__builtin_mul_overflow(n_blocks, kKVBlockSize, &tokens), "PagedKVStore: ", n_blocks,
+              " blocks of ", kKVBlockSize, " tokens overflow 64-bit integers");
+  require_fits_in_memory(generation_memory(cfg, tokens, dtype));  // weights + cache
   for (int64_t l = 0; l < cfg.n_layers; ++l) {
     for (std::vector<Tensor>* kv : {&k_, &v_}) {
       Tensor t = Tensor::empty({n_blocks, kKVBlockSize, cfg.n_kv_heads, cfg.head_dim}, dtype);

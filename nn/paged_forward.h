@@ -25,6 +25,8 @@ DType kv_cache_dtype_named(const std::string& name);
 
 // The K/V blocks of every layer, allocated once: float32, or bfloat16 (half the memory and
 // the bytes a decode step reads; keys and values rounded to nearest-even when written).
+// Refused before allocation (an Error naming the sizes) when the model's weights and these
+// blocks exceed the machine's memory (nn/model_stats.h: generation_memory).
 class PagedKVStore {
  public:
   PagedKVStore(const ModelConfig& cfg, int64_t n_blocks, DType dtype = DType::Float32);

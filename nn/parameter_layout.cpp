@@ -1,6 +1,6 @@
 // Mirrors the constructors of Transformer, TransformerBlock, Attention, FFN,
 // MoE, Linear, Embedding and the norms (weight before bias, a module's own
-// parameters before its children's), and dist::Reducer's bucket cut.
+// parameters before its children's).
 #include "nn/parameter_layout.h"
 
 namespace ember::nn {
@@ -61,18 +61,6 @@ std::vector<ParameterEntry> parameter_layout(const ModelConfig& c) {
   b.norm(c, c.d_model);
   if (!c.tie_embeddings) b.add(c.vocab_size * c.d_model);
   return b.out;
-}
-
-std::vector<int64_t> reducer_buckets(const std::vector<int64_t>& numels, int64_t element_bytes,
-                                     int64_t first_bucket_bytes, int64_t bucket_bytes) {
-  std::vector<int64_t> buckets;  // elements per bucket
-  for (size_t k = numels.size(); k-- > 0;) {
-    if (buckets.empty()) buckets.push_back(0);
-    const int64_t cap = buckets.size() == 1 ? first_bucket_bytes : bucket_bytes;
-    if (buckets.back() > 0 && (buckets.back() + numels[k]) * element_bytes > cap) buckets.push_back(0);
-    buckets.back() += numels[k];
-  }
-  return buckets;
 }
 
 }  // namespace ember::nn

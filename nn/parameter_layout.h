@@ -1,7 +1,7 @@
 // The parameters a config builds, from the config alone: each one's element
 // count and block in Transformer::parameters() order (a test checks it against
-// a built model), and the gradient buckets dist::Reducer cuts from them, so a
-// memory plan (nn/memory_plan.h) can size per-bucket buffers without building the model.
+// a built model), so a memory plan (nn/memory_plan.h) can cut the gradient buckets
+// (autograd/gradient_buckets.h) and size per-bucket buffers without building the model.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -21,11 +21,5 @@ struct ParameterEntry {
 
 // Every parameter of Transformer(cfg), in registration order (LoRA adapters not included).
 std::vector<ParameterEntry> parameter_layout(const ModelConfig& cfg);
-
-// Element counts of dist::Reducer's buckets over `numels` (registration order): laid out in
-// reverse order, the first bucket at most first_bucket_bytes, the rest at most bucket_bytes,
-// a parameter larger than the cap alone in its bucket.
-std::vector<int64_t> reducer_buckets(const std::vector<int64_t>& numels, int64_t element_bytes,
-                                     int64_t first_bucket_bytes, int64_t bucket_bytes);
 
 }  // namespace ember::nn

@@ -1,5 +1,4 @@
-// TransformerBlock and Transformer forward passes (training, and cached
-// inference over a KVCache) and the training loss.
+// TransformerBlock and Transformer forward passes and the training loss.
 #include "nn/transformer.h"
 
 #include <cmath>
@@ -76,20 +75,6 @@ Variable TransformerBlock::forward(const Variable& x, std::vector<MoEAux>& moe_a
   return x1 + mlp_forward(post_norm_->forward(x1), moe_aux, real);
 }
 
-Variable TransformerBlock::forward_cached(const Variable& x, LayerKVCache& cache,
-                                          int64_t pos0) const {
-  std::vector<MoEAux> unused;
-  auto mlp = [&](const Variable& h) {
-    return moe_ ? moe_->forward(h, unused.emplace_back()) : ffn_->forward(h);
-  };
-  if (parallel_) {
-    const Variable h = input_norm_->forward(x);
-    return x + attn_->forward_cached(h, cache, pos0) + mlp(h);
-  }
-  const Variable x1 = x + attn_->forward_cached(input_norm_->forward(x), cache, pos0);
-  return x1 + mlp(post_norm_->forward(x1));
-}
-
 Transformer::Transformer(const ModelConfig& cfg, uint64_t seed, DType dtype)
     : cfg_(cfg), dtype_(dtype), dropout_gen_(std::make_shared<Generator>(seed ^ 0x9e3779b97f4a7c15ull)) {
   require_fits_in_memory(inference_memory(cfg, dtype));  // before any layer is allocated
@@ -129,13 +114,11 @@ void Transformer::set_vocab_size(int64_t vocab_size) {
   cfg_.vocab_size = vocab_size;
 }
 
-Variable Transformer::add_positions(const Variable& x, int64_t pos0, int64_t T) const {
+Variable Transformer::add_positions(const Variable& x, int64_t T) const {
   if (embed_positions_) {
-    const Tensor positions =
-        Tensor::arange(static_cast<double>(pos0), static_cast<double>(pos0 + T));
-    return x + embed_positions_->forward(positions);
+    return x + embed_positions_->forward(Tensor::arange(0.0, static_cast<double>(T)));
   }
-  if (sinusoidal_.defined()) return x + Variable(sinusoidal_.narrow(0, pos0, T));
+  if (sinusoidal_.defined()) return x + Variable(sinusoidal_.narrow(0, 0, T));
   return x;
 }
 
@@ -158,7 +141,7 @@ ModelOutput Transformer::forward(const Tensor& ids, const Tensor& real) const {
               cfg_.max_seq_len);
   ModelOutput out;
   if (residency_) residency_->forward_begins();
-  Variable x = add_positions(embed_tokens_->forward(ids), 0, T);  // [B, T, C]
+  Variable x = add_positions(embed_tokens_->forward(ids), T);  // [B, T, C]
   EMBER_CHECK(!real.defined() || real.shape() == ids.shape(),
               "Transformer: the real-token mask of shape ", shape_str(real.shape()),
               " does not match the ids' ", shape_str(ids.shape()));
@@ -209,28 +192,6 @@ Variable Transformer::block_forward(size_t i, const Variable& x, std::vector<MoE
       checkpoint(fn, {x}, {block->parameters(), {dropout_gen_.get()}});
   for (size_t k = 1; k + 1 < outs.size(); k += 2) moe_aux.push_back({outs[k], outs[k + 1]});
   return outs[0];
-}
-
-Variable Transformer::forward_cached(const Tensor& ids, KVCache& cache, bool last_only) const {
-  EMBER_CHECK(ids.dim() == 2 && ids.size(1) >= 1, "Transformer: token ids must be [B, T], got ",
-              shape_str(ids.shape()));
-  const int64_t T = ids.size(1), pos0 = cache.length();
-  EMBER_CHECK(ids.size(0) == cache.batch() && cache.n_layers() == cfg_.n_layers &&
-                  cache.max_seq_len() == cfg_.max_seq_len && cache.dtype() == dtype_,
-              "Transformer: the KV cache (batch ", cache.batch(), ", ", cache.n_layers(),
-              " layers, max_seq_len ", cache.max_seq_len(), ", ", dtype_name(cache.dtype()),
-              ") does not fit this model and ids ", shape_str(ids.shape()),
-              "; make it with Transformer::make_cache");
-  EMBER_CHECK(pos0 + T <= cfg_.max_seq_len, "Transformer: ", pos0, " cached + ", T,
-              " new tokens exceed max_seq_len ", cfg_.max_seq_len);
-  NoGradGuard no_grad;
-  Variable x = add_positions(embed_tokens_->forward(ids), pos0, T);  // [B, T, C]
-  for (size_t i = 0; i < blocks_.size(); ++i) {
-    x = blocks_[i]->forward_cached(x, cache.layer(static_cast<int64_t>(i)), pos0);
-  }
-  if (last_only && T > 1) x = narrow(x, 1, T - 1, 1);
-  cache.advance(T);
-  return head(x);
 }
 
 Variable Transformer::flat_logits(const ModelOutput& out, const Tensor& targets) const {

@@ -2,7 +2,8 @@
 // positions), n_layers blocks (pre-norm, or parallel), final norm, tied or
 // separate lm_head, final soft-cap; and its loss. Parameter names follow
 // docs/model.md#parameter-names straight from the module tree.
-// ids [B, T] -> logits [B, T, V]. forward_cached is the inference path over a KVCache.
+// ids [B, T] -> logits [B, T, V]. Inference (generation, serving) runs the same weights
+// through nn/paged_forward.h.
 #pragma once
 #include <memory>
 #include <vector>
@@ -11,7 +12,6 @@
 #include "nn/block_residency.h"
 #include "nn/config.h"
 #include "nn/moe.h"
-#include "nn/kv_cache.h"
 #include "nn/layers.h"
 
 namespace ember::nn {
@@ -26,8 +26,6 @@ class TransformerBlock : public Module {
   // only when the mask `real` is given: MoE::forward).
   Variable forward(const Variable& x, std::vector<MoEAux>& moe_aux,
                    const Tensor& real = Tensor()) const;
-  // Inference: x [B, T, C] at positions pos0.., attending over and appending to cache; no dropout.
-  Variable forward_cached(const Variable& x, LayerKVCache& cache, int64_t pos0) const;
   const std::shared_ptr<MoE>& moe() const { return moe_; }
 
  private:
@@ -59,14 +57,6 @@ class Transformer : public Module {
   // real: optional float32 [B, T] mask of the real (non-padding) ids; the MoE losses are then
   // taken over those only (docs/model.md#loss-of-a-step).
   ModelOutput forward(const Tensor& ids, const Tensor& real = Tensor()) const;
-  // Inference with a KV cache, under no-grad (no graph is recorded): ids [B, T] are the
-  // tokens at absolute positions cache.length() .. + T - 1; their K/V are appended to the
-  // cache and the cache advances by T. Returns logits [B, T, V], or [B, 1, V] for the last
-  // position only when last_only (what sampling needs: skips T - 1 rows of the lm_head).
-  // The same logits as forward() over the whole sequence (dropout is never applied).
-  Variable forward_cached(const Tensor& ids, KVCache& cache, bool last_only = false) const;
-  // An empty cache for this model: batch rows, the model's dtype.
-  KVCache make_cache(int64_t batch = 1) const { return KVCache(cfg_, batch, dtype_); }
   DType dtype() const { return dtype_; }
   // ce + z_loss_coef z + aux_loss_coef mean(aux) + router_z_loss_coef mean(router_z)
   // for targets [B, T].
@@ -84,7 +74,7 @@ class Transformer : public Module {
   void set_activation_checkpointing(int64_t every);
   int64_t activation_checkpointing() const { return checkpoint_every_; }
   // ZeRO-3 (nn/block_residency.h): forward() tells `residency` when each block's parameters are
-  // needed (null, the default: they always are). forward_cached does not: gather them all first.
+  // needed (null, the default: they always are).
   void set_block_residency(std::shared_ptr<BlockResidency> residency) {
     residency_ = std::move(residency);
   }
@@ -126,8 +116,8 @@ class Transformer : public Module {
   // says so: its MoE losses are then outputs of the checkpoint, back-propagated with its output.
   Variable block_forward(size_t i, const Variable& x, std::vector<MoEAux>& moe_aux,
                          const Tensor& real) const;
-  // Position embeddings (learned or sinusoidal) of positions pos0 .. pos0 + T - 1 added to x.
-  Variable add_positions(const Variable& x, int64_t pos0, int64_t T) const;
+  // Position embeddings (learned or sinusoidal) of positions 0 .. T - 1 added to x.
+  Variable add_positions(const Variable& x, int64_t T) const;
   // Final norm, lm_head (tied or not) and final soft-cap: x [B, T, C] -> [B, T, V].
   Variable head(const Variable& x) const;
   // logits [B, T, V] as [B T, V], after checking targets [B, T].

@@ -1,10 +1,8 @@
 // nn/parameter_layout and nn/memory_plan: the parameter list against built models,
-// the bucket cut against dist::Reducer, and each ZeRO stage's figures against
-// numbers worked out by hand for a small config (the arithmetic is in the comments).
+// and each ZeRO stage's figures against numbers worked out by hand for a small
+// config (the arithmetic is in the comments). The bucket cut: test_gradient_buckets.
 #include <catch2/catch.hpp>
 
-#include "dist/communicator.h"
-#include "dist/reducer.h"
 #include "nn/memory_plan.h"
 #include "nn/model_stats.h"
 #include "nn/parameter_layout.h"
@@ -22,12 +20,6 @@ namespace {
 ModelConfig small_config() {
   return ModelConfig::from_json(
       R"({"vocab_size": 256, "d_model": 64, "n_layers": 2, "n_heads": 4, "ffn_hidden": 128, "max_seq_len": 32})");
-}
-
-std::vector<int64_t> numels_of(const std::vector<ParameterEntry>& layout) {
-  std::vector<int64_t> out;
-  for (const ParameterEntry& p : layout) out.push_back(p.numel);
-  return out;
 }
 
 constexpr int64_t kMiB = int64_t{1} << 20;
@@ -63,24 +55,6 @@ TEST_CASE("parameter_layout lists a built model's parameters in order", "[memory
       total += layout[i].numel;
     }
     CHECK(total == model_stats(cfg).total_params);
-  }
-}
-
-TEST_CASE("reducer_buckets cuts the buckets dist::Reducer cuts", "[memory_plan]") {
-  const ModelConfig cfg = small_config();
-  const std::vector<int64_t> numels = numels_of(parameter_layout(cfg));
-  // Reverse order, caps 50000 then 100000 bytes (12500, 25000 elements): [final norm 64, down 8192],
-  // [up, gate, norm, o, v: 24640], [k, q, norm, down, up: 24640], [gate, norm, o, v, k, q, norm:
-  // 24704], [embedding 16384].
-  CHECK(reducer_buckets(numels, 4, 50000, 100000) == std::vector<int64_t>{8256, 24640, 24640, 24704, 16384});
-  CHECK(reducer_buckets(numels, 4, 1 << 20, 25 << 20) == std::vector<int64_t>{98624});
-  for (const auto& [first, rest] : {std::pair<int64_t, int64_t>{50000, 100000}, {4096, 4096}, {1 << 20, 1 << 20}}) {
-    Transformer model(cfg, 1);
-    dist::Communicator comm;  // one process: rank 0 of 1
-    dist::Reducer reducer(comm, model.parameters(), {.first_bucket_bytes = first, .bucket_bytes = rest});
-    std::vector<int64_t> sizes;
-    for (const dist::Bucket& b : reducer.buckets()) sizes.push_back(b.end - b.begin);
-    CHECK(reducer_buckets(numels, 4, first, rest) == sizes);
   }
 }
 

@@ -7,8 +7,8 @@
 #include "core/io/json_message.h"
 #include "core/system_memory.h"
 #include "nn/config.h"
-#include "nn/kv_cache.h"
 #include "nn/model_stats.h"
+#include "nn/paged_forward.h"
 #include "nn/transformer.h"
 
 using namespace ember;
@@ -267,14 +267,19 @@ TEST_CASE("a KV cache beyond this machine's memory is refused before allocation"
   // 64 layers x 2 x 512 floats per token x 2^24 positions = 4 TiB (64 GiB a layer).
   const ModelConfig c = ModelConfig::from_json(
       R"({"d_model": 512, "n_layers": 64, "n_heads": 4, "max_seq_len": 16777216})");
-  const MemoryNeed need = generation_memory(c, 1);
+  const MemoryNeed need = generation_memory(c, 16777216);
   CHECK(need.kv_cache == int64_t{64} * 2 * 512 * 4 * 16777216);
   CHECK(need.weights == inference_memory(c).weights);
-  CHECK_THROWS_WITH(KVCache(c), Catch::StartsWith("the model needs 4.") &&
-                                    Catch::Contains("to generate with a KV cache of 1 x 16777216 tokens") &&
-                                    Catch::Contains("KV cache 4.00 TiB"));
-  // A sliding window caps a layer's slots.
-  const ModelConfig w = ModelConfig::from_json(
-      R"({"d_model": 512, "n_layers": 2, "n_heads": 4, "max_seq_len": 1024, "sliding_window": 16, "global_every": 2})");
-  CHECK(generation_memory(w, 3).kv_cache == 3 * (16 + 1024) * 2 * 512 * 4);
+  const int64_t blocks = 16777216 / kKVBlockSize;
+  CHECK_THROWS_WITH(PagedKVStore(c, blocks),
+                    Catch::StartsWith("the model needs 4.") &&
+                        Catch::Contains("to generate with a KV cache of 16777216 tokens (float32)") &&
+                        Catch::Contains("KV cache 4.00 TiB"));
+  // bfloat16 keys and values: half; one block: the store's own figure.
+  CHECK(generation_memory(c, 16777216, DType::BFloat16).kv_cache * 2 == need.kv_cache);
+  CHECK_THROWS_WITH(PagedKVStore(c, blocks, DType::BFloat16),
+                    Catch::Contains("of 16777216 tokens (bfloat16)") &&
+                        Catch::Contains("KV cache 2.00 TiB"));
+  CHECK(generation_memory(c, kKVBlockSize).kv_cache ==
+        static_cast<int64_t>(PagedKVStore::bytes_per_block(c)));
 }

@@ -52,7 +52,7 @@ TEST_CASE("Module: named parameters, state dict round trip and errors", "[nn]") 
   other.load_state_dict(missing, /*strict=*/false);
 }
 
-TEST_CASE("Module: train/eval propagate and zero_grad drops gradients", "[nn]") {
+TEST_CASE("Module: train/eval propagate, EvalModeGuard restores, zero_grad drops gradients", "[nn]") {
   const ModelConfig c = ModelConfig::from_json(R"({"vocab_size": 10, "d_model": 8, "n_layers": 1, "n_heads": 2, "dropout": 0.5})");
   Transformer m(c, 1, DType::Float64);
   m.eval();
@@ -63,6 +63,17 @@ TEST_CASE("Module: train/eval propagate and zero_grad drops gradients", "[nn]") 
   CHECK(m.forward(ids).logits.data().to_vector<double>() == m.forward(ids).logits.data().to_vector<double>());
   m.train();
   CHECK(m.forward(ids).logits.data().to_vector<double>() != m.forward(ids).logits.data().to_vector<double>());
+  {  // EvalModeGuard: eval mode for the scope, the mode before it restored after
+    const EvalModeGuard guard(m);
+    CHECK_FALSE(m.is_training());
+    for (const auto& [n, child] : m.children()) CHECK_FALSE(child->is_training());
+    CHECK(m.forward(ids).logits.data().to_vector<double>() == m.forward(ids).logits.data().to_vector<double>());
+  }
+  CHECK(m.is_training());
+  for (const auto& [n, child] : m.children()) CHECK(child->is_training());
+  m.eval();
+  { const EvalModeGuard guard(m); }
+  CHECK_FALSE(m.is_training());
 }
 
 TEST_CASE("gradcheck of each module alone", "[nn][gradcheck]") {

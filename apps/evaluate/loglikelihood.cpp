@@ -11,21 +11,6 @@
 namespace ember::apps {
 namespace {
 
-// Restores the model's training mode at the end of the scope.
-class EvalScope {
- public:
-  explicit EvalScope(nn::Transformer& model) : model_(model), was_training_(model.is_training()) {
-    model.eval();
-  }
-  ~EvalScope() { model_.train(was_training_); }
-  EvalScope(const EvalScope&) = delete;
-  EvalScope& operator=(const EvalScope&) = delete;
-
- private:
-  nn::Transformer& model_;
-  bool was_training_;
-};
-
 // log softmax(row)[target] in double: row[target] - max - log sum exp(row - max).
 template <typename T>
 double log_prob(const T* row, int64_t V, int64_t target) {
@@ -87,7 +72,7 @@ std::vector<double> score_sequences(nn::Transformer& model,
   std::vector<ScoredSequence> packed;  // the pending ones, contiguous for score_batch
   for (const size_t i : pending) packed.push_back(sequences[i]);
   std::vector<double> packed_scores(packed.size()), scores(sequences.size(), 0.0);
-  EvalScope eval(model);
+  const nn::EvalModeGuard eval(model);
   NoGradGuard no_grad;
   for (size_t first = 0; first < packed.size(); first += batch_size) {
     score_batch(model, packed, first, std::min<size_t>(batch_size, packed.size() - first),

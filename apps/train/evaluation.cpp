@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "autograd/grad_mode.h"
@@ -26,24 +27,6 @@ std::vector<int64_t> token_byte_lengths(const data::Tokenizer& tokenizer, int64_
 
 namespace {
 
-// Eval mode (no dropout) for the scope, the model's mode restored after; no gradients when asked.
-class EvalMode {
- public:
-  EvalMode(nn::Transformer& model, bool no_grad)
-      : model_(model), was_training_(model.is_training()) {
-    model.eval();
-    if (no_grad) no_grad_ = std::make_unique<NoGradGuard>();
-  }
-  ~EvalMode() { model_.train(was_training_); }
-  EvalMode(const EvalMode&) = delete;
-  EvalMode& operator=(const EvalMode&) = delete;
-
- private:
-  nn::Transformer& model_;
-  bool was_training_;
-  std::unique_ptr<NoGradGuard> no_grad_;
-};
-
 double bits_per_byte(double loss, int64_t tokens, int64_t bytes) {
   return loss * static_cast<double>(tokens) /
          (std::log(2.0) * static_cast<double>(std::max<int64_t>(bytes, 1)));
@@ -54,7 +37,9 @@ double bits_per_byte(double loss, int64_t tokens, int64_t bytes) {
 EvalResult evaluate(nn::Transformer& model, const data::BatchLoader& loader, int64_t batches,
                     const std::vector<int64_t>& token_bytes, bool with_grads) {
   EMBER_CHECK(batches > 0, "evaluate: needs at least one batch, got ", batches);
-  const EvalMode mode(model, !with_grads);
+  const nn::EvalModeGuard eval(model);
+  std::optional<NoGradGuard> no_grad;
+  if (!with_grads) no_grad.emplace();
   const int64_t T = loader.options().seq_len;
   const double n = static_cast<double>(batches);
   EvalResult r;
@@ -89,7 +74,8 @@ EvalResult evaluate(nn::Transformer& model, const data::BatchLoader& loader, int
 
 EvalResult evaluate_chat(nn::Transformer& model, std::shared_ptr<const data::ChatRows> rows,
                          int64_t rows_per_batch, const std::vector<int64_t>& token_bytes) {
-  const EvalMode mode(model, true);
+  const nn::EvalModeGuard eval(model);
+  const NoGradGuard no_grad;
   const int64_t n = static_cast<int64_t>(rows->rows.size()), T = rows->seq_len;
   const data::ChatLoader loader(rows,
                                 data::BatchLoaderOptions{rows_per_batch, T, 1, 1, 0, true, 0});
