@@ -19,8 +19,11 @@
 #include "core/kernels/cpu_isa.h"
 #include "core/kernels/matmul.h"
 #include "apps/bench/fma_peak.h"
+#include "scoped_env.h"
 
 using namespace ember;
+
+using ember::testing::ScopedEnv;
 
 namespace {
 
@@ -62,20 +65,6 @@ int cpuinfo_level(const std::string& flags) {
   if (has(flags, "avx512f")) return has(flags, "avx512_bf16") ? 3 : 2;
   return has(flags, "avx2") && has(flags, "fma") ? 1 : 0;
 }
-
-// Sets (or unsets, with nullptr) an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    value ? setenv(name, value, 1) : unsetenv(name);
-  }
-  ~ScopedEnv() { old_ ? setenv(name_, old_->c_str(), 1) : unsetenv(name_); }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 }  // namespace
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cli_run.h"
+#include "tiny_train.h"
 
 extern char** environ;
 
@@ -180,17 +181,9 @@ namespace {
 
 using ember::testing::TempDir;
 
-// Writes a tiny model config and a small text corpus into dir; returns the
-// arguments of a short `ember train` writing to dir/OUT.
+// A tiny model and corpus in dir; the arguments of a short `ember train` writing to dir/OUT.
 std::string tiny_train(const TempDir& dir, const std::string& out = "run") {
-  dir.write("tiny.json", R"({"vocab_size": 256, "d_model": 16, "n_layers": 1, "n_heads": 2,
-    "ffn_hidden": 32, "max_seq_len": 32})");
-  if (!fs::exists(dir / "corpus.txt")) {
-    std::ofstream corpus(dir / "corpus.txt");
-    for (int i = 0; i < 200; ++i) corpus << "line " << i << ": the quick brown fox jumps over the lazy dog.\n";
-  }
-  return "train --config " + (dir / "tiny.json") + " --data " + (dir / "corpus.txt") + " --out " + (dir / out) +
-         " --batch-size 2 --seq-len 16 --warmup 1 --lr 0.01 --log-every 1000 --eval-batches 1";
+  return ember::testing::tiny_train_args(dir, out) + " --lr 0.01 --log-every 1000";
 }
 
 std::string latest_name(const std::string& run) {

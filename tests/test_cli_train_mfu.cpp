@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "cli_run.h"
+#include "tiny_train.h"
+#include "scoped_env.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -27,34 +29,13 @@ using ember::testing::read_text;
 using ember::testing::run_ember;
 using ember::testing::TempDir;
 
+using ember::testing::ScopedEnv;
+
 namespace {
-
-// Sets an environment variable (nullptr: unsets it) for the scope; the ember runs inherit it.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    value ? setenv(name, value, 1) : unsetenv(name);
-  }
-  ~ScopedEnv() { old_ ? setenv(name_, old_->c_str(), 1) : unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 // A tiny model and corpus in dir; the arguments of `ember train` for `steps` steps into dir/out.
 std::string tiny_train(const TempDir& dir, const std::string& out, int steps = 3) {
-  dir.write("tiny.json", R"({"vocab_size": 256, "d_model": 16, "n_layers": 1, "n_heads": 2,
-    "ffn_hidden": 32, "max_seq_len": 32})");
-  if (!fs::exists(dir / "corpus.txt")) {
-    std::ofstream corpus(dir / "corpus.txt");
-    for (int i = 0; i < 200; ++i) corpus << "line " << i << ": the quick brown fox jumps over the lazy dog.\n";
-  }
-  return "train --config " + (dir / "tiny.json") + " --data " + (dir / "corpus.txt") + " --out " + (dir / out) +
-         " --batch-size 2 --seq-len 16 --warmup 1 --log-every 1 --eval-batches 1 --steps " + std::to_string(steps);
+  return ember::testing::tiny_train_args(dir, out) + " --log-every 1 --steps " + std::to_string(steps);
 }
 
 CliRun train(const TempDir& dir, const std::string& out, int steps = 3) {
