@@ -1,6 +1,6 @@
 # `ember info --world-size W --zero K` against the peak RSS of each rank of the
 # `ember train` run it describes: a 20.6M-parameter model (16P = 314 MiB, so the
-# model dominates the process's own ~55-65 MiB), 2 steps of B 4 x T 64, at
+# model dominates the process's own ~40-50 MiB), 2 steps of B 4 x T 64, at
 # W = 1 and W = 2 (mpirun) for K = 0, 1, 2, 3, and once with --checkpoint-activations.
 # Every rank's ru_maxrss (tests/memory/peak_rss.cpp) must be within 10% of info's
 # total. Variables: EMBER, PEAK, MPIRUN, WORK, DATA.
