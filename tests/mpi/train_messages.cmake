@@ -7,14 +7,8 @@
 # diverged (its streamed save refused, nothing written). And one that succeeds: a
 # ZeRO-3 run's end-of-run sample over a vocabulary larger than its tokenizer's.
 # Variables: EMBER, TOOL, MPIRUN, WORK.
-file(REMOVE_RECURSE ${WORK})
-file(MAKE_DIRECTORY ${WORK})
-file(WRITE ${WORK}/tiny.json "{\"vocab_size\": 256, \"d_model\": 16, \"n_layers\": 1, \"n_heads\": 2, \"ffn_hidden\": 32, \"max_seq_len\": 32}")
-set(text "")
-foreach(i RANGE 60)
-  string(APPEND text "line ${i}: the quick brown fox jumps over the lazy dog.\n")
-endforeach()
-file(WRITE ${WORK}/corpus.txt "${text}")
+include(${CMAKE_CURRENT_LIST_DIR}/tiny_run.cmake)
+write_tiny_run(${WORK})
 set(mpirun ${MPIRUN} --oversubscribe --bind-to none)
 set(common train --config ${WORK}/tiny.json --data ${WORK}/corpus.txt --batch-size 2 --seq-len 16 --steps 2
     --warmup 1 --log-every 100 --eval-batches 1)

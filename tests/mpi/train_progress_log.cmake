@@ -3,14 +3,8 @@
 # codes) must stay out unless asked for: the log holds plain lines only. With
 # EMBER_PROGRESS=bar the bar is there, which shows the ranks did see a terminal (the first
 # check can fail). Variables: EMBER, MPIRUN, WORK.
-file(REMOVE_RECURSE ${WORK})
-file(MAKE_DIRECTORY ${WORK})
-file(WRITE ${WORK}/tiny.json "{\"vocab_size\": 256, \"d_model\": 16, \"n_layers\": 1, \"n_heads\": 2, \"ffn_hidden\": 32, \"max_seq_len\": 32}")
-set(text "")
-foreach(i RANGE 60)
-  string(APPEND text "line ${i}: the quick brown fox jumps over the lazy dog.\n")
-endforeach()
-file(WRITE ${WORK}/corpus.txt "${text}")
+include(${CMAKE_CURRENT_LIST_DIR}/tiny_run.cmake)
+write_tiny_run(${WORK})
 set(ENV{TERM} xterm)  # a terminal's TERM, whatever the test's environment has
 string(ASCII 27 escape)
 
