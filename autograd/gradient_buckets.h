@@ -1,6 +1,6 @@
 // The gradient buckets of data-parallel training as a pure function of the
 // parameters' sizes: dist::Reducer lays its flat gradient buffer out by it,
-// and the memory plan (nn/memory_plan.h) sizes per-bucket buffers by it
+// and the memory plan (nn/sizing/memory_plan.h) sizes per-bucket buffers by it
 // without building a model. Parameters are taken in reverse registration
 // order, about the order backward finishes their gradients.
 #pragma once

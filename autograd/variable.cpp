@@ -1,4 +1,4 @@
-// Variable accessors; backward() lives in engine.cpp.
+// Variable accessors; backward() lives in backward.cpp.
 #include "autograd/variable.h"
 
 #include "autograd/node.h"

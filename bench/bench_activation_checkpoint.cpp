@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/bench/stopwatch.h"
+#include "apps/common/stopwatch.h"
 #include "autograd/autocast.h"
 #include "bench/bench_args.h"
 #include "core/allocator.h"

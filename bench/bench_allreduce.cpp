@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/bench/stopwatch.h"
+#include "apps/common/stopwatch.h"
 #include "dist/consistency.h"
 #include "dist/zero_adamw.h"
 #include "nn/transformer.h"

@@ -19,8 +19,8 @@
 #include <limits>
 #include <vector>
 
-#include "apps/bench/stopwatch.h"
-#include "apps/bench/matmul_peak.h"
+#include "apps/common/stopwatch.h"
+#include "apps/common/matmul_peak.h"
 #include "core/kernels/attention/attention.h"
 
 using namespace ember;

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/bench/stopwatch.h"
+#include "apps/common/stopwatch.h"
 #include "core/kernels/elementwise.h"
 #include "core/kernels/reduce.h"
 #include "core/kernels/softmax.h"

@@ -1,4 +1,4 @@
-// Batched decode speed of the serving engine (nn::Engine, synchronous step())
+// Batched decode speed of the serving engine (inference::Engine, synchronous step())
 // on a model config (gpt2-small by default, random weights): for B concurrent
 // greedy requests of P random prompt tokens and N output tokens (prefix cache
 // off), the prefill time, decode steps/s, aggregate decode tokens/s and ms per
@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "apps/bench/stopwatch.h"
+#include "apps/common/stopwatch.h"
 #include "autograd/grad_mode.h"
 #include "core/kernels/matmul_rows.h"
-#include "nn/engine.h"
+#include "inference/engine/engine.h"
 #include "nn/transformer.h"
 
 using namespace ember;
@@ -58,7 +58,7 @@ bool parse_args(int argc, char** argv, Args& a) {
         std::fprintf(stderr, "bench_engine: --kv-cache-dtype is float32 or bfloat16, got %s\n", d.c_str());
         return false;
       }
-      a.kv_dtype = nn::kv_cache_dtype_named(d);
+      a.kv_dtype = inference::kv_cache_dtype_named(d);
     } else if (!std::strcmp(argv[i], "--engine-only")) {
       a.engine_only = true;
     } else if (!std::strcmp(argv[i], "--matmuls-only")) {
@@ -99,18 +99,18 @@ struct EngineRun {
 
 // B greedy requests at once, every prompt prefilled in the first step (budget B * P), then
 // decode steps until all finish. Prefill: until every request has its first token.
-EngineRun run_engine(const std::shared_ptr<const nn::InferenceModel>& im, int64_t B, int64_t P,
+EngineRun run_engine(const std::shared_ptr<const inference::InferenceModel>& im, int64_t B, int64_t P,
                      int64_t N, uint64_t seed, DType kv_dtype) {
-  nn::EngineOptions opt;
+  inference::EngineOptions opt;
   opt.kv_dtype = kv_dtype;
   opt.max_seqs = B;
   opt.prefix_cache = false;
   opt.max_batch_tokens = std::max<int64_t>(256, B * P);
-  opt.kv_blocks = B * ((P + N + nn::kKVBlockSize - 1) / nn::kKVBlockSize);
-  nn::Engine engine(im, opt);
-  std::vector<std::shared_ptr<nn::RequestHandle>> handles;
+  opt.kv_blocks = B * ((P + N + inference::kKVBlockSize - 1) / inference::kKVBlockSize);
+  inference::Engine engine(im, opt);
+  std::vector<std::shared_ptr<inference::RequestHandle>> handles;
   for (int64_t b = 0; b < B; ++b) {
-    nn::EngineRequest req;
+    inference::EngineRequest req;
     req.prompt = random_prompt(P, im->config().vocab_size, seed + static_cast<uint64_t>(b));
     req.sampling.temperature = 0;
     req.sampling.max_tokens = N;
@@ -146,13 +146,13 @@ EngineRun run_engine(const std::shared_ptr<const nn::InferenceModel>& im, int64_
 }
 
 // One request of P tokens at the engine's default budget (chunks of 256): seconds to its first token.
-double engine_prefill(const std::shared_ptr<const nn::InferenceModel>& im, int64_t P) {
-  nn::EngineOptions opt;
+double engine_prefill(const std::shared_ptr<const inference::InferenceModel>& im, int64_t P) {
+  inference::EngineOptions opt;
   opt.max_seqs = 1;
   opt.prefix_cache = false;
-  opt.kv_blocks = (P + nn::kKVBlockSize - 1) / nn::kKVBlockSize;
-  nn::Engine engine(im, opt);
-  nn::EngineRequest req;
+  opt.kv_blocks = (P + inference::kKVBlockSize - 1) / inference::kKVBlockSize;
+  inference::Engine engine(im, opt);
+  inference::EngineRequest req;
   req.prompt = random_prompt(P, im->config().vocab_size, 99);
   req.sampling.temperature = 0;
   req.sampling.max_tokens = 1;
@@ -201,7 +201,7 @@ int main(int argc, char** argv) {
   nn::Transformer model(cfg, 1);
   model.eval();
   NoGradGuard no_grad;
-  const auto im = std::make_shared<const nn::InferenceModel>(model);
+  const auto im = std::make_shared<const inference::InferenceModel>(model);
   const int64_t P = a.prompt_len, N = a.new_tokens;
   std::printf("%s, %d threads, prompt %ld, output %ld tokens, greedy, prefix cache off, %s KV cache, "
               "median of %d\n",

@@ -1,4 +1,4 @@
-// Generation speed (nn::generate, on the serving engine's paged KV cache):
+// Generation speed (inference::generate, on the serving engine's paged KV cache):
 // prefill and decode tokens/s of model presets (random weights, greedy),
 // against the memory-bandwidth bound of decoding (every weight is read once
 // per token: bound = read GB/s / weight bytes per token); the matrix-vector
@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "apps/bench/stopwatch.h"
+#include "apps/common/stopwatch.h"
 #include "core/kernels/matmul.h"
-#include "nn/generate.h"
-#include "nn/model_stats.h"
-#include "nn/paged_forward.h"
+#include "inference/generate.h"
+#include "nn/sizing/model_stats.h"
+#include "inference/model_runner/paged_forward.h"
 
 using namespace ember;
 
@@ -64,8 +64,8 @@ static double matvec_gbs(int64_t K, int64_t N) {
 }
 
 // Microseconds per draw of a TokenSampler over logits [V].
-static double sampler_us(const Tensor& logits, const nn::SamplingOptions& opt) {
-  nn::TokenSampler sampler(opt);
+static double sampler_us(const Tensor& logits, const inference::SamplingOptions& opt) {
+  inference::TokenSampler sampler(opt);
   const int n = 50;
   const apps::Stopwatch watch;
   for (int i = 0; i < n; ++i) sampler.sample(logits);
@@ -102,12 +102,12 @@ static bool parse_args(int argc, char** argv, Args& a) {
 // Sampling cost on this model's logits (random weights: flat, top-p's worst case).
 static void print_sampling_costs(const nn::Transformer& model, const std::vector<int64_t>& prompt) {
   const int64_t P = static_cast<int64_t>(prompt.size());
-  const nn::InferenceModel im(model);
-  nn::PagedKVStore kv(model.config(), (P + nn::kKVBlockSize - 1) / nn::kKVBlockSize);
+  const inference::InferenceModel im(model);
+  inference::PagedKVStore kv(model.config(), (P + inference::kKVBlockSize - 1) / inference::kKVBlockSize);
   std::vector<int32_t> table(static_cast<size_t>(kv.n_blocks()));
   for (size_t b = 0; b < table.size(); ++b) table[b] = static_cast<int32_t>(b);
   const Tensor logits = im.forward({{prompt.data(), P, 0, &table, false}}, kv);  // [1, V]
-  nn::SamplingOptions s;
+  inference::SamplingOptions s;
   s.temperature = 0;
   const double greedy = sampler_us(logits, s);
   s.temperature = 0.8;
@@ -133,13 +133,13 @@ static void bench_config(const std::string& path, const Args& a, double read_gbs
   const Tensor u =
       Tensor::rand({P}, 7, 0, DType::Float64, 0, static_cast<double>(cfg.vocab_size));
   const std::vector<int64_t> prompt = u.to(DType::Int64).to_vector<int64_t>();
-  nn::SamplingOptions opt;
+  inference::SamplingOptions opt;
   opt.temperature = 0;
   opt.max_tokens = N;
-  nn::generate(model, prompt, opt);  // warm-up: creates the matmul primitives of both shapes
+  inference::generate(model, prompt, opt);  // warm-up: creates the matmul primitives of both shapes
   double prefill = 0, decode = 0;
   for (int r = 0; r < a.reps; ++r) {
-    const nn::GenerationResult g = nn::generate(model, prompt, opt);
+    const inference::GenerationResult g = inference::generate(model, prompt, opt);
     prefill = std::max(prefill, g.prefill_tokens_per_second());
     decode = std::max(decode, g.decode_tokens_per_second());
   }
@@ -149,8 +149,8 @@ static void bench_config(const std::string& path, const Args& a, double read_gbs
   const double kv_read = static_cast<double>(st.kv_cache_bytes_per_token) * (P + N / 2.0);
   const double bytes = 4.0 * static_cast<double>(st.active_matmul_params) + kv_read;
   const double bound = read_gbs * 1e9 / bytes;
-  const double kv_per_token = static_cast<double>(nn::PagedKVStore::bytes_per_block(cfg)) /
-                              static_cast<double>(nn::kKVBlockSize);
+  const double kv_per_token = static_cast<double>(inference::PagedKVStore::bytes_per_block(cfg)) /
+                              static_cast<double>(inference::kKVBlockSize);
   std::printf("%-26s %8ld %10.0f %10.1f %9.2f %10.1f %7.0f%% %11.0f %11ld\n",
               path.substr(path.rfind('/') + 1).c_str(), static_cast<long>(P), prefill, decode,
               1e3 / decode, bound, 100 * decode / bound, kv_per_token,

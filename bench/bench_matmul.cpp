@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/bench/stopwatch.h"
+#include "apps/common/stopwatch.h"
 #include "core/kernels/bf16.h"
 #include "core/kernels/matmul.h"
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/bench/stopwatch.h"
+#include "apps/common/stopwatch.h"
 #include "core/kernels/gemv.h"
 #include "core/kernels/matmul.h"
 #include "core/kernels/matmul_rows.h"

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <vector>
 
-#include "apps/bench/stopwatch.h"
+#include "apps/common/stopwatch.h"
 #include "core/kernels/lane_sums.h"
 #include "core/simd.h"
 

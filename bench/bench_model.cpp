@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "apps/bench/stopwatch.h"
-#include "apps/bench/matmul_peak.h"
+#include "apps/common/stopwatch.h"
+#include "apps/common/matmul_peak.h"
 #include "autograd/grad_mode.h"
 #include "bench/bench_args.h"
-#include "nn/model_stats.h"
+#include "nn/sizing/model_stats.h"
 #include "nn/transformer.h"
 
 using namespace ember;

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/bench/stopwatch.h"
+#include "apps/common/stopwatch.h"
 #include "core/io/atomic_file.h"
 #include "data/tokenizer/bpe_trainer.h"
 

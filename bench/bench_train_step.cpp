@@ -17,11 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "apps/bench/stopwatch.h"
-#include "apps/bench/matmul_peak.h"
+#include "apps/common/stopwatch.h"
+#include "apps/common/matmul_peak.h"
 #include "autograd/autocast.h"
 #include "bench/bench_args.h"
-#include "nn/model_stats.h"
+#include "nn/sizing/model_stats.h"
 #include "nn/transformer.h"
 #include "optim/adamw.h"
 #include "optim/clip.h"

@@ -8,7 +8,7 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(ember_libraries ember_core ember_autograd ember_data ember_nn ember_optim ember_dist ember_apps)
+set(ember_libraries ember_core ember_autograd ember_data ember_nn ember_inference ember_optim ember_dist ember_apps)
 set(ember_include_dir ${CMAKE_INSTALL_INCLUDEDIR}/ember)
 set(ember_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/ember)
 
@@ -33,7 +33,7 @@ install(TARGETS ${ember_libraries} ember_all EXPORT emberTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS ember EXPORT emberTargets RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
-foreach(dir ember core autograd data nn optim dist apps)
+foreach(dir ember core autograd data nn inference optim dist apps)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/ DESTINATION ${ember_include_dir}/${dir}
           FILES_MATCHING PATTERN "*.h" PATTERN "tools" EXCLUDE PATTERN "cli" EXCLUDE
           PATTERN "serve" EXCLUDE PATTERN "serve_bench" EXCLUDE)

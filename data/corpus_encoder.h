@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "data/corpus.h"
-#include "data/progress.h"
+#include "data/job_progress.h"
 #include "data/tokenizer/tokenizer.h"
 
 namespace ember::data {

@@ -19,15 +19,16 @@
 #include "autograd/ops.h"
 #include "autograd/variable.h"
 
-#include "nn/adapters.h"
-#include "nn/checkpoint.h"
+#include "nn/adapters/adapters.h"
+#include "nn/checkpoint_file.h"
 #include "nn/config.h"
-#include "nn/generate.h"
 #include "nn/layers.h"
 #include "nn/module.h"
 #include "nn/presets.h"
-#include "nn/sampling.h"
 #include "nn/transformer.h"
+
+#include "inference/generate.h"
+#include "inference/sample/sampler.h"
 
 #include "optim/adamw.h"
 #include "optim/clip.h"

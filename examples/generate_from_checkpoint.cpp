@@ -25,13 +25,13 @@ int main(int argc, char** argv) {
     std::vector<int64_t> ids;
     for (uint32_t id : tokenizer.encode(prompt)) ids.push_back(id);
 
-    nn::SamplingOptions sampling;
+    inference::SamplingOptions sampling;
     sampling.max_tokens = argc > 3 ? std::stoll(argv[3]) : 100;
     sampling.temperature = 0.8;
     sampling.top_k = 40;
     sampling.seed = 1;
     std::printf("%s", prompt.c_str());
-    const nn::GenerationResult r = nn::generate(*model, ids, sampling, [&](int64_t token) {
+    const inference::GenerationResult r = inference::generate(*model, ids, sampling, [&](int64_t token) {
       const uint32_t id = static_cast<uint32_t>(token);
       std::printf("%s", tokenizer.decode({&id, 1}).c_str());
       std::fflush(stdout);

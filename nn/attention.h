@@ -2,7 +2,7 @@
 // head_dim, RoPE, causal (optionally sliding-window) soft-capped attention
 // with MHA/GQA/MQA head sharing, o_proj and dropout.
 // x [B, T, C] -> [B, T, C]; q [B, T, Hq, D], k and v [B, T, Hkv, D].
-// (Inference runs nn/paged_forward.h over the same weights.)
+// (Inference runs inference/model_runner/paged_forward.h over the same weights.)
 #pragma once
 #include <memory>
 

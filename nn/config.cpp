@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "core/io/read_file.h"
 #include "core/io/json_message.h"
-#include "nn/model_stats.h"
+#include "nn/sizing/model_stats.h"
 
 namespace ember::nn {
 namespace {

@@ -35,7 +35,7 @@ struct MoEConfig {
 };
 
 // LoRA of a fine-tune (docs/model.md#lora): JSON key "lora". targets are short names of
-// kLoRATargets (nn/adapters.h): q, k, v, o, gate, up, down, head.
+// kLoRATargets (nn/adapters/adapters.h): q, k, v, o, gate, up, down, head.
 struct LoRAConfig {
   int64_t r = 8;
   double alpha = 16;

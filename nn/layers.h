@@ -28,7 +28,7 @@ class Linear : public UnaryModule {
   const Variable& weight() const { return weight_; }
   const Variable& bias() const { return bias_; }
 
-  // Vocabulary growth (nn/adapters.h add_vocab_rows): n more output rows R [n, in], a
+  // Vocabulary growth (nn/adapters/adapters.h add_vocab_rows): n more output rows R [n, in], a
   // parameter of their own named "added_rows"; forward gives cat(x W^T, x R^T) on the last
   // dim. Only for a Linear without bias (an lm_head).
   void add_rows(const Tensor& rows);

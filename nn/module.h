@@ -31,7 +31,7 @@ class Module {
   // Swaps the direct child `name` for `module`, keeping its name and position (so the
   // parameter names below it stay those of docs/model.md#parameter-names). Only a child added with
   // register_replaceable can be swapped, by a module of that slot's type (fine-tuning wraps
-  // or quantizes projections this way: nn/adapters.h). Takes the new module's train mode.
+  // or quantizes projections this way: nn/adapters/adapters.h). Takes the new module's train mode.
   void replace_module(const std::string& name, std::shared_ptr<Module> module);
 
   // Training mode (dropout on) for this module and all below it.

@@ -8,7 +8,7 @@
 
 #include "autograd/ops.h"
 #include "core/profiler.h"
-#include "nn/lora.h"
+#include "nn/adapters/lora.h"
 
 namespace ember::nn {
 

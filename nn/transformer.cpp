@@ -4,10 +4,10 @@
 #include <cmath>
 
 #include "autograd/backward_hook.h"
-#include "autograd/checkpoint.h"
+#include "autograd/recompute.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
-#include "nn/model_stats.h"
+#include "nn/sizing/model_stats.h"
 
 namespace ember::nn {
 namespace {
@@ -179,7 +179,7 @@ Variable Transformer::block_forward(size_t i, const Variable& x, std::vector<MoE
   const bool checkpointed = checkpoint_every_ > 0 && i % static_cast<size_t>(checkpoint_every_) == 0;
   if (!checkpointed || !grad_enabled()) return block->forward(x, moe_aux, real);
   // outputs: the block's, then (aux, router_z) of its MoE layer if it has one
-  const CheckpointFn fn = [block, real](const std::vector<Variable>& in) {
+  const RecomputeFn fn = [block, real](const std::vector<Variable>& in) {
     std::vector<MoEAux> aux;
     std::vector<Variable> outs{block->forward(in[0], aux, real)};
     for (const MoEAux& a : aux) {
@@ -189,7 +189,7 @@ Variable Transformer::block_forward(size_t i, const Variable& x, std::vector<MoE
     return outs;
   };
   const std::vector<Variable> outs =
-      checkpoint(fn, {x}, {block->parameters(), {dropout_gen_.get()}});
+      recompute(fn, {x}, {block->parameters(), {dropout_gen_.get()}});
   for (size_t k = 1; k + 1 < outs.size(); k += 2) moe_aux.push_back({outs[k], outs[k + 1]});
   return outs[0];
 }

@@ -3,7 +3,7 @@
 // separate lm_head, final soft-cap; and its loss. Parameter names follow
 // docs/model.md#parameter-names straight from the module tree.
 // ids [B, T] -> logits [B, T, V]. Inference (generation, serving) runs the same weights
-// through nn/paged_forward.h.
+// through inference/model_runner/paged_forward.h.
 #pragma once
 #include <memory>
 #include <vector>
@@ -67,7 +67,7 @@ class Transformer : public Module {
                  double moe_scale) const;
   const ModelConfig& config() const { return cfg_; }
   const std::vector<std::shared_ptr<TransformerBlock>>& blocks() const { return blocks_; }
-  // Activation checkpointing (autograd/checkpoint.h) of blocks 0, every, 2 every, ... (1: every
+  // Activation checkpointing (autograd/recompute.h) of blocks 0, every, 2 every, ... (1: every
   // block; 0: none, the default): when forward() records a graph, such a block keeps only its
   // input and is recomputed in backward, with the same dropout masks; the results are
   // bit-identical to the plain forward's.
@@ -82,7 +82,7 @@ class Transformer : public Module {
   Generator& dropout_generator() { return *dropout_gen_; }
   const std::shared_ptr<Generator>& shared_dropout_generator() const { return dropout_gen_; }
 
-  // Fine-tuning (nn/adapters.h). The token embedding (rows can be added to it).
+  // Fine-tuning (nn/adapters/adapters.h). The token embedding (rows can be added to it).
   Embedding& embed_tokens() const { return *embed_tokens_; }
   // With tied embeddings: adds `adapter` (registered as "lm_head") to the tied output layer,
   // logits = h E^T + adapter(h); the embedding's forward is unchanged.

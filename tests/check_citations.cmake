@@ -14,7 +14,7 @@ get_filename_component(ROOT "${ROOT}" ABSOLUTE)
 # Files scanned: sources, build and test scripts, Python and node scripts, docs.
 set(scanned "\\.(h|hpp|cpp|cc|inc|in|cmake|sh|py|mjs|js|md|sbatch)$|(^|/)CMakeLists\\.txt$")
 # Not scanned: this check's fixture and the script that runs it (they hold violations on purpose).
-set(skipped "^tests/data/citations_fixture/|^tests/check_citations_catches\\.cmake$")
+set(skipped "^tests/fixtures/citations_fixture/|^tests/check_citations_catches\\.cmake$")
 # The external contract file by name, and citations by section number of it.
 set(external_contract "SPEC\\.md|SPEC sections? [0-9]")
 set(issue_number "[Ii]ssues? #?[0-9]|[(]#[0-9]+[)]")

@@ -1,8 +1,8 @@
 # Proves tests/check_citations.cmake can fail: runs it on the fixture tree
-# tests/data/citations_fixture/ (one citation of each bad kind beside good ones)
+# tests/fixtures/citations_fixture/ (one citation of each bad kind beside good ones)
 # and expects a failure naming exactly these six. Run: cmake -P tests/check_citations_catches.cmake
 cmake_minimum_required(VERSION 3.25)
-set(fixture "${CMAKE_CURRENT_LIST_DIR}/data/citations_fixture")
+set(fixture "${CMAKE_CURRENT_LIST_DIR}/fixtures/citations_fixture")
 execute_process(COMMAND "${CMAKE_COMMAND}" -DROOT=${fixture} -P "${CMAKE_CURRENT_LIST_DIR}/check_citations.cmake"
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 set(out "${out}${err}")

@@ -11,22 +11,37 @@ endif()
 get_filename_component(ROOT "${ROOT}" ABSOLUTE)
 
 # --- 1. The folders a layer's files may include as "folder/..." ----------------------------------
-# One way: core <- autograd <- nn, optim; data <- core; dist <- autograd, optim;
+# One way: core <- autograd <- nn, optim; inference <- nn; data <- core; dist <- autograd, optim;
 # apps (and the examples) use everything. ember/ is the umbrella header: the
 # library without apps. The generated "ember/version.h" is allowed everywhere.
-set(layers core autograd nn optim data dist apps ember examples)
+set(layers core autograd nn inference optim data dist apps ember examples)
 set(may_include_core core)
 set(may_include_autograd core autograd)
 set(may_include_nn core autograd nn)
+set(may_include_inference core autograd nn inference)
 set(may_include_optim core autograd optim)
 set(may_include_data core data)
 set(may_include_dist core autograd optim dist)
-set(may_include_apps core autograd nn optim data dist apps ember)
-set(may_include_ember core autograd nn optim data dist ember)
-set(may_include_examples core autograd nn optim data dist apps ember)
-set(library_layers core autograd nn optim data dist)  # never include apps/
+set(may_include_apps core autograd nn inference optim data dist apps ember)
+set(may_include_ember core autograd nn inference optim data dist ember)
+set(may_include_examples core autograd nn inference optim data dist apps ember)
+set(library_layers core autograd nn inference optim data dist)  # never include apps/
 # Includes whose first folder is one of these are ember's own (<...> or "...").
 set(tree_folders ${layers} tests bench tools scripts docs)
+
+# --- 1b. Inside apps/: the subfolders a subfolder's files may include as "apps/<sub>/..." --------
+# common/ (shared by the commands) <- train/ <- bench/; the other runtimes use common/ only; cli/
+# (the commands) uses them all. A new subfolder needs its line here.
+set(apps_folders common train bench evaluate interop plot serve serve_bench cli)
+set(apps_may_include_common common)
+set(apps_may_include_train common train)
+set(apps_may_include_bench common train bench)
+set(apps_may_include_evaluate common evaluate)
+set(apps_may_include_interop common interop)
+set(apps_may_include_plot common plot)
+set(apps_may_include_serve common serve)
+set(apps_may_include_serve_bench common serve_bench)
+set(apps_may_include_cli ${apps_folders})
 
 # --- 2. Each heavy dependency: what its includes look like, the files that may include it -------
 set(dependencies CLI11 MPI oneDNN HDF5 httplib)
@@ -91,6 +106,25 @@ function(check_folder file layer name delimited)
   set(used_exceptions "${used_exceptions}" PARENT_SCOPE)
 endfunction()
 
+# The apps/ subfolder rule for one include `name` of `file` (a file under apps/).
+function(check_apps_folder file name delimited)
+  string(REGEX MATCH "^apps/([^/]+)/" from "${file}")
+  set(from "${CMAKE_MATCH_1}")
+  string(REGEX MATCH "^apps/([^/]+)/" to "${name}")
+  set(to "${CMAKE_MATCH_1}")
+  if(from STREQUAL "" OR to STREQUAL "")
+    return()
+  endif()
+  if(NOT from IN_LIST apps_folders)
+    report("${file}" "${name}" "${delimited}" "apps/${from}/ has no rule in tests/check_layering.cmake")
+  elseif(NOT to IN_LIST apps_may_include_${from})
+    list(JOIN apps_may_include_${from} "/ apps/" allowed)
+    report("${file}" "${name}" "${delimited}" "apps/${from}/ may include only apps/${allowed}/")
+  endif()
+  set(violations "${violations}" PARENT_SCOPE)
+  set(used_exceptions "${used_exceptions}" PARENT_SCOPE)
+endfunction()
+
 # The heavy-dependency rules for one include.
 function(check_dependencies file name delimited)
   foreach(dep IN LISTS dependencies)
@@ -126,6 +160,9 @@ foreach(layer IN LISTS layers)
       string(REGEX REPLACE "^.(.*).$" "\\1" name "${delimited}")
       math(EXPR n_includes "${n_includes} + 1")
       check_folder("${file}" "${layer}" "${name}" "${delimited}")
+      if(layer STREQUAL "apps")
+        check_apps_folder("${file}" "${name}" "${delimited}")
+      endif()
       check_dependencies("${file}" "${name}" "${delimited}")
     endforeach()
   endforeach()

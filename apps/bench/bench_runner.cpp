@@ -5,11 +5,11 @@
 #include <cmath>
 
 #include "apps/bench/causal_flops.h"
-#include "apps/bench/profile_report.h"
-#include "apps/bench/stopwatch.h"
+#include "apps/train/profile_report.h"
+#include "apps/common/stopwatch.h"
 #include "apps/train/step_phases.h"
 #include "autograd/autocast.h"
-#include "nn/model_stats.h"
+#include "nn/sizing/model_stats.h"
 #include "nn/transformer.h"
 #include "optim/adamw.h"
 #include "optim/clip.h"

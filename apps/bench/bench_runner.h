@@ -31,7 +31,7 @@ struct BenchRunOptions {
 
 // Runs in the calling process (`ember bench` calls it in a forked child).
 // peak_flops: the matmul peak the MFU divides by; floor_peak_flops: the rate
-// the floor divides by (apps::floor_peak in apps/bench/matmul_peak.h).
+// the floor divides by (apps::floor_peak in apps/common/matmul_peak.h).
 nlohmann::json run_bench_case(const BenchCase& c, const BenchRunOptions& o, double peak_flops,
                               double floor_peak_flops);
 

@@ -4,7 +4,7 @@
 // MFU (mfu_causal_percent) use it; at T 1024 attention is a third of the square count.
 //   causal = flops_per_token - attention_flops_per_token / 2
 #pragma once
-#include "nn/model_stats.h"
+#include "nn/sizing/model_stats.h"
 
 namespace ember::apps {
 

@@ -27,18 +27,18 @@
 #include "apps/bench/bench_cases.h"
 #include "apps/bench/bench_runner.h"
 #include "apps/cli/commands.h"
-#include "apps/bench/matmul_peak.h"
-#include "apps/bench/peak_cache.h"
+#include "apps/common/matmul_peak.h"
+#include "apps/common/peak_cache.h"
 #include "apps/cli/output_file.h"
-#include "apps/train/stop_signals.h"
+#include "apps/common/stop_signals.h"
 #include "autograd/autocast.h"
 #include "core/error.h"
-#include "apps/bench/fma_peak.h"
+#include "apps/common/fma_peak.h"
 #include "core/kernels/matmul.h"
 #include "core/threads.h"
 #include "core/io/atomic_file.h"
 #include "dist/communicator.h"
-#include "nn/model_stats.h"
+#include "nn/sizing/model_stats.h"
 
 namespace ember::apps {
 
@@ -202,7 +202,7 @@ void print_case(const BenchCase& c, const json& j, double peak_rss_mb, bool prof
 }
 
 // --peak: the matmul peak of --dtype at --threads, measured and stored in the cache that
-// `ember train` reads (apps/bench/peak_cache.h); nothing else runs, so no child is needed.
+// `ember train` reads (apps/common/peak_cache.h); nothing else runs, so no child is needed.
 int measure_and_cache_peak(const BenchOptions& o, DType autocast) {
   if (o.threads > 0) omp_set_num_threads(o.threads);
   const CachedPeak p = measure_peak_now(autocast);

@@ -13,7 +13,7 @@
 #include "apps/evaluate/multiple_choice.h"
 #include "apps/evaluate/perplexity.h"
 #include "apps/evaluate/task_file.h"
-#include "apps/train/model_io.h"
+#include "apps/common/model_io.h"
 #include "core/io/read_file.h"
 
 namespace ember::apps {

@@ -9,7 +9,7 @@
 #include "apps/cli/commands.h"
 #include "apps/cli/moved_base_option.h"
 #include "apps/interop/hf_files.h"
-#include "nn/checkpoint.h"
+#include "nn/checkpoint_file.h"
 
 namespace ember::apps {
 

@@ -11,7 +11,7 @@
 #include "apps/cli/commands.h"
 #include "apps/cli/moved_base_option.h"
 #include "apps/cli/streamed_generation.h"
-#include "apps/train/model_io.h"
+#include "apps/common/model_io.h"
 #include "core/io/read_file.h"
 #include "data/chat.h"
 

@@ -1,16 +1,16 @@
 // `ember info`: what a config costs: parameters (total and active per token),
 // FLOPs per token, KV-cache bytes per token, training-step and inference memory,
-// and whether this machine's memory holds them. Every count is exact (nn/model_stats.h).
+// and whether this machine's memory holds them. Every count is exact (nn/sizing/model_stats.h).
 #include <algorithm>
 #include <cstdio>
 
-#include "nn/checkpoint.h"
+#include "nn/checkpoint_file.h"
 #include "apps/cli/commands.h"
 #include "nn/presets.h"
 #include "core/system_memory.h"
 #include "dist/reducer.h"
-#include "nn/memory_plan.h"
-#include "nn/model_stats.h"
+#include "nn/sizing/memory_plan.h"
+#include "nn/sizing/model_stats.h"
 
 namespace ember::apps {
 namespace {

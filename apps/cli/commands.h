@@ -12,7 +12,8 @@ namespace ember::apps {
 
 using CommandRunner = std::function<int()>;
 CommandRunner add_info_command(CLI::App& app);
-CommandRunner add_eval_command(CLI::App& app);
+CommandRunner add_loss_command(CLI::App& app);  // mean loss on token shards
+CommandRunner add_eval_command(CLI::App& app);  // `ember eval`: the old spelling of `ember loss`
 CommandRunner add_evaluate_command(CLI::App& app);  // multiple-choice tasks, perplexity
 // `train` runs data-parallel on the process's communicator (main owns it).
 CommandRunner add_train_command(CLI::App& app, dist::Communicator& comm);

@@ -1,4 +1,4 @@
-// ember: train · finetune · eval · evaluate · generate · chat · tokenize · info · bench · serve. The only place
+// ember: train · finetune · loss · evaluate · generate · chat · tokenize · info · bench · serve. The only place
 // that turns an ember::Error into one line on stderr and a non-zero exit. Under mpirun /
 // srun the Communicator (made before anything else, outside the try block so
 // an uncaught error aborts the whole job rather than hanging it) starts MPI;
@@ -19,7 +19,7 @@
 
 #include "apps/cli/commands.h"
 #include "apps/cli/integer_options.h"
-#include "apps/train/stop_signals.h"
+#include "apps/common/stop_signals.h"
 #include "core/user_message.h"
 #include "core/error.h"
 #include "dist/communicator.h"
@@ -41,7 +41,7 @@ Runners add_commands(CLI::App& app, ember::dist::Communicator& comm) {
   };
   add([&](CLI::App& a) { return ember::apps::add_train_command(a, comm); });
   add([&](CLI::App& a) { return ember::apps::add_finetune_command(a, comm); });
-  add(ember::apps::add_eval_command);
+  add(ember::apps::add_loss_command);
   add(ember::apps::add_evaluate_command);
   add(ember::apps::add_tokenize_command);
   add(ember::apps::add_generate_command);
@@ -53,6 +53,7 @@ Runners add_commands(CLI::App& app, ember::dist::Communicator& comm) {
   add(ember::apps::add_bench_command);
   add(ember::apps::add_serve_command);
   add(ember::apps::add_bench_serve_command);
+  add(ember::apps::add_eval_command);  // last in --help: an old spelling
   return runners;
 }
 
@@ -122,7 +123,7 @@ void serve_with_passive_openmp(char** argv) {
 int main(int argc, char** argv) {
   serve_with_passive_openmp(argv);
   // SIGINT/SIGTERM blocked in every thread from here on and taken by one signal thread
-  // (apps/train/stop_signals.h): before MPI, OpenMP or any other thread exists.
+  // (apps/common/stop_signals.h): before MPI, OpenMP or any other thread exists.
   ember::apps::start_stop_signal_thread();
   // A file-size limit (ulimit -f) makes writes fail with EFBIG, reported as
   // one line like a full disk, instead of killing the process mid-checkpoint.

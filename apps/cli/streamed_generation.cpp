@@ -10,10 +10,10 @@
 #include <cstdio>
 
 #include "apps/cli/terminal_text.h"
-#include "apps/serve/utf8_text.h"
+#include "apps/common/utf8_text.h"
 #include "core/error.h"
 #include "data/tokenizer/tokenizer.h"
-#include "nn/paged_forward.h"
+#include "inference/model_runner/paged_forward.h"
 
 namespace ember::apps {
 namespace {
@@ -33,12 +33,12 @@ class TextOut {
     std::fflush(stdout);
   }
 
-  serve::Utf8Assembler utf8_;
+  Utf8Assembler utf8_;
   bool terminal_;
 };
 
-nn::SamplingOptions sampling_options(const SamplingFlags& f, uint64_t seed) {
-  nn::SamplingOptions s;
+inference::SamplingOptions sampling_options(const SamplingFlags& f, uint64_t seed) {
+  inference::SamplingOptions s;
   s.max_tokens = f.max_tokens;
   s.temperature = f.temperature;
   s.top_k = f.top_k;
@@ -49,10 +49,10 @@ nn::SamplingOptions sampling_options(const SamplingFlags& f, uint64_t seed) {
 }
 
 // ended_by: the token that ended a chat reply other than the stop token (<|endoftext|>, <|im_start|>).
-void print_speed(const nn::GenerationResult& r, int64_t max_seq_len, bool chat, std::string_view ended_by) {
-  std::string why = nn::describe(r.stop_reason, max_seq_len);
-  if (chat && r.stop_reason == nn::StopReason::StopToken) why = "reached the <|im_end|> token";
-  if (chat && r.stop_reason == nn::StopReason::Callback) why = "reached the " + std::string(ended_by) + " token";
+void print_speed(const inference::GenerationResult& r, int64_t max_seq_len, bool chat, std::string_view ended_by) {
+  std::string why = inference::describe(r.stop_reason, max_seq_len);
+  if (chat && r.stop_reason == inference::StopReason::StopToken) why = "reached the <|im_end|> token";
+  if (chat && r.stop_reason == inference::StopReason::Callback) why = "reached the " + std::string(ended_by) + " token";
   std::fprintf(stderr, "[%s; prompt %lld tokens, prefill %.0f tokens/s; %lld tokens, decode %.1f tokens/s]\n",
                why.c_str(), static_cast<long long>(r.prompt_tokens), r.prefill_tokens_per_second(),
                static_cast<long long>(r.tokens.size()), r.decode_tokens_per_second());
@@ -85,7 +85,7 @@ void add_sampling_options(CLI::App* sub, SamplingFlags& f, const std::string& se
 
 void check_sampling_flags(const SamplingFlags& f) {
   EMBER_CHECK(f.max_tokens >= 0, "--max-tokens must be >= 0, got ", f.max_tokens);
-  nn::check_sampling_options(sampling_options(f, f.seed));  // before the model loads or a prompt echoes
+  inference::check_sampling_options(sampling_options(f, f.seed));  // before the model loads or a prompt echoes
 }
 
 void require_chat_tokens(const data::Tokenizer& tokenizer, const std::string& checkpoint) {
@@ -101,7 +101,7 @@ StreamedText stream_generation(const LoadedModel& lm, const std::vector<int64_t>
                                uint64_t seed, bool chat, std::string_view echo) {
   const data::Tokenizer& tok = lm.tokenizer;
   const std::optional<uint32_t> eot = tok.find_special(data::kEndOfText);
-  nn::SamplingOptions s = sampling_options(f, seed);
+  inference::SamplingOptions s = sampling_options(f, seed);
   s.vocab_limit = static_cast<int64_t>(tok.vocab_size());  // a preset's vocab may be larger
   if (chat) {
     s.stop_token = tok.special_id(data::kImEnd);
@@ -110,13 +110,13 @@ StreamedText stream_generation(const LoadedModel& lm, const std::vector<int64_t>
   }
   // A chat reply also ends where ChatML would start another message (as serve's chat does).
   const std::vector<std::string_view> reply_ends = {data::kEndOfText, data::kImStart};
-  nn::check_fresh_prompt(lm.model->config(), ids);  // before the echo: a refused prompt prints nothing
+  inference::check_fresh_prompt(lm.model->config(), ids);  // before the echo: a refused prompt prints nothing
   const bool terminal = isatty(fileno(stdout));
   TextOut out(terminal);
   out.write(echo);
   StreamedText streamed;
   std::string_view ended_by;
-  streamed.result = nn::generate(*lm.model, ids, s, [&](int64_t t) {
+  streamed.result = inference::generate(*lm.model, ids, s, [&](int64_t t) {
     const uint32_t u = static_cast<uint32_t>(t);  // below the tokenizer's size (vocab_limit)
     const data::SpecialToken* added = added_token(tok, u);
     if (chat && added && std::find(reply_ends.begin(), reply_ends.end(), added->content) != reply_ends.end()) {
@@ -127,7 +127,7 @@ StreamedText stream_generation(const LoadedModel& lm, const std::vector<int64_t>
     streamed.text += bytes;
     if (!terminal || !added || !added->special) out.write(bytes);  // a terminal shows no special token's name
     return true;
-  }, nn::kv_cache_dtype_named(f.kv_cache_dtype));
+  }, inference::kv_cache_dtype_named(f.kv_cache_dtype));
   out.flush();
   std::printf("\n");
   std::fflush(stdout);

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "apps/cli/commands.h"
-#include "apps/train/model_io.h"
-#include "nn/generate.h"
+#include "apps/common/model_io.h"
+#include "inference/generate.h"
 
 namespace ember::apps {
 
@@ -32,7 +32,7 @@ void check_sampling_flags(const SamplingFlags& f);
 void require_chat_tokens(const data::Tokenizer& tokenizer, const std::string& checkpoint);
 
 struct StreamedText {
-  nn::GenerationResult result;
+  inference::GenerationResult result;
   std::string text;  // the generated text (decoded tokens as they are, without the token that ended it)
 };
 

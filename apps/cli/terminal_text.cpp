@@ -4,12 +4,12 @@
 
 #include <cstdio>
 
-#include "apps/serve/utf8_text.h"
+#include "apps/common/utf8_text.h"
 
 namespace ember::apps {
 
 std::string terminal_text(std::string_view bytes) {
-  const std::string text = serve::replace_invalid_utf8(bytes);
+  const std::string text = replace_invalid_utf8(bytes);
   std::string out;
   out.reserve(text.size());
   char escape[8];

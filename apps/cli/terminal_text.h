@@ -1,5 +1,5 @@
 // Generated text as `ember generate` and `ember chat` show it on a terminal: valid
-// UTF-8 (each invalid sequence as U+FFFD, serve's rule in apps/serve/utf8_text.h) and
+// UTF-8 (each invalid sequence as U+FFFD, serve's rule in apps/common/utf8_text.h) and
 // every control character other than \n and \t written as an escape, so a model's
 // output cannot move the cursor, clear the screen or retitle the window (docs/cli.md).
 #pragma once

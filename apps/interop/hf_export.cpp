@@ -11,8 +11,8 @@
 #include "core/io/atomic_file.h"
 #include "core/io/safetensors.h"
 #include "data/tokenizer/stored_tokenizer.h"
-#include "nn/adapters.h"
-#include "nn/checkpoint.h"
+#include "nn/adapters/adapters.h"
+#include "nn/checkpoint_file.h"
 
 namespace ember::apps {
 namespace {

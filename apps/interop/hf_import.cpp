@@ -7,14 +7,14 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "nn/checkpoint.h"
+#include "nn/checkpoint_file.h"
 #include "apps/interop/hf_files.h"
 #include "apps/interop/new_output.h"
 #include "core/io/read_file.h"
 #include "core/io/safetensors.h"
 #include "core/io/json_message.h"
 #include "data/tokenizer/tokenizer.h"
-#include "nn/model_stats.h"
+#include "nn/sizing/model_stats.h"
 #include "nn/transformer.h"
 
 namespace ember::apps {

@@ -10,8 +10,8 @@
 #include "apps/interop/new_output.h"
 #include "core/io/atomic_file.h"
 #include "core/io/safetensors.h"
-#include "nn/adapters.h"
-#include "nn/checkpoint.h"
+#include "nn/adapters/adapters.h"
+#include "nn/checkpoint_file.h"
 
 namespace ember::apps {
 namespace {

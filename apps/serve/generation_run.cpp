@@ -3,7 +3,7 @@
 
 #include "apps/serve/api_error.h"
 #include "apps/serve/sse.h"
-#include "apps/serve/utf8_text.h"
+#include "apps/common/utf8_text.h"
 
 namespace ember::apps::serve {
 namespace {
@@ -20,7 +20,7 @@ void append(std::vector<LogprobEntry>& to, const std::vector<LogprobEntry>& from
 
 }  // namespace
 
-GenerationRun::GenerationRun(std::shared_ptr<nn::RequestHandle> handle, const ApiRequest& request,
+GenerationRun::GenerationRun(std::shared_ptr<inference::RequestHandle> handle, const ApiRequest& request,
                              std::string echo_text, int64_t prompt_tokens, ResponseMeta meta,
                              ServeState& state)
     : handle_(std::move(handle)),
@@ -64,7 +64,7 @@ std::optional<OutputDelta> GenerationRun::next_delta(const Probe& keep_alive,
       if (!keep_alive()) return std::nullopt;
       last_write_ = std::chrono::steady_clock::now();
     }
-    if (std::optional<nn::EngineEvent> ev = handle_->next(kPoll)) {
+    if (std::optional<inference::EngineEvent> ev = handle_->next(kPoll)) {
       OutputDelta d = out_.on_event(*ev);
       if (d.by_stop_string) handle_->cancel();  // the output is complete; free the sequence now
       return d;

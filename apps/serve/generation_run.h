@@ -17,7 +17,7 @@
 #include "apps/serve/request_parse.h"
 #include "apps/serve/response_json.h"
 #include "apps/serve/serve_state.h"
-#include "nn/engine.h"
+#include "inference/engine/engine.h"
 
 namespace ember::apps::serve {
 
@@ -26,7 +26,7 @@ class GenerationRun {
   // Writes text to the client; false when the client is gone.
   using Writer = std::function<bool(const std::string&)>;
 
-  GenerationRun(std::shared_ptr<nn::RequestHandle> handle, const ApiRequest& request,
+  GenerationRun(std::shared_ptr<inference::RequestHandle> handle, const ApiRequest& request,
                 std::string echo_text, int64_t prompt_tokens, ResponseMeta meta, ServeState& state);
   ~GenerationRun();  // cancels the engine request if it did not finish
   GenerationRun(const GenerationRun&) = delete;
@@ -55,7 +55,7 @@ class GenerationRun {
   void finish(const std::string& reason);
   ojson usage() const;
 
-  std::shared_ptr<nn::RequestHandle> handle_;
+  std::shared_ptr<inference::RequestHandle> handle_;
   Endpoint endpoint_;
   bool echo_, wants_logprobs_, include_usage_;
   std::string echo_text_;

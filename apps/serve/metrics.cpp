@@ -24,7 +24,7 @@ class Exposition {
     family(name, type, help);
     sample(name, "", std::to_string(value));
   }
-  void histogram(const std::string& name, const char* help, const nn::Histogram& h) {
+  void histogram(const std::string& name, const char* help, const inference::Histogram& h) {
     family(name, "histogram", help);
     const uint64_t count = h.counts.empty() ? 0 : h.counts.back();
     for (size_t i = 0; i < h.bounds.size() && i < h.counts.size(); ++i) {
@@ -61,7 +61,7 @@ ServerCounts ServerMetrics::snapshot() const {
   return counts_;
 }
 
-std::string prometheus_text(const nn::EngineStats& e, const ServerCounts& s) {
+std::string prometheus_text(const inference::EngineStats& e, const ServerCounts& s) {
   Exposition x;
   x.family("ember_requests_total", "counter", "HTTP responses by status code.");
   for (const auto& [status, n] : s.responses)

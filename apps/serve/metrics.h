@@ -9,7 +9,7 @@
 #include <mutex>
 #include <string>
 
-#include "nn/engine.h"
+#include "inference/engine/engine.h"
 
 namespace ember::apps::serve {
 
@@ -30,6 +30,6 @@ class ServerMetrics {
   ServerCounts counts_;
 };
 
-std::string prometheus_text(const nn::EngineStats& engine, const ServerCounts& server);
+std::string prometheus_text(const inference::EngineStats& engine, const ServerCounts& server);
 
 }  // namespace ember::apps::serve

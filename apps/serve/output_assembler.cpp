@@ -15,7 +15,7 @@ OutputAssembler::OutputAssembler(const data::Tokenizer& tok, std::vector<std::st
                                  size_t text_offset0)
     : tok_(tok), stop_(std::move(stops)), chars_(text_offset0) {}
 
-LogprobEntry OutputAssembler::entry(const nn::TokenLogprob& lp, size_t offset) const {
+LogprobEntry OutputAssembler::entry(const inference::TokenLogprob& lp, size_t offset) const {
   LogprobEntry e;
   e.token = token_text(tok_, lp.token);
   if (!std::isnan(lp.logprob)) e.logprob = lp.logprob;
@@ -24,7 +24,7 @@ LogprobEntry OutputAssembler::entry(const nn::TokenLogprob& lp, size_t offset) c
   return e;
 }
 
-void OutputAssembler::take_token(int64_t token, const nn::TokenLogprob* lp, OutputDelta& out) {
+void OutputAssembler::take_token(int64_t token, const inference::TokenLogprob* lp, OutputDelta& out) {
   ++completion_tokens_;
   const std::string bytes = token_text(tok_, token);
   if (lp) out.logprobs.push_back(entry(*lp, chars_));
@@ -38,12 +38,12 @@ void OutputAssembler::take_token(int64_t token, const nn::TokenLogprob* lp, Outp
   }
 }
 
-OutputDelta OutputAssembler::on_event(const nn::EngineEvent& ev) {
+OutputDelta OutputAssembler::on_event(const inference::EngineEvent& ev) {
   OutputDelta out;
   if (finished_) return out;
   if (!ev.prompt_logprobs.empty()) {
     size_t offset = 0;
-    for (const nn::TokenLogprob& lp : ev.prompt_logprobs) {
+    for (const inference::TokenLogprob& lp : ev.prompt_logprobs) {
       out.prompt_logprobs.push_back(entry(lp, offset));
       offset += utf8_length(out.prompt_logprobs.back().token);
     }
@@ -58,7 +58,7 @@ OutputDelta OutputAssembler::on_event(const nn::EngineEvent& ev) {
     finished_ = true;
     out.finished = true;
     out.by_stop_string = stop_.stopped();
-    out.finish_reason = stop_.stopped() ? "stop" : nn::finish_reason_name(ev.reason);
+    out.finish_reason = stop_.stopped() ? "stop" : inference::finish_reason_name(ev.reason);
   }
   return out;
 }

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "apps/serve/stop_strings.h"
-#include "apps/serve/utf8_text.h"
+#include "apps/common/utf8_text.h"
 #include "data/tokenizer/tokenizer.h"
-#include "nn/engine.h"
+#include "inference/engine/engine.h"
 
 namespace ember::apps::serve {
 
@@ -42,14 +42,14 @@ class OutputAssembler {
   // text_offset0: characters before the output (the echoed prompt's).
   OutputAssembler(const data::Tokenizer& tok, std::vector<std::string> stops,
                   size_t text_offset0 = 0);
-  OutputDelta on_event(const nn::EngineEvent& ev);
+  OutputDelta on_event(const inference::EngineEvent& ev);
   bool finished() const { return finished_; }
   int64_t completion_tokens() const { return completion_tokens_; }  // up to the stop string's end
   int64_t prompt_tokens() const { return prompt_tokens_; }
 
  private:
-  LogprobEntry entry(const nn::TokenLogprob& lp, size_t offset) const;
-  void take_token(int64_t token, const nn::TokenLogprob* lp, OutputDelta& out);
+  LogprobEntry entry(const inference::TokenLogprob& lp, size_t offset) const;
+  void take_token(int64_t token, const inference::TokenLogprob* lp, OutputDelta& out);
 
   const data::Tokenizer& tok_;
   StopMatcher stop_;

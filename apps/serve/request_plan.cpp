@@ -127,7 +127,7 @@ std::vector<int64_t> prompt_tokens(const ApiRequest& r, const ServedModel& m) {
 
 PlannedRequest plan_request(const ApiRequest& r, const ServedModel& m, uint64_t random_seed) {
   PlannedRequest p;
-  nn::EngineRequest& e = p.engine;
+  inference::EngineRequest& e = p.engine;
   e.prompt = prompt_tokens(r, m);
   p.prompt_tokens = static_cast<int64_t>(e.prompt.size());
   e.sampling.max_tokens = max_tokens(r, m, p.prompt_tokens);

@@ -9,7 +9,7 @@
 
 #include "apps/serve/request_parse.h"
 #include "data/tokenizer/tokenizer.h"
-#include "nn/engine.h"
+#include "inference/engine/engine.h"
 
 namespace ember::apps::serve {
 
@@ -26,7 +26,7 @@ struct ServedModel {
 };
 
 struct PlannedRequest {
-  nn::EngineRequest engine;
+  inference::EngineRequest engine;
   int64_t prompt_tokens = 0;
   std::string echo_text;  // the prompt's text, when echo
 };

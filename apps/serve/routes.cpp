@@ -69,10 +69,10 @@ uint64_t random_seed() {
   return gen();
 }
 
-std::shared_ptr<nn::RequestHandle> submit(ServeState& st, nn::EngineRequest req) {
+std::shared_ptr<inference::RequestHandle> submit(ServeState& st, inference::EngineRequest req) {
   try {
     return st.engine->submit(std::move(req));
-  } catch (const nn::QueueFull& e) {
+  } catch (const inference::QueueFull& e) {
     if (st.draining) throw shutting_down();
     throw ApiError(429, std::string("the server is busy (") + e.what() + "); retry later", "",
                    "queue_full");
@@ -90,7 +90,7 @@ void generation(const httplib::Request& req, httplib::Response& res, ServeState&
   if (r.model) require_model(*r.model, st);
   if (st.draining) throw shutting_down();
   PlannedRequest plan = plan_request(r, st.model, random_seed());
-  std::shared_ptr<nn::RequestHandle> handle = submit(st, std::move(plan.engine));
+  std::shared_ptr<inference::RequestHandle> handle = submit(st, std::move(plan.engine));
   const ResponseMeta meta{endpoint, response_id(endpoint, st.next_id++),
                           static_cast<int64_t>(std::time(nullptr)), st.model.name};
   auto run =

@@ -87,8 +87,8 @@ void check_serve_options(const ServeOptions& o) {
   }
 }
 
-nn::EngineOptions engine_options(const ServeOptions& o) {
-  nn::EngineOptions e;
+inference::EngineOptions engine_options(const ServeOptions& o) {
+  inference::EngineOptions e;
   e.max_seqs = o.max_seqs;
   e.kv_blocks = o.kv_blocks;
   e.kv_memory_bytes = o.kv_memory.empty() ? 0 : parse_memory_size(o.kv_memory);
@@ -96,7 +96,7 @@ nn::EngineOptions engine_options(const ServeOptions& o) {
   e.max_prefill_with_decodes = o.max_prefill_with_decodes;
   e.max_queue = o.max_queue;
   e.prefix_cache = !o.no_prefix_cache;
-  e.kv_dtype = nn::kv_cache_dtype_named(o.kv_cache_dtype);
+  e.kv_dtype = inference::kv_cache_dtype_named(o.kv_cache_dtype);
   return e;
 }
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "nn/engine.h"
+#include "inference/engine/engine.h"
 
 namespace ember::apps::serve {
 
@@ -46,7 +46,7 @@ std::string default_served_name(const std::string& checkpoint);
 
 // Errors for values out of range, naming the option.
 void check_serve_options(const ServeOptions& o);
-nn::EngineOptions engine_options(const ServeOptions& o);
+inference::EngineOptions engine_options(const ServeOptions& o);
 int64_t worker_threads(const ServeOptions& o);
 
 }  // namespace ember::apps::serve

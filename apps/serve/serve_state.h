@@ -8,13 +8,13 @@
 
 #include "apps/serve/metrics.h"
 #include "apps/serve/request_plan.h"
-#include "nn/engine.h"
+#include "inference/engine/engine.h"
 
 namespace ember::apps::serve {
 
 struct ServeState {
   ServedModel model;
-  nn::Engine* engine = nullptr;
+  inference::Engine* engine = nullptr;
   ServerMetrics metrics;
   std::string api_key;                // "": none needed
   std::atomic<bool> draining{false};  // SIGTERM: new generations get 503

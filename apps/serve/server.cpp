@@ -18,8 +18,8 @@
 #include "apps/serve/request_deadline.h"
 #include "apps/serve/routes.h"
 #include "apps/serve/serve_state.h"
-#include "apps/train/model_io.h"
-#include "apps/train/stop_signals.h"
+#include "apps/common/model_io.h"
+#include "apps/common/stop_signals.h"
 #include "core/error.h"
 
 namespace ember::apps::serve {
@@ -52,7 +52,7 @@ std::string url_host(const std::string& host) {
   return host.find(':') != std::string::npos ? "[" + host + "]" : host;
 }
 
-// Blocks until SIGTERM or SIGINT (taken by the signal thread, apps/train/stop_signals.h)
+// Blocks until SIGTERM or SIGINT (taken by the signal thread, apps/common/stop_signals.h)
 // or until the listener stops on its own; returns the signal, or 0.
 int wait_for_stop(const std::atomic<int>& stop_signal, const std::future<bool>& listening) {
   while (true) {
@@ -76,8 +76,8 @@ int run_serve(const ServeOptions& o) {
   std::signal(SIGPIPE, SIG_IGN);
 
   LoadedModel lm = load_model_for_text(o.checkpoint, o.tokenizer, o.moved_base);
-  auto inference = std::make_shared<const nn::InferenceModel>(*lm.model);
-  nn::Engine engine(inference, engine_options(o));
+  auto inference = std::make_shared<const inference::InferenceModel>(*lm.model);
+  inference::Engine engine(inference, engine_options(o));
   ServeState st;
   st.model.name = o.served_name.empty() ? default_served_name(o.checkpoint) : o.served_name;
   st.model.created = static_cast<int64_t>(std::time(nullptr));
@@ -85,7 +85,7 @@ int run_serve(const ServeOptions& o) {
   st.model.max_seq_len = engine.config().max_seq_len;
   st.model.vocab_size = engine.config().vocab_size;
   st.model.max_tokens_cap = o.max_tokens_cap;
-  st.model.kv_tokens = engine.options().kv_blocks * nn::kKVBlockSize;
+  st.model.kv_tokens = engine.options().kv_blocks * inference::kKVBlockSize;
   st.engine = &engine;
   st.api_key = o.api_key;
 

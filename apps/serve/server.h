@@ -1,5 +1,5 @@
 // `ember serve`: loads a checkpoint (base, fine-tune or merged), starts the
-// batching engine (nn/engine.h) and the HTTP server, prints
+// batching engine (inference/engine/engine.h) and the HTTP server, prints
 // "ember serve: listening on http://HOST:PORT (model NAME)" once it listens,
 // and runs until SIGTERM or SIGINT: then it takes no new generation (503, and
 // /health 503) while in-flight requests finish for the grace period, cancels the

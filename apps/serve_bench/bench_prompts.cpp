@@ -8,7 +8,7 @@
 #include <random>
 #include <sstream>
 
-#include "apps/serve/utf8_text.h"
+#include "apps/common/utf8_text.h"
 #include "core/error.h"
 
 namespace ember::apps {
@@ -46,7 +46,7 @@ BenchPrompts::BenchPrompts(int64_t words_per_prompt, uint64_t seed, const std::s
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EMBER_CHECK(!in.bad(), "--prompt-file: reading '", file_path, "' failed");
   // A prompt goes into a JSON request, which holds only UTF-8 text.
-  const size_t bad = serve::first_invalid_utf8(text);
+  const size_t bad = first_invalid_utf8(text);
   if (bad != std::string::npos) {
     const size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + bad, '\n'));
     throw Error("--prompt-file '" + file_path + "': line " + std::to_string(line) + " (byte offset " +

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "apps/train/model_io.h"
+#include "apps/common/model_io.h"
 #include "core/io/read_file.h"
 #include "data/corpus.h"
 #include "data/corpus_encoder.h"

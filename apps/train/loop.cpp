@@ -12,9 +12,9 @@
 #include "apps/train/metrics_log.h"
 #include "apps/train/run_files.h"
 #include "apps/train/run.h"
-#include "apps/train/progress.h"
+#include "apps/train/step_progress.h"
 #include "apps/train/step_phases.h"
-#include "apps/train/stop_signals.h"
+#include "apps/common/stop_signals.h"
 #include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "core/allocator.h"
@@ -138,7 +138,7 @@ void evaluate_step(TrainRun& run, RunTally& tally, json& record) {
   const bool every_rank = run.optimization.sharded != nullptr;
   agreed(run.comm, [&] {
     if (!run.root && !every_rank) return;
-    const EvalResult result = evaluate_run(run);
+    const ShardLoss result = validation_loss(run);
     if (!run.root) return;
     tally.last_eval = result;
     tally.have_eval = true;
@@ -157,11 +157,11 @@ bool has_validation(const TrainRun& run) {
 // A fine-tuning run's start: the held-out loss of the base, printed and logged as step 0.
 void log_base_validation(TrainRun& run, MetricsLog& metrics) {
   json record = {{"step", 0}, {"tokens", 0}};
-  EvalResult before;
+  ShardLoss before;
   const HeldParameters held(run.optimization);  // ZeRO-3: gathered
   agreed(run.comm, [&] {
     if (!run.root) return;
-    before = evaluate_run(run);
+    before = validation_loss(run);
     record["val_loss"] = before.loss;
     record["val_bpb"] = before.bits_per_byte;
   });
@@ -310,13 +310,13 @@ int stop_on_signal(TrainRun& run, const RunTally& tally, TrainProgress& progress
 
 }  // namespace
 
-EvalResult evaluate_run(TrainRun& run) {
+ShardLoss validation_loss(TrainRun& run) {
   AutocastGuard eval_mixed(run.autocast);
   if (run.chat_val_rows) {
-    return evaluate_chat(*run.model, run.chat_val_rows, run.world * run.o.batch_size,
+    return chat_shard_loss(*run.model, run.chat_val_rows, run.world * run.o.batch_size,
                          run.token_bytes);
   }
-  return evaluate(*run.model, *run.val_loader, run.eval_batches, run.token_bytes);
+  return shard_loss(*run.model, *run.val_loader, run.eval_batches, run.token_bytes);
 }
 
 int train_loop(TrainRun& run) {

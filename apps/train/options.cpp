@@ -13,7 +13,7 @@
 
 #include "apps/train/run_paths.h"
 #include "core/error.h"
-#include "nn/adapters.h"
+#include "nn/adapters/adapters.h"
 
 namespace ember::apps {
 namespace {

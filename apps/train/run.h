@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "nn/checkpoint.h"
-#include "apps/bench/stopwatch.h"
+#include "nn/checkpoint_file.h"
+#include "apps/common/stopwatch.h"
 #include "apps/train/data_parallel.h"
 #include "apps/train/data_prep.h"
-#include "apps/train/evaluation.h"
-#include "apps/bench/peak_cache.h"
+#include "apps/train/shard_loss.h"
+#include "apps/common/peak_cache.h"
 #include "apps/train/run_lock.h"
 #include "apps/train/options.h"
 #include "core/error.h"
@@ -26,7 +26,7 @@
 #include "data/batch_loader.h"
 #include "data/chat_loader.h"
 #include "dist/communicator.h"
-#include "nn/model_stats.h"
+#include "nn/sizing/model_stats.h"
 #include "nn/transformer.h"
 #include "optim/schedule.h"
 
@@ -101,7 +101,7 @@ struct StepResult {
 struct RunTally {
   Stopwatch run_clock;  // from the first step
   int64_t first_step = 0;
-  // One rank's matmul peak (apps/bench/peak_cache.h): the cache's (peak_cached), else measured
+  // One rank's matmul peak (apps/common/peak_cache.h): the cache's (peak_cached), else measured
   // before the first step; peak_cache names the cache file.
   CachedPeak rank_peak;
   bool peak_cached = false;
@@ -112,7 +112,7 @@ struct RunTally {
   bool peak_raised = false;
   double flops = 0, step_seconds = 0;  // the model FLOPs of the steps run and their time
   double last_loss = NAN;
-  EvalResult last_eval;
+  ShardLoss last_eval;
   bool have_eval = false;
   int64_t profile_warmup = 0;  // --profile: steps left out of the averages
   double profiled_seconds = 0;
@@ -164,7 +164,7 @@ int train_loop(TrainRun& run);
 // docs/model.md#loss-of-a-step (divided by the trained tokens of all micro-batches and ranks).
 void chat_forward_backward(TrainRun& run, StepResult& s);
 // The validation loss on the held-out data (rank 0: the runs' token windows or conversations).
-EvalResult evaluate_run(TrainRun& run);
+ShardLoss validation_loss(TrainRun& run);
 // save.cpp: the checkpoint of at_step, OUT/latest and pruning; returns its name. Collective.
 std::string save_checkpoint(TrainRun& run, int64_t at_step);
 // summary.cpp: the lines before the first step, the --profile report, the end of a run.

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <regex>
 
-#include "nn/checkpoint.h"
+#include "nn/checkpoint_file.h"
 #include "core/error.h"
 #include "core/io/atomic_file.h"
 #include "apps/train/run_lock.h"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/checkpoint.h"
+#include "nn/checkpoint_file.h"
 
 namespace ember::apps {
 

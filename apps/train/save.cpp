@@ -14,7 +14,7 @@
 #include "apps/train/run.h"
 #include "apps/train/step_phases.h"
 #include "core/profiler.h"
-#include "nn/adapters.h"
+#include "nn/adapters/adapters.h"
 
 namespace ember::apps {
 

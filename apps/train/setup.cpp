@@ -7,7 +7,7 @@
 
 #include "apps/train/closed_stdout.h"
 #include "apps/train/data_fingerprint.h"
-#include "apps/train/model_io.h"
+#include "apps/common/model_io.h"
 #include "nn/presets.h"
 #include "apps/train/run_files.h"
 #include "apps/train/run_paths.h"

@@ -11,7 +11,7 @@
 #include "autograd/grad_mode.h"
 #include "core/io/hdf5_file.h"
 #include "core/io/sha256.h"
-#include "nn/adapters.h"
+#include "nn/adapters/adapters.h"
 #include "nn/skip_init.h"
 
 namespace ember::apps {

@@ -1,7 +1,7 @@
 // What a run prints around its loop: the lines before the first step (ranks,
 // parameters, tokens per step, precision, activation checkpointing, data), the
 // --profile report, and the end of a run: the `done:` line, the MFU, and the
-// sample of --sample-tokens drawn by nn::generate; a fine-tuning run also its peak RSS.
+// sample of --sample-tokens drawn by inference::generate; a fine-tuning run also its peak RSS.
 #include <omp.h>
 #include <sys/resource.h>
 
@@ -9,13 +9,13 @@
 #include <filesystem>
 
 #include "apps/train/closed_stdout.h"
-#include "apps/bench/profile_report.h"
+#include "apps/train/profile_report.h"
 #include "apps/train/run_files.h"
 #include "apps/train/run.h"
 #include "core/kernels/matmul.h"
 #include "core/profiler.h"
 #include "core/io/atomic_file.h"
-#include "nn/generate.h"
+#include "inference/generate.h"
 
 namespace ember::apps {
 
@@ -178,14 +178,14 @@ void print_sample(TrainRun& run) {
   const int64_t room = std::max<int64_t>(1, model.config().max_seq_len + 1 - run.o.sample_tokens);
   const size_t context = std::min(ids.size(), static_cast<size_t>(room));
   const std::vector<int64_t> prompt(ids.end() - static_cast<std::ptrdiff_t>(context), ids.end());
-  nn::SamplingOptions s;
+  inference::SamplingOptions s;
   s.max_tokens = run.o.sample_tokens;
   s.temperature = 1.0;
   s.top_k = 40;
   s.seed = run.o.seed;
   s.stop_token = eot ? static_cast<int64_t>(*eot) : -1;
   s.vocab_limit = static_cast<int64_t>(tokenizer.vocab_size());  // a preset's vocab may be larger
-  for (const int64_t t : nn::generate(model, prompt, s).tokens)
+  for (const int64_t t : inference::generate(model, prompt, s).tokens)
     ids.push_back(static_cast<uint32_t>(t));
   const std::string text = tokenizer.decode(std::span<const uint32_t>(ids.data(), ids.size()));
   std::printf("--- sample ---\n%s\n--------------\n", text.c_str());

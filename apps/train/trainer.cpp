@@ -2,7 +2,7 @@
 // order, then the loop (apps/train/: run.h holds the run's state and lists the steps).
 #include "apps/train/trainer.h"
 
-#include "apps/train/progress.h"
+#include "apps/train/step_progress.h"
 #include "apps/train/run.h"
 #include "core/threads.h"
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "data/corpus.h"
-#include "data/progress.h"
+#include "data/job_progress.h"
 #include "data/tokenizer/tokenizer.h"
 #include "data/tokenizer/word_counts.h"
 

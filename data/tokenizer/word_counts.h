@@ -11,7 +11,7 @@
 
 #include "data/corpus.h"
 #include "data/tokenizer/hash_table.h"
-#include "data/progress.h"
+#include "data/job_progress.h"
 
 namespace ember::data {
 

@@ -6,7 +6,7 @@
 #include <exception>
 #include <vector>
 
-#include "apps/train/model_io.h"
+#include "apps/common/model_io.h"
 #include "autograd/grad_mode.h"
 
 int main(int argc, char** argv) {

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "core/kernels/cpu_isa.h"
-#include "apps/bench/fma_peak.h"
+#include "apps/common/fma_peak.h"
 #include "core/kernels/matmul.h"
 
 using namespace ember;

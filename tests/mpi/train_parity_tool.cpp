@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "../finetune_testing.h"
+#include "../support/finetune_testing.h"
 #include "data/token_shard.h"
-#include "nn/checkpoint.h"
+#include "nn/checkpoint_file.h"
 
 using namespace ember;
 

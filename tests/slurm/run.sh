@@ -147,7 +147,7 @@ wait_state() {
 
 submit() {  # submit LOG ENV...: prints the job id
   env EMBER_SLURM_CLUSTER="$dir" EMBER="$ember" EMBER_RUN_DIR="$dir/run" EMBER_CONFIG="$dir/model.json" \
-    EMBER_DATA="$src/tests/data/small_corpus.txt" EMBER_SAVE_EVERY=100 TMPDIR="$dir/tmp" \
+    EMBER_DATA="$src/tests/fixtures/small_corpus.txt" EMBER_SAVE_EVERY=100 TMPDIR="$dir/tmp" \
     EMBER_TRAIN_ARGS="--batch-size 8 --seq-len 64 --log-every 10" "${@:2}" \
     sbatch --parsable --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 --time=30 --output="$1" \
     "$src/scripts/slurm/train.sbatch"

@@ -1,0 +1,46 @@
+// The loss of a model on token shards, used by `ember train`'s validation and by
+// `ember loss` (old spelling `ember eval`): the mean loss over N sequential batches and
+// bits per byte (docs/cli.md, "Evaluation"):
+//   bits per byte = sum over target tokens of CE in nats / (ln 2 x UTF-8 bytes of their text)
+// where a special token (<|endoftext|>) stands for no text (0 bytes; its CE counts).
+// And `ember finetune`'s on held-out conversations: the same over their trained tokens only.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "data/batch_loader.h"
+#include "data/chat_loader.h"
+#include "data/tokenizer/tokenizer.h"
+#include "nn/transformer.h"
+
+namespace ember::apps {
+
+struct ShardLoss {
+  int64_t batches = 0;
+  int64_t tokens = 0;  // target tokens scored: batches x B x T
+  int64_t bytes = 0;   // UTF-8 bytes of their text (= tokens when counted per token)
+  double loss = 0;     // mean cross-entropy, nats per target token
+  double total = 0, z = 0, aux = 0, router_z = 0;  // the loss terms, mean over batches
+  double bits_per_byte = 0;  // bits per token when !per_byte
+  bool per_byte = false;     // false: no tokenizer, every token counted as one "byte"
+};
+
+// Bytes of the text each token id stands for: its decoded UTF-8 length; 0 for
+// special tokens and for ids the tokenizer lacks.
+std::vector<int64_t> token_byte_lengths(const data::Tokenizer& tokenizer, int64_t vocab_size);
+
+// Batches 0..batches-1 of `loader` (built sequential, grad_accum 1) through the model
+// in eval mode (dropout off; the mode is restored after). token_bytes from
+// token_byte_lengths, or empty for bits per token. With `with_grads` each batch's
+// total loss / batches is back-propagated into the parameters' gradients.
+ShardLoss shard_loss(nn::Transformer& model, const data::BatchLoader& loader, int64_t batches,
+                     const std::vector<int64_t>& token_bytes, bool with_grads = false);
+
+// Every conversation of `rows` once, in order, in batches of `rows_per_batch`, in eval mode
+// and no graph: loss = sum of CE over trained tokens / their count (docs/model.md#loss-of-a-step;
+// tokens counts those), bits per byte over the same tokens. An Error when no row has a
+// trained token.
+ShardLoss chat_shard_loss(nn::Transformer& model, std::shared_ptr<const data::ChatRows> rows,
+                          int64_t rows_per_batch, const std::vector<int64_t>& token_bytes);
+
+}  // namespace ember::apps
