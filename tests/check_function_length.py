@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Functions under 80 lines (docs/architecture.md's style): reports every function body in the
-C++ sources (*.h, *.cpp) of the library, apps, benches, tools and examples longer than --max
-lines, counted from the line of its opening brace to the line of its closing brace.
+"""Functions under 80 lines (docs/architecture.md#what-a-file-may-include): reports every
+function body in the C++ sources (*.h, *.cpp) of the library, apps, benches, tools and examples
+longer than --max lines, counted from the line of its opening brace to that of its closing brace.
 
 Run: python3 tests/check_function_length.py [--root <source folder>] [--max 80]
 Exits 1 naming file:line, function and length of each; 0 when every body fits.
@@ -153,7 +153,8 @@ OPERATOR_SYMBOL = re.compile(r"\boperator\s*(<<=|>>=|<=>|<<|>>|<=|>=|->\*?|<|>|\
 def top_level(header):
     """Yields (index, char) of header's characters outside (), [], {} and <...> (the symbols of
     operator<, operator() and the like are no brackets)."""
-    header = OPERATOR_SYMBOL.sub(lambda m: m.group(0)[:-len(m.group(1))] + "@" * len(m.group(1)), header)
+    header = OPERATOR_SYMBOL.sub(
+        lambda m: m.group(0)[:-len(m.group(1))] + "@" * len(m.group(1)), header)
     depth = 0
     angle = 0
     for k, ch in enumerate(header):
@@ -163,7 +164,7 @@ def top_level(header):
             depth += 1
         elif ch in ")]}":
             depth -= 1
-        elif depth == 0 and ch == "<" and not header.startswith("<<", k) and not header.startswith("<=", k):
+        elif depth == 0 and ch == "<" and not header.startswith(("<<", "<="), k):
             angle += 1
         elif depth == 0 and ch == ">" and angle > 0 and header[k - 1] != "-":
             angle -= 1
@@ -303,13 +304,15 @@ def check_file(root, rel, limit):
     long, exempt, needless = [], [], []
     for name, start, open_, close in functions_in(text):
         if close >= len(text):
-            raise SyntaxError(f"{rel}:{line_of(text, open_, starts)}: the brace of {name} never closes")
+            at = line_of(text, open_, starts)
+            raise SyntaxError(f"{rel}:{at}: the brace of {name} never closes")
         first = start + len(text[start:open_]) - len(text[start:open_].lstrip())
         first_line = line_of(text, first, starts)
         open_line = line_of(text, open_, starts)
         close_line = line_of(text, min(close, len(text) - 1), starts)
         length = close_line - open_line + 1
-        marked = any(MARKER in raw_lines[k - 1] for k in range(max(first_line - 1, 1), open_line + 1))
+        marked = any(MARKER in raw_lines[k - 1]
+                     for k in range(max(first_line - 1, 1), open_line + 1))
         row = (rel, open_line, name, length)
         if marked:
             (exempt if length > limit else needless).append(row)
@@ -330,13 +333,15 @@ def sources(root):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--root", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    here = os.path.dirname(os.path.abspath(__file__))
+    parser.add_argument("--root", default=os.path.join(here, ".."), help="the source folder")
     parser.add_argument("--max", type=int, default=80, help="the longest body allowed, in lines")
     args = parser.parse_args()
     root = os.path.abspath(args.root)
     files = list(sources(root))
     if not files:
-        print(f"function_length: no *.h or *.cpp under {root} ({', '.join(FOLDERS)}): is --root the source folder?")
+        print(f"function_length: no *.h or *.cpp under {root} ({', '.join(FOLDERS)}): "
+              "is --root the source folder?")
         return 1
     long, exempt, needless = [], [], []
     for rel in files:
@@ -349,17 +354,19 @@ def main():
         exempt += b
         needless += c
     for rel, line, name, length in exempt:
-        print(f"function_length: exempt as a table ({MARKER}): {rel}:{line} {name} ({length} lines)")
+        print(f"function_length: exempt as a table ({MARKER}): {rel}:{line} {name} "
+              f"({length} lines)")
     for rel, line, name, length in needless:
-        print(f"function_length: {rel}:{line} {name} is marked '{MARKER}' but has only {length} lines: "
-              f"delete the marker")
+        print(f"function_length: {rel}:{line} {name} is marked '{MARKER}' but has only "
+              f"{length} lines: delete the marker")
     if long:
-        print(f"function_length: {len(long)} function(s) longer than {args.max} lines (split each into "
-              f"functions of one job; tests/check_function_length.py):")
+        print(f"function_length: {len(long)} function(s) longer than {args.max} lines (split "
+              f"each into functions of one job; tests/check_function_length.py):")
         for rel, line, name, length in sorted(long, key=lambda r: (-r[3], r[0], r[1])):
             print(f"  {rel}:{line}: {name} has {length} lines")
         return 1
-    print(f"function_length: every function in {len(files)} files under {root} has at most {args.max} lines")
+    print(f"function_length: every function in {len(files)} files under {root} has at most "
+          f"{args.max} lines")
     return 0
 
 
