@@ -123,72 +123,111 @@ struct LaterFirst {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
 };
 
-// One backward pass from several outputs (each seeded with its gradient); nodes run latest first.
-void run_backward(const std::vector<Variable>& roots, const std::vector<Tensor>& seeds,
-                  bool retain_graph) {
-  NoGradGuard no_grad;  // backward math records nothing
-
-  // Pass 1: count, for every node and leaf, how many edges point at it.
+// One backward pass's bookkeeping: the contributions each node and leaf still awaits, the
+// gradients summed so far, and the nodes whose consumers are all done, latest first.
+struct BackwardPass {
   std::unordered_map<const Node*, int> pending;
   std::unordered_map<const VariableImpl*, int> leaf_pending;
-  {
-    std::vector<Node*> stack;
-    for (const Variable& r : roots) {
-      if (r.grad_fn() && pending.emplace(r.grad_fn().get(), 0).second) stack.push_back(r.grad_fn().get());
-    }
-    while (!stack.empty()) {
-      Node* n = stack.back();
-      stack.pop_back();
-      for (const Edge& e : n->inputs) {
-        if (e.node) {
-          if (pending.emplace(e.node.get(), 0).second) stack.push_back(e.node.get());
-          pending[e.node.get()]++;
-        } else if (e.leaf) {
-          leaf_pending[e.leaf.get()]++;
-        }
-      }
-    }
-  }
-
-  // Pass 2: run nodes whose consumers are all done, latest first. The roots' seeds are their
-  // first contributions; a leaf root no node reaches is accumulated at once.
   std::unordered_map<const Node*, Tensor> grads;
   std::unordered_map<const VariableImpl*, Tensor> leaf_grads;
   std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
+};
+
+// Pass 1: counts, for every node and leaf reachable from roots, how many edges point at it.
+void count_consumers(const std::vector<Variable>& roots, BackwardPass& pass) {
+  std::vector<Node*> stack;
+  for (const Variable& r : roots) {
+    Node* n = r.grad_fn().get();
+    if (n && pass.pending.emplace(n, 0).second) stack.push_back(n);
+  }
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->inputs) {
+      if (e.node) {
+        if (pass.pending.emplace(e.node.get(), 0).second) stack.push_back(e.node.get());
+        pass.pending[e.node.get()]++;
+      } else if (e.leaf) {
+        pass.leaf_pending[e.leaf.get()]++;
+      }
+    }
+  }
+}
+
+// The roots' seeds are their first contributions; a leaf root no node reaches is accumulated
+// at once.
+void seed_roots(const std::vector<Variable>& roots, const std::vector<Tensor>& seeds,
+                BackwardPass& pass) {
   for (size_t r = 0; r < roots.size(); ++r) {
     if (roots[r].is_leaf()) {
-      if (!leaf_pending.count(roots[r].impl().get())) {
+      if (!pass.leaf_pending.count(roots[r].impl().get())) {
         accumulate_leaf(roots[r].impl(), seeds[r]);
       } else {
-        add_into(leaf_grads[roots[r].impl().get()], seeds[r]);
+        add_into(pass.leaf_grads[roots[r].impl().get()], seeds[r]);
       }
       continue;
     }
     Node* n = roots[r].grad_fn().get();
-    const bool first_seed = !grads.count(n);
-    add_into(grads[n], seeds[r]);
-    if (first_seed && pending[n] == 0) ready.push(n);
+    const bool first_seed = !pass.grads.count(n);
+    add_into(pass.grads[n], seeds[r]);
+    if (first_seed && pass.pending[n] == 0) pass.ready.push(n);
   }
-  while (!ready.empty()) {
-    Node* n = ready.top();
-    ready.pop();
-    Tensor g = std::move(grads[n]);
-    grads.erase(n);
-    Grads in_grads(n->inputs.size());  // no gradient reached n: its inputs get none from it
-    if (g.defined()) {
-      EMBER_CHECK(n->backward, "backward through ", n->name,
-                  " a second time: its saved tensors were freed; pass retain_graph = true to the "
-                  "first backward");
-      try {
-        EMBER_PROFILE_CLAIM(n->family);  // backward time goes to the op's family
-        Tensor* slot = n->backward_into ? pending_slot(n->inputs[0], grads, leaf_grads) : nullptr;
-        if (!(slot && n->backward_into(g, *slot))) in_grads = n->backward(g);
-      } catch (const Error& err) {
-        throw Error(detail::concat("backward of ", n->name, ": ", err.what()));
-      }
+}
+
+// The gradients of n's inputs from g, the gradient summed at n (none when g is undefined: no
+// gradient reached n).
+Grads input_grads(Node* n, const Tensor& g, BackwardPass& pass) {
+  Grads in_grads(n->inputs.size());
+  if (g.defined()) {
+    EMBER_CHECK(n->backward, "backward through ", n->name,
+                " a second time: its saved tensors were freed; pass retain_graph = true to the "
+                "first backward");
+    try {
+      EMBER_PROFILE_CLAIM(n->family);  // backward time goes to the op's family
+      Tensor* slot =
+          n->backward_into ? pending_slot(n->inputs[0], pass.grads, pass.leaf_grads) : nullptr;
+      if (!(slot && n->backward_into(g, *slot))) in_grads = n->backward(g);
+    } catch (const Error& err) {
+      throw Error(detail::concat("backward of ", n->name, ": ", err.what()));
     }
-    EMBER_CHECK(in_grads.size() == n->inputs.size(), "backward of ", n->name, " returned ",
-                in_grads.size(), " gradients for ", n->inputs.size(), " inputs");
+  }
+  EMBER_CHECK(in_grads.size() == n->inputs.size(), "backward of ", n->name, " returned ",
+              in_grads.size(), " gradients for ", n->inputs.size(), " inputs");
+  return in_grads;
+}
+
+// Adds gi (maybe undefined) to what edge e's node or leaf has pending and counts the
+// contribution: a node whose consumers are all done becomes ready, a leaf accumulates its sum.
+void deliver(const Edge& e, Tensor gi, BackwardPass& pass) {
+  if (e.node) {
+    if (gi.defined()) add_into(pass.grads[e.node.get()], std::move(gi));
+    if (--pass.pending[e.node.get()] == 0) pass.ready.push(e.node.get());
+    return;
+  }
+  if (gi.defined()) add_into(pass.leaf_grads[e.leaf.get()], std::move(gi));
+  if (--pass.leaf_pending[e.leaf.get()] == 0) {
+    auto it = pass.leaf_grads.find(e.leaf.get());
+    if (it != pass.leaf_grads.end()) {
+      accumulate_leaf(e.leaf, std::move(it->second));
+      pass.leaf_grads.erase(it);
+    }
+  }
+}
+
+// One backward pass from several outputs (each seeded with its gradient); nodes run latest first.
+void run_backward(const std::vector<Variable>& roots, const std::vector<Tensor>& seeds,
+                  bool retain_graph) {
+  NoGradGuard no_grad;  // backward math records nothing
+  BackwardPass pass;
+  count_consumers(roots, pass);
+  // Pass 2: run nodes whose consumers are all done, latest first.
+  seed_roots(roots, seeds, pass);
+  while (!pass.ready.empty()) {
+    Node* n = pass.ready.top();
+    pass.ready.pop();
+    Tensor g = std::move(pass.grads[n]);
+    pass.grads.erase(n);
+    Grads in_grads = input_grads(n, g, pass);
     for (size_t i = 0; i < n->inputs.size(); ++i) {
       const Edge& e = n->inputs[i];
       if (!e.needed()) continue;
@@ -197,19 +236,7 @@ void run_backward(const std::vector<Variable>& roots, const std::vector<Tensor>&
         EMBER_PROFILE_SCOPE(kElementwiseFamily);
         gi = kernels::sum_to_shape(gi, n->input_shapes[i]);
       }
-      if (e.node) {
-        if (gi.defined()) add_into(grads[e.node.get()], std::move(gi));
-        if (--pending[e.node.get()] == 0) ready.push(e.node.get());
-      } else {
-        if (gi.defined()) add_into(leaf_grads[e.leaf.get()], std::move(gi));
-        if (--leaf_pending[e.leaf.get()] == 0) {
-          auto it = leaf_grads.find(e.leaf.get());
-          if (it != leaf_grads.end()) {
-            accumulate_leaf(e.leaf, std::move(it->second));
-            leaf_grads.erase(it);
-          }
-        }
-      }
+      deliver(e, std::move(gi), pass);
     }
     if (!retain_graph) {  // frees what the op saved
       n->backward = nullptr;
