@@ -55,7 +55,7 @@ CASES = [
       "tie_embeddings": False, "dropout": 0.1, "z_loss_coef": 1e-4}),
 ]
 # configs with no exact Hugging Face equivalent: (name, overrides, key the error must name);
-# the whole list of such keys is tests/test_hf_format.cpp's, this checks the command line.
+# the whole list of such keys is tests/apps/test_hf_format.cpp's, this checks the command line.
 UNMAPPABLE = [
     ("softcap", {"attn_softcap": 20.0}, "attn_softcap"),
 ]

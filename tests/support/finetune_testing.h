@@ -1,4 +1,4 @@
-// Fixtures of the `ember finetune` tests (tests/test_finetune.cpp, test_cli_finetune.cpp,
+// Fixtures of the `ember finetune` tests (tests/apps/test_finetune.cpp, test_cli_finetune.cpp,
 // tests/mpi/train_parity_tool.cpp): a tiny base checkpoint whose tokenizer is the byte
 // tokenizer plus <|endoftext|>, <|im_start|>, <|im_end|>, and chat JSONL whose conversations
 // have different lengths (rows padded differently, some cut at T+1) and trained-token counts.
