@@ -104,3 +104,31 @@ TEST_CASE("eval --grads-out never overwrites a file and leaves no temporary", "[
   CHECK(files == 3);  // zero.h5, tokens.bin, grads.h5: no temporary left
   CHECK(run_ember(args + dir / "grads.h5").code == 1);
 }
+
+TEST_CASE("ember loss and ember eval print the same, and --help lists eval as the old spelling of loss",
+          "[cli][loss]") {
+  TempDir dir("cli_loss_eval");
+  ember::nn::Checkpoint c = zero_checkpoint(tiny_config(257));
+  c.model = ember::nn::Transformer(c.config, 5).state_dict();  // random weights: a loss of their own
+  ember::nn::write_checkpoint(dir / "model.h5", c);
+  const std::vector<uint32_t> tokens = {'a', 'b', 256, 'c', 0xC3, 0xA9, 256, 'd', 'e'};
+  ember::data::write_shard(dir / "tokens.bin", tokens, 257);
+  const std::string args = " --checkpoint " + dir / "model.h5" + " --data " + dir / "tokens.bin" +
+                           " --batch-size 1 --seq-len 4 --batches 2";
+  const Run loss = run_ember("loss" + args);
+  const Run eval = run_ember("eval" + args);
+  INFO("loss: " << loss.out << loss.err << "eval: " << eval.out << eval.err);
+  REQUIRE(loss.code == 0);
+  CHECK(loss.out.starts_with("loss "));
+  CHECK(loss.out.find(" bits per byte (8 tokens, 6 bytes)") != std::string::npos);
+  CHECK(eval.code == 0);
+  CHECK(eval.out == loss.out);
+  CHECK(eval.err == loss.err);
+  // Both listed under "Subcommands:", eval as the old spelling of loss.
+  const std::string help = run_ember("--help").out;
+  const size_t subcommands = help.find("Subcommands:");
+  REQUIRE(subcommands != std::string::npos);
+  const std::string listed = help.substr(subcommands);
+  CHECK(std::regex_search(listed, std::regex(R"(\n  loss +Mean loss and bits per byte of a checkpoint)")));
+  CHECK(std::regex_search(listed, std::regex(R"(\n  eval +The old spelling of `ember loss` \(same options and output\)\n)")));
+}
