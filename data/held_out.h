@@ -1,4 +1,4 @@
-// The held-out split of --val-fraction (docs/formats.md#chat-data-jsonl): a
+// The held-out split of --val-fraction (docs/formats.md#preference-data-jsonl): a
 // seeded choice of floor(n x fraction) of n items, the first ones of
 // epoch_permutation(n, seed, -1) (an epoch the training order never reads), so
 // the same for every world size.

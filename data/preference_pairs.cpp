@@ -115,9 +115,11 @@ PreferencePairs make_preference_pairs(const Tokenizer& tokenizer,
     out.truncated += cut[i];
     out.pairs.push_back(std::move(all[i]));
   }
-  EMBER_CHECK(!out.pairs.empty(), file, ": no pair left: in each of the ", n,
-              " pairs a side's completion starts after the first T+1 = ", seq_len + 1,
-              " tokens (a larger --seq-len, or shorter prompts)");
+  EMBER_CHECK(
+      !out.pairs.empty(), file, ": no pair left: ",
+      n == 1 ? std::string("the only pair has") : detail::concat("each of the ", n, " pairs has"),
+      " a side whose completion starts after the first T+1 = ", seq_len + 1,
+      " tokens (a larger --seq-len, or shorter prompts)");
   return out;
 }
 

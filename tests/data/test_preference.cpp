@@ -247,8 +247,13 @@ TEST_CASE("preference pairs of a file: pairs without a scored token dropped and 
 
   // Every pair dropped: an Error naming the file.
   CHECK(error_of([&] { make_preference_pairs(chat_bytes(), {lines[1]}, 4, "pairs.jsonl"); }) ==
-        "pairs.jsonl: no pair left: in each of the 1 pairs a side's completion starts after the "
+        "pairs.jsonl: no pair left: the only pair has a side whose completion starts after the "
         "first T+1 = 5 tokens (a larger --seq-len, or shorter prompts)");
+  CHECK(error_of([&] {
+          make_preference_pairs(chat_bytes(), {lines[1], lines[1]}, 4, "pairs.jsonl");
+        }) ==
+        "pairs.jsonl: no pair left: each of the 2 pairs has a side whose completion starts "
+        "after the first T+1 = 5 tokens (a larger --seq-len, or shorter prompts)");
   CHECK(error_of([&] { make_preference_pairs(chat_bytes(), {}, 4, "pairs.jsonl"); }) ==
         "pairs.jsonl: no preference pair");
 }
