@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "data/json_line.h"
 
 namespace ember::data {
 namespace {
@@ -26,14 +27,6 @@ ChatMessage parse_message(const json& m, size_t index, std::string_view where) {
   EMBER_CHECK(content != m.end() && content->is_string(), where, ": messages[", index, "] (", r,
               ") has no string \"content\"");
   return ChatMessage{r, content->get<std::string>()};
-}
-
-json parse_json(std::string_view line, std::string_view where) {
-  try {
-    return json::parse(line);
-  } catch (const json::parse_error& e) {
-    throw Error(detail::concat(where, ": not JSON (syntax error at byte ", e.byte, ")"));
-  }
 }
 
 bool blank(std::string_view line) {
@@ -78,7 +71,7 @@ ChatTokens render_messages(const Tokenizer& tok, std::span<const ChatMessage> me
 }  // namespace
 
 ChatLine parse_chat_line(std::string_view line, std::string_view where) {
-  const json j = parse_json(line, where);
+  const json j = parse_json_line(line, where);
   EMBER_CHECK(j.is_object(), where,
               ": not a JSON object (expected {\"messages\": [...]} or {\"text\": \"...\"})");
   const auto messages = j.find("messages"), text = j.find("text");

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "data/json_line.h"
 
 namespace ember::data {
 namespace {
@@ -14,18 +15,6 @@ namespace {
 using nlohmann::json;
 
 constexpr std::string_view kOneAssistant = "expected a list of messages with one assistant message";
-
-json parse_json(std::string_view line, std::string_view where) {
-  try {
-    return json::parse(line);
-  } catch (const json::parse_error& e) {
-    throw Error(detail::concat(where, ": not JSON (syntax error at byte ", e.byte, ")"));
-  } catch (const json::out_of_range& e) {  // 1e999: nlohmann refuses numbers beyond a double
-    const std::string what = e.what();
-    throw Error(detail::concat(where, ": ", what.substr(what.find(']') + 2),
-                               " (\"margin\" must be a finite number)"));
-  }
-}
 
 std::string kind(const json& j) {
   if (j.is_string()) return "a string";
@@ -101,7 +90,7 @@ std::string parse_completion(const json& j, std::string_view key, std::string_vi
 }  // namespace
 
 PreferenceLine parse_preference_line(std::string_view line, std::string_view where) {
-  const json j = parse_json(line, where);
+  const json j = parse_json_line(line, where, "\"margin\" must be a finite number");
   EMBER_CHECK(
       j.is_object(), where,
       ": not a JSON object (expected {\"prompt\": ..., \"chosen\": ..., \"rejected\": ...})");

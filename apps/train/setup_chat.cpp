@@ -9,21 +9,10 @@
 
 #include "apps/train/run.h"
 #include "autograd/autocast.h"
-#include "data/epoch_shuffle.h"
+#include "data/held_out.h"
 
 namespace ember::apps {
 namespace {
-
-// The held-out lines: the first floor(n f) of a seeded permutation (epoch -1 of the data
-// order's stream, which the training order never reads), in file order.
-std::vector<bool> held_out_lines(int64_t n, double fraction, uint64_t seed) {
-  std::vector<bool> held(static_cast<size_t>(n), false);
-  const auto count = static_cast<int64_t>(static_cast<double>(n) * fraction);
-  const std::vector<int64_t> perm = data::epoch_permutation(n, seed, -1);
-  for (int64_t i = 0; i < count; ++i)
-    held[static_cast<size_t>(perm[static_cast<size_t>(i)])] = true;
-  return held;
-}
 
 int64_t trained_targets(const data::ChatRows& rows) {
   int64_t n = 0;
@@ -102,7 +91,7 @@ void open_chat_data(TrainRun& run) {
   agreed(run.comm, [&] {
     const std::vector<data::ChatLine> lines = data::read_chat_file(o.data);
     const int64_t n = static_cast<int64_t>(lines.size());
-    const std::vector<bool> held = held_out_lines(n, o.val_fraction, o.seed);
+    const std::vector<bool> held = data::held_out_items(n, o.val_fraction, o.seed);
     std::vector<data::ChatLine> train, val;
     for (int64_t i = 0; i < n; ++i)
       (held[static_cast<size_t>(i)] ? val : train).push_back(lines[static_cast<size_t>(i)]);

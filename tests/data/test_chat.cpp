@@ -236,6 +236,7 @@ TEST_CASE("bad chat lines are errors naming the file and line") {
        R"(line 2: messages[0] (user) has no string "content")"},
       {R"({"messages": []})", R"(line 2: "messages" is empty)"},
       {R"({"text": 3})", R"(line 2: "text" is not a string)"},
+      {R"({"text": "t", "n": 1e999})", "line 2: number overflow parsing '1e999'"},  // beyond a double
   };
   for (const auto& [line, expected] : cases) {
     dir.write("bad.jsonl", good + "\n" + line + "\n");
