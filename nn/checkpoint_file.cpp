@@ -238,7 +238,8 @@ std::unique_ptr<Transformer> load_base(const Checkpoint& c, const std::string& p
               " has changed (sha256 ", sha, ", expected ", c.base_sha256, ")");
   EMBER_CHECK(sha == c.base_sha256, "--base ", moved_base, ": sha256 ", sha, ", but ", path,
               " was fine-tuned on a base with sha256 ", c.base_sha256, " (", c.base, ")");
-  const ModelConfig base_config = read_checkpoint_config(base);
+  ModelConfig base_config = read_checkpoint_config(base);
+  base_config.align.clear();  // how the base itself was aligned, if it was
   EMBER_CHECK(!base_config.lora, path, ": its base ", base, " is itself a fine-tune checkpoint");
   EMBER_CHECK(c.config.vocab_size >= base_config.vocab_size, path, ": vocab_size ", c.config.vocab_size,
               " is smaller than its base's (", base_config.vocab_size, ")");
@@ -254,6 +255,7 @@ ModelConfig finetune_base_config(const ModelConfig& finetune_config, int64_t bas
   ModelConfig c = finetune_config;
   c.lora.reset();
   c.quantize = "none";
+  c.align.clear();
   c.vocab_size = base_vocab_size;
   return c;
 }

@@ -121,7 +121,7 @@ ModelConfig read_model_keys(const Reader& r) {
                "ffn_hidden", "ffn_act", "norm", "norm_eps", "pos", "rope_theta", "max_seq_len",
                "qk_norm", "bias", "tie_embeddings", "parallel_block", "sliding_window",
                "global_every", "attn_softcap", "final_softcap", "z_loss_coef", "dropout", "moe",
-               "lora", "quantize"});
+               "lora", "quantize", "align"});
   ModelConfig c;
   r.integer("vocab_size", c.vocab_size);
   r.integer("d_model", c.d_model);
@@ -252,6 +252,10 @@ ModelConfig parse_config(const json& obj, const std::string& source) {
     c.moe = parse_moe(obj.at("moe"), source, c.ffn_hidden);
   if (obj.contains("lora")) c.lora = parse_lora(obj.at("lora"), source);
   require(c.lora || !obj.contains("quantize"), source, "quantize", "is only valid with \"lora\" (a fine-tune config)");
+  if (obj.contains("align")) {
+    require(obj.at("align").is_object(), source, "align", "must be an object");
+    c.align = obj.at("align").dump();
+  }
   require_parameter_limit(c, source);
   return c;
 }
@@ -293,6 +297,7 @@ std::string ModelConfig::to_json() const {
     j["lora"] = {{"r", lora->r}, {"alpha", lora->alpha}, {"dropout", lora->dropout}, {"targets", lora->targets}};
     j["quantize"] = quantize;
   }
+  if (!align.empty()) j["align"] = json::parse(align);
   return j.dump(2);
 }
 

@@ -72,6 +72,9 @@ struct ModelConfig {
   // "lora" and "quantize" only when lora is set, so a base model's JSON is unchanged.
   std::optional<LoRAConfig> lora;
   std::string quantize = "none";
+  // A preference-optimised fine-tune's loss and its options (docs/model.md#config): the JSON
+  // object of key "align", kept as text; empty for any other model (to_json then omits it).
+  std::string align;
 
   // Parses a docs/model.md#config JSON object; `source` names it in errors.
   static ModelConfig from_json(const std::string& json_text, const std::string& source = "config");

@@ -18,6 +18,7 @@ CommandRunner add_evaluate_command(CLI::App& app);  // multiple-choice tasks, pe
 // `train` runs data-parallel on the process's communicator (main owns it).
 CommandRunner add_train_command(CLI::App& app, dist::Communicator& comm);
 CommandRunner add_finetune_command(CLI::App& app, dist::Communicator& comm);  // likewise
+CommandRunner add_align_command(CLI::App& app, dist::Communicator& comm);     // likewise
 CommandRunner add_tokenize_command(CLI::App& app);
 CommandRunner add_generate_command(CLI::App& app);
 CommandRunner add_chat_command(CLI::App& app);

@@ -113,7 +113,9 @@ StepResult train_step(TrainRun& run) {
   StepResult s;
   s.lr = optim::lr_at(run.schedule, run.step);
   opt.zero_grad();
-  if (run.chat_loader) {
+  if (run.pair_loader) {
+    align_forward_backward(run, s);
+  } else if (run.chat_loader) {
     chat_forward_backward(run, s);
   } else {
     forward_backward(run, s);
@@ -138,12 +140,10 @@ void evaluate_step(TrainRun& run, RunTally& tally, json& record) {
   const bool every_rank = run.optimization.sharded != nullptr;
   agreed(run.comm, [&] {
     if (!run.root && !every_rank) return;
-    const ShardLoss result = validation_loss(run);
+    const ShardLoss result = validation_loss(run, tally, record);
     if (!run.root) return;
     tally.last_eval = result;
     tally.have_eval = true;
-    record["val_loss"] = tally.last_eval.loss;
-    record["val_bpb"] = tally.last_eval.bits_per_byte;
     EMBER_CHECK(std::isfinite(tally.last_eval.loss), "step ", run.step,
                 ": non-finite validation loss (", tally.last_eval.loss,
                 "); the run diverged, no checkpoint written");
@@ -151,24 +151,28 @@ void evaluate_step(TrainRun& run, RunTally& tally, json& record) {
 }
 
 bool has_validation(const TrainRun& run) {
-  return (run.val_loader && run.eval_batches > 0) || run.chat_val_rows;
+  return (run.val_loader && run.eval_batches > 0) || run.chat_val_rows || run.val_pairs;
 }
 
 // A fine-tuning run's start: the held-out loss of the base, printed and logged as step 0.
 void log_base_validation(TrainRun& run, MetricsLog& metrics) {
   json record = {{"step", 0}, {"tokens", 0}};
   ShardLoss before;
+  RunTally tally;
   const HeldParameters held(run.optimization);  // ZeRO-3: gathered
   agreed(run.comm, [&] {
     if (!run.root) return;
-    before = validation_loss(run);
-    record["val_loss"] = before.loss;
-    record["val_bpb"] = before.bits_per_byte;
+    before = validation_loss(run, tally, record);
   });
   metrics.append(record.dump());
   if (!run.root) return;
-  std::printf("step 0: val loss %.4f (%.3f bits/byte) before fine-tuning\n", before.loss,
-              before.bits_per_byte);
+  if (run.o.align) {
+    std::printf("step 0: val loss %.4f (reward accuracy %.3f) before alignment\n", before.loss,
+                before.bits_per_byte);
+  } else {
+    std::printf("step 0: val loss %.4f (%.3f bits/byte) before fine-tuning\n", before.loss,
+                before.bits_per_byte);
+  }
   std::fflush(stdout);
 }
 
@@ -249,6 +253,11 @@ void log_step(TrainRun& run, RunTally& tally, MetricsLog& metrics, TrainProgress
             {"peak_flops", tally.peak},
             {"eta_s", eta}};
   if (s.trained_tokens >= 0) m["trained_tokens"] = s.trained_tokens;
+  if (!s.metrics.empty()) {  // align: the pair metrics; no z-loss or MoE aux terms
+    m.erase("z");
+    m.erase("aux");
+    for (const auto& [key, value] : s.metrics) m[key] = value;
+  }
   const bool eval_now =
       has_validation(run) && (every(o.eval_every, run.step) || run.step == o.steps);
   // ZeRO-3 keeps one copy of each parameter (every rank gathers the same): nothing can diverge.
@@ -270,7 +279,8 @@ void log_step(TrainRun& run, RunTally& tally, MetricsLog& metrics, TrainProgress
                      eval_now,
                      tally.last_eval.loss,
                      tally.last_eval.bits_per_byte,
-                     run.tokenizer.has_value()};
+                     run.tokenizer.has_value(),
+                     run.o.align};
   progress.step(r, every(o.log_every, run.step) || run.step == o.steps ||
                        run.step == tally.first_step + 1 || eval_now);
   continue_if_stdout_closed();
@@ -309,6 +319,23 @@ int stop_on_signal(TrainRun& run, const RunTally& tally, TrainProgress& progress
 }
 
 }  // namespace
+
+ShardLoss validation_loss(TrainRun& run, RunTally& tally, json& record) {
+  if (run.val_pairs) {  // align: the pair metrics; loss, and the reward accuracy as its "bits"
+    tally.last_align_eval = align_validation(run);
+    ShardLoss r;
+    for (const auto& [key, value] : tally.last_align_eval) {
+      record["val_" + key] = value;
+      if (key == "loss") r.loss = value;
+      if (key == "rewards/accuracy") r.bits_per_byte = value;
+    }
+    return r;
+  }
+  const ShardLoss r = validation_loss(run);
+  record["val_loss"] = r.loss;
+  record["val_bpb"] = r.bits_per_byte;
+  return r;
+}
 
 ShardLoss validation_loss(TrainRun& run) {
   AutocastGuard eval_mixed(run.autocast);

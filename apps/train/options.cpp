@@ -44,6 +44,7 @@ const Allowed kAny{};
 const Allowed kPositive{0, HUGE_VAL, true, false, {}};
 const Allowed kNonNegative{0, HUGE_VAL, false, false, {}};
 const Allowed kUnitOpen{0, 1, false, true, {}};  // [0, 1)
+const Allowed kHalfOpen{0, 0.5, false, true, {}};  // [0, 0.5)
 Allowed one_of(std::vector<std::string> names) { return {-HUGE_VAL, HUGE_VAL, false, false, std::move(names)}; }
 Allowed between(double lo, double hi) { return {lo, hi, false, false, {}}; }
 
@@ -201,7 +202,43 @@ const std::vector<Field>& finetune_fields() {
   return table;
 }
 
+// `ember align`'s own fields, then finetune's (its --data names preference pairs).
+const std::vector<Field>& align_fields() {
+  static const std::vector<Field> table = [] {
+    std::vector<Field> t = {
+        {"--loss", &O::loss, "the pair loss: dpo, ipo, simpo or orpo", OnResume::Fixed,
+         one_of({"dpo", "ipo", "simpo", "orpo"})},
+        {"--beta", &O::beta, "the loss's beta (default: simpo 2, the others 0.1)", OnResume::Free,
+         kPositive},
+        {"--label-smoothing", &O::label_smoothing, "dpo: the share e of flipped preferences",
+         OnResume::Free, kHalfOpen},
+        {"--simpo-gamma", &O::simpo_gamma, "simpo: the target reward margin gamma", OnResume::Free,
+         kAny},
+        {"--sft-weight", &O::sft_weight, "adds this times the chosen side's mean token NLL",
+         OnResume::Free, kNonNegative},
+        {"--ref", &O::ref,
+         "the reference model's checkpoint (dpo, ipo; default: the starting model, for LoRA its "
+         "base without adapters)",
+         OnResume::Fixed, kAny, true},
+    };
+    for (Field f : finetune_fields()) {
+      if (std::string_view(f.flag) == "--data") {
+        f.help = "preference JSONL: one {\"prompt\", \"chosen\", \"rejected\"} per line "
+                 "(chat messages or strings)";
+      } else if (std::string_view(f.flag) == "--val-fraction") {
+        f.help = "share of the pairs held out for validation (seeded; 0: none)";
+      } else if (std::string_view(f.flag) == "--sequential") {
+        f.help = "read the pairs in file order instead of a seeded shuffle";
+      }
+      t.push_back(f);
+    }
+    return t;
+  }();
+  return table;
+}
+
 const std::vector<Field>& fields_of(const TrainOptions& o) {
+  if (o.align) return align_fields();
   return o.finetune ? finetune_fields() : fields();
 }
 
@@ -278,8 +315,8 @@ void validate_finetune_options(const TrainOptions& o) {
   EMBER_CHECK(
       !o.base.empty() || !o.resume.empty(),
       "--base is required: the checkpoint to fine-tune (or --resume DIR to continue a run)");
-  EMBER_CHECK(!o.resume.empty() || !o.data.empty(),
-              "--data is required: the chat JSONL to fine-tune on");
+  EMBER_CHECK(!o.resume.empty() || !o.data.empty(), "--data is required: the ",
+              o.align ? "preference pairs (JSONL) to align on" : "chat JSONL to fine-tune on");
   if (!o.full) {
     nn::parse_lora_targets(o.lora_targets);  // an Error naming --lora-targets and the known names
     return;

@@ -18,6 +18,13 @@ struct TrainOptions {
   // The command whose fields the table walks: `ember train`'s, or `ember finetune`'s
   // (docs/cli.md#fine-tuning: chat data, a base checkpoint; the train fields that apply, its own).
   bool finetune = false;
+  // `ember align` (docs/cli.md#alignment): a fine-tuning run (finetune is set too) on preference
+  // pairs with the pair loss `loss` and its options; ref: the reference model's checkpoint
+  // (empty: the starting model). beta's default is the loss's (simpo 2, else 0.1), resolved at
+  // the start of a new run.
+  bool align = false;
+  std::string loss = "dpo", ref;
+  double beta = 0.1, label_smoothing = 0, simpo_gamma = 0.5, sft_weight = 0;
   // Model source: exactly one of config / preset / init_from / resume (none: the default preset).
   std::string config, preset, init_from, resume;
   std::string data, val_data, out = "runs/ember";
@@ -76,7 +83,7 @@ struct OptionFlag {
   bool existing_file;  // the value names a file that must exist
   std::string key;
 };
-// Every field of o's command (o.finetune), in the table's order, bound to o's members.
+// Every field of o's command (o.align, o.finetune), in the table's order, bound to o's members.
 std::vector<OptionFlag> option_flags(TrainOptions& o);
 
 // One line naming the first option outside its allowed range or names

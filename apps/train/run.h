@@ -25,7 +25,9 @@
 #include "core/io/json_message.h"
 #include "data/batch_loader.h"
 #include "data/chat_loader.h"
+#include "data/preference_loader.h"
 #include "dist/communicator.h"
+#include "nn/alignment/preference_loss.h"
 #include "nn/sizing/model_stats.h"
 #include "nn/transformer.h"
 #include "optim/schedule.h"
@@ -78,6 +80,16 @@ struct TrainRun {
   std::shared_ptr<const data::ChatRows> chat_rows, chat_val_rows;
   int64_t held_out = 0;
   std::unique_ptr<data::ChatLoader> chat_loader;
+  // ember align's preference pairs (setup_align.cpp) instead of the chat rows: the kept pairs
+  // split into training and held-out ones (none: no validation), the loader of this rank's
+  // pairs, the pairs dropped (a side without a scored token) and cut to T+1 ids; the
+  // reference's per-side log-probabilities (reference_logps.cpp), chosen then rejected for
+  // each pair (empty when the loss needs none); and the loss with its options.
+  std::shared_ptr<const std::vector<data::PreferencePair>> pairs, val_pairs;
+  std::unique_ptr<data::PairLoader> pair_loader;
+  int64_t dropped_pairs = 0, cut_pairs = 0;
+  std::vector<double> ref_logps, val_ref_logps;
+  nn::PreferenceOptions preference;
 
   // Model, optimizer and where training stands (setup_model.cpp).
   std::unique_ptr<nn::Transformer> model;
@@ -95,6 +107,8 @@ struct StepResult {
   double ce = 0, z = 0, aux = 0;    // the loss terms, mean over micro-batches (and ranks)
   double norm = 0, grad_scale = 1;  // gradient norm before clipping; the clip's factor
   int64_t trained_tokens = -1;  // chat: the step's trained tokens over all micro-batches and ranks
+  // align: the metrics.jsonl keys of the step's pairs (loss, rewards/...), over all ranks
+  std::vector<std::pair<std::string, double>> metrics;
 };
 
 // What the loop gathers for the summary.
@@ -113,6 +127,7 @@ struct RunTally {
   double flops = 0, step_seconds = 0;  // the model FLOPs of the steps run and their time
   double last_loss = NAN;
   ShardLoss last_eval;
+  std::vector<std::pair<std::string, double>> last_align_eval;  // align: the held-out metrics
   bool have_eval = false;
   int64_t profile_warmup = 0;  // --profile: steps left out of the averages
   double profiled_seconds = 0;
@@ -158,6 +173,17 @@ void restore_training_state(TrainRun& run);
 // training and held-out conversations and rendered, then the loader.
 void choose_chat_tokenizer(TrainRun& run);
 void open_chat_data(TrainRun& run);
+// setup_align.cpp (ember align): the pairs read, rendered (dropped and cut ones counted), split
+// into training and held-out pairs, and their loader; --ref's vocabulary checked against the
+// policy's. After the model: the reference log-probabilities (reference_logps.cpp), computed
+// once (OUT/ref_logps.json) or, on --resume, read back.
+void open_preference_data(TrainRun& run);
+void check_reference_vocabulary(TrainRun& run);
+void prepare_reference_logps(TrainRun& run);
+// align_step.cpp: forward and backward of every micro-batch of an alignment step (one forward
+// over both sides, the pair loss over the step's pair count); the metrics of the held-out pairs.
+void align_forward_backward(TrainRun& run, StepResult& s);
+std::vector<std::pair<std::string, double>> align_validation(TrainRun& run);
 // loop.cpp: trains to --steps; returns the exit code (128 + signal when stopped).
 int train_loop(TrainRun& run);
 // chat_step.cpp: batch -> forward -> backward of every micro-batch of a chat step, the loss of
@@ -165,8 +191,14 @@ int train_loop(TrainRun& run);
 void chat_forward_backward(TrainRun& run, StepResult& s);
 // The validation loss on the held-out data (rank 0: the runs' token windows or conversations).
 ShardLoss validation_loss(TrainRun& run);
+// The same, its values also in record (val_loss, val_bpb; ember align: val_loss, val_rewards/...,
+// kept in tally.last_align_eval, and the reward accuracy as the result's bits_per_byte).
+ShardLoss validation_loss(TrainRun& run, RunTally& tally, nlohmann::json& record);
 // save.cpp: the checkpoint of at_step, OUT/latest and pruning; returns its name. Collective.
 std::string save_checkpoint(TrainRun& run, int64_t at_step);
+// ember align: the config's "align" object (docs/formats.md#fine-tune-checkpoints): the loss and
+// its options, defaults resolved; "reference": --ref's absolute path, "" for the starting model.
+nlohmann::json align_config(const TrainOptions& o);
 // summary.cpp: the lines before the first step, the --profile report, the end of a run.
 void print_run_start(const TrainRun& run);
 void report_profile(const TrainRun& run, const RunTally& tally);

@@ -108,7 +108,7 @@ int remove_stale_temporaries(const std::string& out_dir) {
   // ensure_writable_dir, the loss plot and profile.json in OUT; in OUT/data those of the
   // byte shards and of tokenizer.json (write_file_atomically: <name>.tmp<pid>);
   // in OUT/data/train and OUT/data/val those of the BPE shards (corpus_encoder).
-  static const std::regex in_out(R"(\.step_\d{8,}\.h5\.tmp|\.latest\.tmp|latest\.tmp\d+|\.ember_write_test|\.loss\.svg\.tmp|(loss\.svg|profile\.json)\.tmp\d+)");
+  static const std::regex in_out(R"(\.step_\d{8,}\.h5\.tmp|\.latest\.tmp|latest\.tmp\d+|\.ember_write_test|\.loss\.svg\.tmp|(loss\.svg|profile\.json|ref_logps\.json)\.tmp\d+)");
   static const std::regex in_data(R"((train|val)_\d{6,}\.bin\.tmp|tokenizer\.json\.tmp\d+)");
   static const std::regex in_split(R"((train|val)_\d{6,}\.bin\.tmp)");
   const fs::path out(out_dir);

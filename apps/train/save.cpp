@@ -12,6 +12,7 @@
 #include "apps/train/finite_parameters.h"
 #include "apps/train/run_files.h"
 #include "apps/train/run.h"
+#include "apps/train/run_paths.h"
 #include "apps/train/step_phases.h"
 #include "core/profiler.h"
 #include "nn/adapters/adapters.h"
@@ -25,10 +26,12 @@ std::string train_state(const TrainRun& run, int64_t at_step) {
   nlohmann::json st{{"step", at_step},
                     {"tokens_seen", run.tokens_seen},
                     {"dropout_offset", run.model->dropout_generator().offset},
+                    {"dropout_seed", run.model->dropout_generator().seed},
                     {"world_size", run.world},
                     {"options", options_to_json(run.o)},
                     {"data_fingerprint", run.data_files}};
   if (run.o.finetune) st["finetune"] = {{"base", run.finetune_base}};  // marks a fine-tuning run
+  if (run.o.align) st["align"] = {{"pairs", run.pairs->size()}};  // and an alignment run
   return st.dump();
 }
 
@@ -58,6 +61,15 @@ void stream_sharded_model(TrainRun& run, int64_t at_step, const nn::TensorPut& p
 
 }  // namespace
 
+nlohmann::json align_config(const TrainOptions& o) {
+  nlohmann::json j = {{"loss", o.loss}, {"beta", o.beta}};
+  if (o.loss == "dpo") j["label_smoothing"] = o.label_smoothing;
+  if (o.loss == "simpo") j["simpo_gamma"] = o.simpo_gamma;
+  j["sft_weight"] = o.sft_weight;
+  if (o.loss == "dpo" || o.loss == "ipo") j["reference"] = o.ref.empty() ? "" : absolute_path(o.ref);
+  return j;
+}
+
 std::string save_checkpoint(TrainRun& run, int64_t at_step) {
   EMBER_PROFILE_PHASE(kCheckpointPhase);
   const TrainOptions& o = run.o;
@@ -80,6 +92,7 @@ std::string save_checkpoint(TrainRun& run, int64_t at_step) {
   }
   c.optim_stream = [&opt](const nn::TensorPut& put) { opt.stream_state(put); };
   c.config = run.cfg;
+  if (run.o.align) c.config.align = align_config(run.o).dump();
   if (sharded) {
     c.model_stream = [&run, at_step](const nn::TensorPut& put) { stream_sharded_model(run, at_step, put); };
   } else if (!run.cfg.lora) {

@@ -38,6 +38,10 @@ void read_resumed_run(TrainRun& run) {
         o.finetune
             ? ": is not a fine-tuning run's checkpoint (continue it with ember train --resume)"
             : ": is a fine-tuning run's checkpoint (continue it with ember finetune --resume)");
+    EMBER_CHECK(st.contains("align") == o.align, run.start_path,
+                o.align ? ": is not an alignment run's checkpoint (continue it with ember "
+                          "finetune --resume)"
+                        : ": is an alignment run's checkpoint (continue it with ember align --resume)");
     run.resume_notes = restore_options(st.at("options"), o);
     run.saved_data_fingerprint = st.value("data_fingerprint", json());
     run.saved_batch = st.at("options").value("batch_size", int64_t{0});
@@ -82,6 +86,8 @@ void resolve_model_source(TrainRun& run) {
     }
     run.paths_as_given = path_option_values(o);
     absolutize_paths(o);  // stored so: --resume finds the data from any working directory
+    // ember align: --beta's default is the loss's (a resumed run's is restored above).
+    if (o.align && o.resume.empty() && !o.given.count("beta")) o.beta = o.loss == "simpo" ? 2 : 0.1;
     validate_options(o);  // before any work: one line naming the option and what it allows
     run.cfg = model_config(run);
     // A fine-tuning run's default --seq-len fits its base.

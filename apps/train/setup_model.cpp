@@ -40,6 +40,9 @@ void restore_training_state(TrainRun& run) {
       run.step = st.at("step").get<int64_t>();
       run.tokens_seen = st.at("tokens_seen").get<int64_t>();
       run.model->dropout_generator().offset = st.at("dropout_offset").get<uint64_t>();
+      // The stream's seed too: a LoRA run's model is rebuilt from its base (seed 0), not --seed.
+      if (st.contains("dropout_seed"))
+        run.model->dropout_generator().seed = st.at("dropout_seed").get<uint64_t>();
     });
     EMBER_CHECK(run.step <= o.steps, "--resume: the checkpoint is at step ", run.step,
                 ", beyond --steps ", o.steps);
@@ -47,7 +50,8 @@ void restore_training_state(TrainRun& run) {
   // The model holds them now: a copy kept for the whole run would cost 4 bytes per parameter.
   run.start.model.clear();
   run.schedule = optim::Schedule{o.schedule, o.lr, o.min_lr, o.warmup, o.steps, o.steps / 5};
-  run.tokens_per_step = run.world * o.batch_size * o.seq_len * o.grad_accum;
+  // ember align: a pair is two rows (its chosen and rejected sides).
+  run.tokens_per_step = run.world * o.batch_size * o.seq_len * o.grad_accum * (o.align ? 2 : 1);
   run.stats = nn::model_stats(run.cfg, o.batch_size, o.seq_len);
   if (o.finetune && !o.full) {
     // LoRA / QLoRA: a frozen weight costs its forward and input-gradient products (4 FLOPs per

@@ -20,6 +20,7 @@ struct StepReport {
   bool has_val = false;  // a validation result came with this step
   double val_loss = 0, val_bits = 0;
   bool val_per_byte = true;  // val_bits are bits per byte (else per token: no tokenizer)
+  bool val_accuracy = false;  // ember align: val_bits is the held-out reward accuracy instead
 };
 
 // h:mm:ss, rounded to the second (negative: 0).

@@ -23,9 +23,30 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// ember align's data line: the pairs kept, held out, dropped and cut to T+1 ids.
+void print_pairs_line(const TrainRun& run) {
+  std::printf("data: %lld pairs, ", static_cast<long long>(run.pairs->size() + run.held_out));
+  if (run.held_out == 0) std::printf("no validation");
+  if (run.held_out > 0)
+    std::printf("%lld held out for validation", static_cast<long long>(run.held_out));
+  if (run.dropped_pairs > 0) {
+    std::printf("; %lld dropped (a side without a completion token in its first %lld)",
+                static_cast<long long>(run.dropped_pairs), static_cast<long long>(run.o.seq_len + 1));
+  }
+  if (run.cut_pairs > 0) {
+    std::printf("; %lld cut to --seq-len + 1 = %lld tokens", static_cast<long long>(run.cut_pairs),
+                static_cast<long long>(run.o.seq_len + 1));
+  }
+  std::printf("\n");
+}
+
 // The data line: token count and validation windows, or conversations, the held-out ones and
 // those cut to T+1 ids (reported once, here).
 void print_data_line(const TrainRun& run) {
+  if (run.pairs) {
+    print_pairs_line(run);
+    return;
+  }
   if (!run.chat_rows) {
     std::printf(
         "data: %llu train tokens%s\n", static_cast<unsigned long long>(run.train_set->size()),
@@ -78,7 +99,7 @@ void print_finetune_line(const TrainRun& run) {
 void print_run_start(const TrainRun& run) {
   const TrainOptions& o = run.o;
   if (!run.root) return;
-  const char* command = o.finetune ? "finetune" : "train";
+  const char* command = o.align ? "align" : o.finetune ? "finetune" : "train";
   if (run.world > 1) {
     std::printf("ember %s: %lld ranks x %d threads, %s\n", command,
                 static_cast<long long>(run.world), omp_get_max_threads(),
@@ -200,7 +221,10 @@ void print_summary(TrainRun& run, const RunTally& tally) {
   std::printf("done: %lld steps, %lld tokens in %.1f s", static_cast<long long>(run.step),
               static_cast<long long>(run.tokens_seen), seconds);
   if (trained) std::printf("; final loss %.4f", tally.last_loss);
-  if (tally.have_eval) {
+  if (tally.have_eval && o.align) {
+    std::printf(", val loss %.4f (reward accuracy %.3f)", tally.last_eval.loss,
+                tally.last_eval.bits_per_byte);
+  } else if (tally.have_eval) {
     std::printf(", val loss %.4f (%.3f bits/%s)", tally.last_eval.loss,
                 tally.last_eval.bits_per_byte, run.tokenizer ? "byte" : "token");
   }

@@ -11,13 +11,15 @@ namespace {
 
 // The steps after the claim on --out: `setup` (the data), the model, its optimizer and state,
 // then the loop. A failure before the first step takes back a folder the claim created.
-template <class Setup>
-int build_and_train(TrainRun& run, Setup&& setup) {
+// `after` runs once the model and its state are in place (ember align's reference).
+template <class Setup, class After = void (*)()>
+int build_and_train(TrainRun& run, Setup&& setup, After&& after = [] {}) {
   try {
     setup();
     print_resume_notes(run);         // what --resume changed
     build_model_and_optimizer(run);  // weights from rank 0; reducer and AdamW
     restore_training_state(run);     // --resume: moments, step, tokens, dropout offset
+    after();
   } catch (...) {
     discard_created_out(run);
     throw;
@@ -64,6 +66,25 @@ int run_finetune(TrainOptions o, dist::Communicator& comm) {
   open_chat_data(run);            // read, held out, rendered: a bad line writes nothing in --out
   claim_out_folder(run);          // memory, lock, no other run's checkpoints
   return build_and_train(run, [] {});
+}
+
+int run_align(TrainOptions o) {
+  dist::Communicator single(dist::Launch::Single);
+  return run_align(std::move(o), single);
+}
+
+int run_align(TrainOptions o, dist::Communicator& comm) {
+  o.finetune = o.align = true;
+  TrainProgress::check_setting();  // EMBER_PROGRESS
+  TrainRun run(std::move(o), comm);
+  resolve_model_source(run);       // --base or --resume; options checked
+  fingerprint_data(run);           // compared with the resumed run's
+  check_ranks_agree_on_run(run);   // under mpirun: options, model config, data
+  choose_chat_tokenizer(run);      // the base's
+  open_preference_data(run);       // read, rendered, held out: a bad line writes nothing in --out
+  check_reference_vocabulary(run);  // --ref scores the policy's token ids
+  claim_out_folder(run);           // memory, lock, no other run's checkpoints
+  return build_and_train(run, [] {}, [&] { prepare_reference_logps(run); });
 }
 
 }  // namespace ember::apps

@@ -32,4 +32,12 @@ int run_train(TrainOptions options);
 int run_finetune(TrainOptions options, dist::Communicator& comm);
 int run_finetune(TrainOptions options);
 
+// `ember align` (docs/cli.md#alignment): a fine-tuning run (options.finetune and options.align
+// are set) on preference pairs: each step's loss is the pair loss (options.loss) averaged over
+// the step's pairs of all micro-batches and ranks, against reference log-probabilities computed
+// once before the first step (kept in OUT/ref_logps.json); pairs held out by --val-fraction are
+// the validation. Returns and throws as run_train.
+int run_align(TrainOptions options, dist::Communicator& comm);
+int run_align(TrainOptions options);
+
 }  // namespace ember::apps

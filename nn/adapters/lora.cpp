@@ -11,6 +11,14 @@
 
 namespace ember::nn {
 
+namespace {
+thread_local bool adapters_off = false;
+}  // namespace
+
+AdaptersOffGuard::AdaptersOffGuard() : previous_(adapters_off) { adapters_off = true; }
+AdaptersOffGuard::~AdaptersOffGuard() { adapters_off = previous_; }
+bool AdaptersOffGuard::active() { return adapters_off; }
+
 static void check_options(const LoRAOptions& o) {
   EMBER_CHECK(o.r >= 1, "LoRA: r must be >= 1, got ", o.r);
   EMBER_CHECK(o.alpha > 0, "LoRA: alpha must be > 0, got ", o.alpha);
@@ -45,6 +53,11 @@ Variable LoRAAdapter::dropout_input(const Variable& x) const {
 }
 
 Variable LoRAAdapter::forward(const Variable& x) const {
+  if (adapters_off) {
+    Shape shape = x.shape();
+    shape.back() = lora_B().size(0);
+    return Variable(Tensor::zeros(shape, x.dtype()));
+  }
   return mul_scalar(lora_b_->forward(lora_a_->forward(dropout_input(x))), scale());
 }
 
@@ -81,6 +94,7 @@ const Variable& LoRALinear::base_bias() const {
 }
 
 Variable LoRALinear::forward(const Variable& x) const {
+  if (adapters_off) return base_module().forward(x);
   return add(base_module().forward(x), LoRAAdapter::forward(x));
 }
 

@@ -13,6 +13,21 @@
 
 namespace ember::nn {
 
+// While one lives on this thread, every adapter is switched off: a LoRALinear computes its base
+// alone and a LoRAAdapter adds nothing, so the model is its base (the reference model of
+// preference optimisation, docs/model.md#lora) without a second copy of it.
+class AdaptersOffGuard {
+ public:
+  AdaptersOffGuard();
+  ~AdaptersOffGuard();
+  AdaptersOffGuard(const AdaptersOffGuard&) = delete;
+  AdaptersOffGuard& operator=(const AdaptersOffGuard&) = delete;
+  static bool active();
+
+ private:
+  bool previous_;
+};
+
 struct LoRAOptions {
   int64_t r = 8;
   double alpha = 16;
@@ -26,7 +41,7 @@ class LoRAAdapter : public UnaryModule {
   // feeds the dropout on x (train mode only; required when dropout > 0).
   LoRAAdapter(int64_t in, int64_t out, const LoRAOptions& options, Generator& gen, DType dtype,
               std::shared_ptr<Generator> dropout_gen = nullptr);
-  // The update alone.
+  // The update alone (zeros under an AdaptersOffGuard).
   Variable forward(const Variable& x) const override;
   // dropout(x) as the update sees it (x itself in eval mode or with dropout 0).
   Variable dropout_input(const Variable& x) const;
@@ -44,7 +59,7 @@ class LoRAAdapter : public UnaryModule {
   std::shared_ptr<Dropout> dropout_;
 };
 
-// base(x) + delta(x). The base's parameters are shared under this module's own names (the
+// base(x) + delta(x) (base(x) alone under an AdaptersOffGuard). The base's parameters are shared under this module's own names (the
 // base is not a child, so no extra name level); its weight and bias are frozen
 // (requires_grad false), its added rows (nn/adapters/adapters.h add_vocab_rows) are not.
 class LoRALinear : public LoRAAdapter {
