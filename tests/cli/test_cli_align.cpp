@@ -45,25 +45,11 @@ Run align(const TempDir& dir, const std::string& args) {
   return r;
 }
 
-// n chat pairs with prompts and answers of different lengths; line `dropped` (1-based; 0: none)
-// has a prompt so long that no completion token is inside T+1 = 33 ids.
-void write_pairs(const std::string& path, int n, int dropped = 0) {
-  std::ofstream f(path);
-  for (int i = 1; i <= n; ++i) {
-    const std::string prompt = i == dropped ? std::string(60, 'p') : "q" + std::to_string(i);
-    const std::string good(static_cast<size_t>(1 + (5 * i) % 9), static_cast<char>('a' + i % 26));
-    const std::string bad(static_cast<size_t>(2 + (3 * i) % 7), static_cast<char>('z' - i % 26));
-    f << R"({"prompt": [{"role": "user", "content": ")" << prompt << R"("}], "chosen": [{"role": )"
-      << R"("assistant", "content": ")" << good << R"("}], "rejected": [{"role": "assistant", )"
-      << R"("content": ")" << bad << "\"}]}\n";
-  }
-}
-
 // Base and pairs in dir; a small LoRA run into dir/out.
 std::string pair_args(const TempDir& dir, const std::string& out,
                       const std::string& pairs = "pairs.jsonl") {
   if (!fs::exists(dir / "base.h5")) ember::testing::write_chat_base(dir / "base.h5");
-  if (!fs::exists(dir / "pairs.jsonl")) write_pairs(dir / "pairs.jsonl", 12);
+  if (!fs::exists(dir / "pairs.jsonl")) ember::testing::write_pair_data(dir / "pairs.jsonl", 12);
   return "--base " + (dir / "base.h5") + " --data " + (dir / pairs) + " --out " +
          (dir / out) + " --batch-size 2 --seq-len 32 --lr 1e-2 --warmup 1 --schedule constant";
 }
@@ -186,7 +172,7 @@ TEST_CASE("ember align --resume continues bit for bit and reads the reference lo
 
 TEST_CASE("ember align reports dropped pairs and pairs cut to T+1", "[cli][align]") {
   TempDir dir("cli_align_dropped");
-  write_pairs(dir / "pairs.jsonl", 12, 5);
+  ember::testing::write_pair_data(dir / "pairs.jsonl", 12, 5);
   const Run r = align(dir, pair_args(dir, "run") + " --steps 1 --val-fraction 0 --seq-len 24");
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);

@@ -8,11 +8,14 @@
 //                                     relative error of LIMIT (1e-5 by default) of B's
 //                                     (exit 1 otherwise)
 //   train_parity_tool chat DIR        writes DIR/base.h5 and DIR/chat.jsonl
+//   train_parity_tool pairs DIR       writes DIR/base.h5 and DIR/pairs.jsonl (24 pairs)
 //   (tests/finetune_testing.h)
 //   train_parity_tool metrics A B     run folders A and B logged the same steps with the same
 //                                     trained tokens (train: tokens), loss (relative 1e-6),
 //                                     gradient norm (1e-5) and, where both validated, validation
-//                                     loss (1e-6)
+//                                     loss (1e-6); ember align's rewards/margins and
+//                                     rewards/accuracy (and their val_ values) within 1e-6
+//                                     absolute
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -67,6 +70,13 @@ int compare_metrics(const char* a_dir, const char* b_dir) {
       const double va = a[i].at("val_loss"), vb = b[i].at("val_loss");
       std::printf("step %d: validation loss %.9g vs %.9g\n", a[i].at("step").get<int>(), va, vb);
       same = same && near(va, vb, 1e-6);
+    }
+    for (const char* key : {"rewards/margins", "rewards/accuracy", "val_rewards/margins",
+                            "val_rewards/accuracy"}) {  // ember align's records
+      if (!a[i].contains(key) || !b[i].contains(key)) continue;
+      const double ra = a[i].at(key), rb = b[i].at(key);
+      std::printf("step %d: %s %.9g vs %.9g\n", a[i].at("step").get<int>(), key, ra, rb);
+      same = same && std::abs(ra - rb) <= 1e-6;
     }
     if (!same) return 1;
   }
@@ -137,10 +147,17 @@ int main(int argc, char** argv) {
     testing::write_chat_data((std::filesystem::path(argv[2]) / "chat.jsonl").string());
     return 0;
   }
+  if (mode == "pairs" && argc == 3) {
+    std::filesystem::create_directories(argv[2]);
+    testing::write_chat_base((std::filesystem::path(argv[2]) / "base.h5").string());
+    testing::write_pair_data((std::filesystem::path(argv[2]) / "pairs.jsonl").string(), 24);
+    return 0;
+  }
   if (mode == "metrics" && argc == 4) return compare_metrics(argv[2], argv[3]);
   std::fprintf(
       stderr,
       "usage: train_parity_tool data DIR [SEED] | bad-state CKPT | compare A B [LIMIT] | chat DIR | "
+      "pairs DIR | "
       "metrics A B\n");
   return 2;
 }

@@ -1,7 +1,8 @@
-// Fixtures of the `ember finetune` tests (tests/apps/test_finetune.cpp, test_cli_finetune.cpp,
-// tests/mpi/train_parity_tool.cpp): a tiny base checkpoint whose tokenizer is the byte
-// tokenizer plus <|endoftext|>, <|im_start|>, <|im_end|>, and chat JSONL whose conversations
-// have different lengths (rows padded differently, some cut at T+1) and trained-token counts.
+// Fixtures of the `ember finetune` and `ember align` tests (tests/apps/test_finetune.cpp,
+// test_cli_finetune.cpp, test_cli_align.cpp, tests/mpi/train_parity_tool.cpp): a tiny base
+// checkpoint whose tokenizer is the byte tokenizer plus <|endoftext|>, <|im_start|>,
+// <|im_end|>, chat JSONL whose conversations have different lengths (rows padded differently,
+// some cut at T+1) and trained-token counts, and preference pairs of different lengths.
 #pragma once
 #include <cstdint>
 #include <fstream>
@@ -63,6 +64,22 @@ inline void write_chat_data(const std::string& path, int n = 24) {
     if (i % 3 == 0) f << R"({"role": "system", "content": "be brief"}, )";
     f << R"({"role": "user", "content": "q)" << i << R"("}, {"role": "assistant", "content": ")"
       << answer << "\"}]}\n";
+  }
+}
+
+// n chat-form preference pairs (docs/formats.md#preference-data-jsonl) whose prompts and
+// answers have different lengths; line `dropped` (1-based; 0: none) has a prompt of 60
+// letters, so that no completion token is within T+1 <= 65 ids of it.
+inline void write_pair_data(const std::string& path, int n, int dropped = 0) {
+  std::ofstream f(path);
+  for (int i = 1; i <= n; ++i) {
+    std::string prompt = std::to_string(i);  // "q<i>", or 60 letters on the dropped line
+    prompt = i == dropped ? std::string(60, 'p') : prompt.insert(0, 1, 'q');
+    const std::string good(static_cast<size_t>(1 + (5 * i) % 9), static_cast<char>('a' + i % 26));
+    const std::string bad(static_cast<size_t>(2 + (3 * i) % 7), static_cast<char>('z' - i % 26));
+    f << R"({"prompt": [{"role": "user", "content": ")" << prompt << R"("}], "chosen": [{"role": )"
+      << R"("assistant", "content": ")" << good << R"("}], "rejected": [{"role": "assistant", )"
+      << R"("content": ")" << bad << "\"}]}\n";
   }
 }
 

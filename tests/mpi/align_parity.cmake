@@ -1,0 +1,63 @@
+# Data-parallel `ember align` (docs/model.md#loss-of-an-alignment-step) against one process on a
+# tiny base and 24 preference pairs of different lengths, in the default (shuffled) order, the
+# same for every world size: mpirun -np 2 with batch 2 logs the loss, gradient norm, reward
+# margins and accuracy (also on the held-out pairs) of batch 4 and of batch 2 x grad-accum 2 on
+# one process and ends with their parameters (relative error < 1e-5 per tensor): LoRA dpo (the
+# reference: the base with the adapters off, its log-probabilities shared among the ranks),
+# LoRA orpo and --full simpo; a LoRA run saved at W = 2 resumes at W = 1 to the unbroken run (the reference
+# read back from OUT/ref_logps.json); a bad pair line fails every rank with its message,
+# never a hang, and writes no --out.
+# Variables: EMBER, TOOL, MPIRUN, WORK.
+include(${CMAKE_CURRENT_LIST_DIR}/failed_job.cmake)
+file(REMOVE_RECURSE ${WORK})
+set(mpirun ${MPIRUN} --oversubscribe --bind-to none)
+
+run("data" ${TOOL} pairs ${WORK})
+set(common align --base ${WORK}/base.h5 --data ${WORK}/pairs.jsonl --seq-len 32 --steps 4
+    --warmup 1 --lr 1e-2 --val-fraction 0.25 --eval-every 2 --log-every 2)
+set(final step_00000004.h5)
+
+# LoRA dpo.
+run("dpo W=1 B=4" ${EMBER} ${common} --batch-size 4 --out ${WORK}/dpo1)
+run("dpo W=1 B=2 A=2" ${EMBER} ${common} --batch-size 2 --grad-accum 2 --out ${WORK}/dpo1a2)
+run("dpo W=2 B=2" ${mpirun} -np 2 ${EMBER} ${common} --batch-size 2 --save-every 2 --check-every 1
+    --out ${WORK}/dpo2)
+run("dpo W=2 = W=1 B=4: steps" ${TOOL} metrics ${WORK}/dpo2 ${WORK}/dpo1)
+run("dpo W=2 = W=1 A=2: steps" ${TOOL} metrics ${WORK}/dpo2 ${WORK}/dpo1a2)
+run("dpo W=2 = W=1 B=4: adapters" ${TOOL} compare ${WORK}/dpo2/${final} ${WORK}/dpo1/${final})
+run("dpo W=2 = W=1 A=2: adapters" ${TOOL} compare ${WORK}/dpo2/${final} ${WORK}/dpo1a2/${final})
+file(READ ${WORK}/dpo1/ref_logps.json ref1)
+file(READ ${WORK}/dpo2/ref_logps.json ref2)
+if(NOT ref1 STREQUAL ref2)
+  message(FATAL_ERROR "the reference log-probabilities of W = 2 differ from one process's")
+endif()
+
+# No reference: LoRA orpo, --full simpo. (--full dpo and orpo at --lr 1e-2 end 1-3e-5 apart
+# after 4 steps, with step 1's gradient norms 1e-8 apart: their small, cancelling gradients let
+# AdamW's first steps amplify the order of the sums over ranks.)
+foreach(mode "orpo" "simpo;--full")
+  list(GET mode 0 loss)
+  string(REPLACE ";" " " name "${mode}")
+  run("${name} W=1 B=4" ${EMBER} ${common} --loss ${mode} --batch-size 4 --out ${WORK}/${loss}1)
+  run("${name} W=2 B=2" ${mpirun} -np 2 ${EMBER} ${common} --loss ${mode} --batch-size 2
+      --out ${WORK}/${loss}2)
+  run("${name} W=2 = W=1: steps" ${TOOL} metrics ${WORK}/${loss}2 ${WORK}/${loss}1)
+  run("${name} W=2 = W=1: weights" ${TOOL} compare ${WORK}/${loss}2/${final} ${WORK}/${loss}1/${final})
+endforeach()
+
+# Resume the W = 2 dpo run's step 2 on one process with --batch-size 4.
+file(MAKE_DIRECTORY ${WORK}/resume)
+file(COPY ${WORK}/dpo2/step_00000002.h5 ${WORK}/dpo2/ref_logps.json DESTINATION ${WORK}/resume)
+file(WRITE ${WORK}/resume/latest "step_00000002.h5\n")
+run("resume at W=1" ${EMBER} align --resume ${WORK}/resume --batch-size 4)
+run("resumed = unbroken" ${TOOL} compare ${WORK}/resume/${final} ${WORK}/dpo1/${final})
+
+file(WRITE ${WORK}/bad.jsonl "{\"prompt\": \"a\", \"chosen\": \"b\", \"rejected\": \"c\"}\n{not json\n")
+execute_process(COMMAND ${mpirun} -np 2 ${EMBER} align --base ${WORK}/base.h5 --data ${WORK}/bad.jsonl
+                        --seq-len 32 --out ${WORK}/bad
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+check_failed_job("a bad pair line" "bad.jsonl line 2" "${rc}" "${out}${err}")
+if(EXISTS ${WORK}/bad)
+  message(FATAL_ERROR "a bad pair line: --out was written")
+endif()
+file(REMOVE_RECURSE ${WORK})
