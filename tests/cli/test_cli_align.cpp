@@ -75,7 +75,13 @@ TEST_CASE("ember align trains every loss and logs its metrics, on the steps and 
   for (const std::string loss : {"dpo", "ipo", "simpo", "orpo"}) {
     SECTION(loss) {
       TempDir dir("cli_align_" + loss);
-      const Run r = align(dir, pair_args(dir, "run") + " --steps 3 --eval-every 3 --val-fraction 0.25 --loss " + loss);
+      // Each loss's own option, and the SFT term on two of them.
+      const std::string extra = loss == "dpo"     ? " --label-smoothing 0.1"
+                                : loss == "simpo" ? " --simpo-gamma 0.3 --sft-weight 0.5"
+                                : loss == "orpo"  ? " --sft-weight 0.5"
+                                                  : "";
+      const Run r = align(dir, pair_args(dir, "run") + " --steps 3 --eval-every 3 --val-fraction 0.25 --loss " +
+                                   loss + extra);
       INFO(r.out << r.err);
       REQUIRE(r.code == 0);
       CHECK(r.out.find("ember align: ") != std::string::npos);
@@ -105,6 +111,9 @@ TEST_CASE("ember align trains every loss and logs its metrics, on the steps and 
       const json a = align_config_of(dir / "run/step_00000003.h5");
       CHECK(a.at("loss") == loss);
       CHECK(a.at("beta").get<double>() == (loss == "simpo" ? 2.0 : 0.1));
+      CHECK(a.at("sft_weight").get<double>() == (loss == "simpo" || loss == "orpo" ? 0.5 : 0.0));
+      if (loss == "dpo") CHECK(a.at("label_smoothing").get<double>() == 0.1);
+      if (loss == "simpo") CHECK(a.at("simpo_gamma").get<double>() == 0.3);
       CHECK(fs::exists(dir / "run/ref_logps.json") == (loss == "dpo" || loss == "ipo"));
       CHECK(fs::exists(dir / "run/loss.svg"));
     }
@@ -113,13 +122,21 @@ TEST_CASE("ember align trains every loss and logs its metrics, on the steps and 
 
 TEST_CASE("ember align --loss dpo: the first step is log 2 with rewards 0 when the policy is the reference",
           "[cli][align]") {
-  for (const std::string mode : {"lora", "full"}) {
+  // The reference: the base under the adapters (LoRA, QLoRA; with the rows --add-chat-tokens
+  // added), the model before its first step (--full), or --ref naming the base.
+  for (const std::string mode : {"lora", "qlora", "full", "ref", "chat-tokens"}) {
     SECTION(mode) {
       TempDir dir("cli_align_log2_" + mode);
-      const Run r = align(dir, pair_args(dir, "run") + " --steps 1 --grad-accum 2 --val-fraction 0.25" +
-                                   (mode == "full" ? " --full" : ""));
+      if (mode == "chat-tokens") ember::testing::write_base_without_chat_tokens(dir / "base.h5");
+      const std::string extra = mode == "full"          ? " --full"
+                                : mode == "qlora"       ? " --quantize nf4 --lora-targets q,v,down"
+                                : mode == "ref"         ? " --ref " + (dir / "base.h5")
+                                : mode == "chat-tokens" ? " --add-chat-tokens"
+                                                        : "";
+      const Run r = align(dir, pair_args(dir, "run") + " --steps 1 --grad-accum 2 --val-fraction 0.25" + extra);
       INFO(r.out << r.err);
       REQUIRE(r.code == 0);
+      if (mode == "chat-tokens") CHECK(r.out.find(" new vocabulary rows") != std::string::npos);
       const std::vector<json> m = metrics(dir / "run/metrics.jsonl");
       REQUIRE(m.size() == 2);
       CHECK(std::abs(m[1].at("loss").get<double>() - std::log(2.0)) < 1e-6);
