@@ -61,6 +61,39 @@ std::vector<RunMetrics::Point> smoothed(const std::vector<RunMetrics::Point>& po
   return out;
 }
 
+// ember align's reward metrics of a record: train ones beside "loss", held-out ones beside
+// "val_loss" (each dropped from `step` on first when a resumed run repeats it).
+void read_rewards(const json& record, double step, double tokens, const std::string& where,
+                  RunMetrics& run) {
+  const std::pair<const char*, std::vector<RunMetrics::Point>*> keys[] = {
+      {"rewards/margins", &run.margin},
+      {"rewards/accuracy", &run.accuracy},
+      {"val_rewards/margins", &run.val_margin},
+      {"val_rewards/accuracy", &run.val_accuracy}};
+  for (const auto& [key, points] : keys) {
+    if (!record.contains(key)) continue;
+    truncate_from(*points, step);
+    points->push_back({step, tokens, number_field(record, key, where)});
+  }
+}
+
+// The row of an alignment run: reward margin and reward accuracy against steps.
+void add_reward_row(const std::vector<RunMetrics>& runs, Figure& f) {
+  Panel margin{"Reward margin against steps", "step", "rewards/margins", false, true, {}};
+  Panel accuracy{"Reward accuracy against steps", "step", "rewards/accuracy", false, true, {}};
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const RunMetrics& r = runs[i];
+    const char* color = kColors[i % std::size(kColors)];
+    margin.series.push_back(series_of(r.margin, false, color, false));
+    margin.series.push_back(series_of(r.val_margin, false, color, true));
+    accuracy.series.push_back(series_of(r.accuracy, false, color, false));
+    accuracy.series.push_back(series_of(r.val_accuracy, false, color, true));
+  }
+  f.panels.push_back(margin);
+  f.panels.push_back(accuracy);
+  f.row_heights.push_back(230);
+}
+
 // The folder's own name ("runs/quick/" -> "quick").
 std::string folder_name(const std::string& dir) {
   fs::path p = fs::path(dir).lexically_normal();
@@ -102,6 +135,8 @@ RunMetrics read_run_metrics(const std::string& run_dir) {
         truncate_from(run.train_loss, step);
         truncate_from(run.lr, step);
         truncate_from(run.val_loss, step);
+        for (auto* rewards : {&run.margin, &run.accuracy, &run.val_margin, &run.val_accuracy})
+          truncate_from(*rewards, step);
       }
       run.train_loss.push_back({step, tokens, number_field(record, "loss", where)});
       if (record.contains("lr"))
@@ -115,6 +150,7 @@ RunMetrics read_run_metrics(const std::string& run_dir) {
       }
       run.val_loss.push_back({step, tokens, number_field(record, "val_loss", where)});
     }
+    read_rewards(record, step, tokens, where, run);
   }
   EMBER_CHECK(
       !run.train_loss.empty() || !run.val_loss.empty(), file,
@@ -162,6 +198,8 @@ Figure training_figure(const std::vector<RunMetrics>& runs, const TrainingPlotOp
                  "values faint";
   }
   f.panels = {loss_steps, loss_tokens, lr_steps, lr_tokens};
+  if (std::any_of(runs.begin(), runs.end(), [](const RunMetrics& r) { return !r.margin.empty(); }))
+    add_reward_row(runs, f);
   return f;
 }
 

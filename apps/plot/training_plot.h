@@ -1,7 +1,9 @@
 // The training-curves figure of `ember plot` and `ember train`: each run's
 // OUT/metrics.jsonl read into series, then train and validation loss (top)
-// and the learning rate (bottom) against steps (left) and tokens (right),
-// one colour per run, written as a standalone SVG (apps/plot/svg_plot.h).
+// and the learning rate (below) against steps (left) and tokens (right),
+// one colour per run; runs of `ember align` add a row: the reward margin and the
+// reward accuracy against steps (train and held-out). Written as a standalone SVG
+// (apps/plot/svg_plot.h).
 #pragma once
 #include <string>
 #include <vector>
@@ -21,6 +23,8 @@ struct RunMetrics {
     double step, tokens, value;
   };
   std::vector<Point> train_loss, lr, val_loss;
+  // ember align's records: "rewards/margins", "rewards/accuracy" and their "val_" values.
+  std::vector<Point> margin, accuracy, val_margin, val_accuracy;
 };
 
 // Reads RUN_DIR/metrics.jsonl. ember::Error (naming the file) when it is

@@ -460,3 +460,36 @@ TEST_CASE(
   for (const auto& e : fs::directory_iterator(dir / "run2"))  // no temporary left
     CHECK(e.path().filename().string().find(".tmp") == std::string::npos);
 }
+
+TEST_CASE("ember align's runs: a row of reward margin and accuracy, train and held-out", "[plot]") {
+  TempDir dir("plot");
+  // Steps 1..4 with validation at 0, 2 and 4; resumed from step 2 (steps 3 and 4 again).
+  std::string text = "{\"step\":0,\"tokens\":0,\"val_loss\":0.69,\"val_rewards/margins\":0,"
+                     "\"val_rewards/accuracy\":0}\n";
+  for (const int step : {1, 2, 3, 4, 3, 4}) {
+    text += "{\"step\":" + std::to_string(step) + ",\"tokens\":" + std::to_string(64 * step) +
+            ",\"loss\":0.6,\"lr\":0.01,\"rewards/margins\":" + std::to_string(0.1 * step) +
+            ",\"rewards/accuracy\":0.5";
+    if (step % 2 == 0) text += ",\"val_loss\":0.6,\"val_rewards/margins\":0.05,\"val_rewards/accuracy\":0.75";
+    text += "}\n";
+  }
+  write_text(dir / "a/metrics.jsonl", text);
+  const RunMetrics run = read_run_metrics(dir / "a");
+  REQUIRE(run.margin.size() == 4);
+  CHECK(run.margin[3].value == Approx(0.4));
+  CHECK(run.accuracy.size() == 4);
+  REQUIRE(run.val_margin.size() == 3);
+  CHECK(run.val_margin[0].step == 0);
+  CHECK(run.val_accuracy.back().value == 0.75);
+  const Figure f = training_figure({run}, {});
+  REQUIRE(f.panels.size() == 6);
+  CHECK(f.panels[4].title == "Reward margin against steps");
+  CHECK(f.panels[5].title == "Reward accuracy against steps");
+  REQUIRE(f.panels[4].series.size() == 2);
+  CHECK(f.panels[4].series[0].points.size() == 4);
+  CHECK(f.panels[4].series[1].dashed);
+  CHECK(f.row_heights.size() == 3);
+  // Other runs keep their two rows.
+  write_text(dir / "t/metrics.jsonl", metrics_lines(1, 5));
+  CHECK(training_figure({read_run_metrics(dir / "t")}, {}).panels.size() == 4);
+}
