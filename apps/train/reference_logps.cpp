@@ -57,6 +57,8 @@ std::vector<double> side_logps(TrainRun& run, nn::Transformer& model,
 
 // The reference's log-probabilities of the training and held-out pairs.
 void compute(TrainRun& run) {
+  // ZeRO-3: every parameter resident while the ranks score different batches (collective).
+  const HeldParameters held(run.optimization);
   const std::vector<data::PreferencePair> none;
   const auto score = [&](nn::Transformer& model) {
     run.ref_logps = side_logps(run, model, *run.pairs);

@@ -4,7 +4,7 @@
 # margins and accuracy (also on the held-out pairs) of batch 4 and of batch 2 x grad-accum 2 on
 # one process and ends with their parameters (relative error < 1e-5 per tensor): LoRA dpo (the
 # reference: the base with the adapters off, its log-probabilities shared among the ranks),
-# LoRA orpo and --full simpo; a LoRA run saved at W = 2 resumes at W = 1 to the unbroken run (the reference
+# LoRA orpo and --full simpo; --full dpo under ZeRO-3 (steps and reference); a LoRA run saved at W = 2 resumes at W = 1 to the unbroken run (the reference
 # read back from OUT/ref_logps.json); a bad pair line fails every rank with its message,
 # never a hang, and writes no --out.
 # Variables: EMBER, TOOL, MPIRUN, WORK.
@@ -44,6 +44,18 @@ foreach(mode "orpo" "simpo;--full")
   run("${name} W=2 = W=1: steps" ${TOOL} metrics ${WORK}/${loss}2 ${WORK}/${loss}1)
   run("${name} W=2 = W=1: weights" ${TOOL} compare ${WORK}/${loss}2/${final} ${WORK}/${loss}1/${final})
 endforeach()
+
+# --full dpo under ZeRO-3: the ranks score the reference's batches in turns with every
+# parameter held (the held-out pairs give them different numbers of batches).
+run("dpo --full W=1" ${EMBER} ${common} --full --lr 1e-3 --batch-size 4 --out ${WORK}/full1)
+run("dpo --full W=2 ZeRO-3" ${mpirun} -np 2 ${EMBER} ${common} --full --lr 1e-3 --zero 3
+    --batch-size 2 --out ${WORK}/full2z3)
+run("dpo --full ZeRO-3 = W=1: steps" ${TOOL} metrics ${WORK}/full2z3 ${WORK}/full1)
+file(READ ${WORK}/full1/ref_logps.json ref1)
+file(READ ${WORK}/full2z3/ref_logps.json ref2)
+if(NOT ref1 STREQUAL ref2)
+  message(FATAL_ERROR "the reference log-probabilities under ZeRO-3 differ from one process's")
+endif()
 
 # Resume the W = 2 dpo run's step 2 on one process with --batch-size 4.
 file(MAKE_DIRECTORY ${WORK}/resume)
