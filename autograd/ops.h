@@ -44,6 +44,8 @@ Variable silu(const Variable& a);
 Variable gelu(const Variable& a);       // exact, erf
 Variable gelu_tanh(const Variable& a);  // tanh approximation
 Variable relu(const Variable& a);
+Variable log_sigmoid(const Variable& a);  // -softplus(-a) = min(a, 0) - log1p(e^-|a|); grad sigmoid(-a)
+Variable log1mexp(const Variable& a);     // log(1 - e^a), a < 0; grad -1 / expm1(-a)
 
 // --- gated linear units, fused (ops/glu.cpp) ----------------------------------------------------
 Variable swiglu(const Variable& gate, const Variable& up);  // silu(gate) * up
@@ -144,6 +146,13 @@ CrossEntropyResult cross_entropy(const Variable& logits, const Tensor& targets,
 // whatever norm; norm <= 0 with a non-zero weight is an error.
 CrossEntropyResult cross_entropy(const Variable& logits, const Tensor& targets,
                                  const Tensor& weight, double norm, double z_loss_coef = 0);
+// Per-row token log-probabilities of logits [N, V] (float32 or float64) at int targets [N],
+// weighted by weight [N] (e.g. a 0/1 scored mask; not differentiated), fused as cross_entropy:
+//   out_n = w_n log softmax(z_n)[y_n] = w_n (z_n[y_n] - logsumexp(z_n))          -> [N]
+//   dz_n  = g_n w_n (onehot(y_n) - softmax(z_n))
+// One pass per row; only the row logsumexp is saved (no [N, V] log-softmax). Rows with
+// w_n = 0 give 0 (targets unread, gradient 0). docs/model.md#log-probabilities-of-a-side
+Variable token_logprobs(const Variable& logits, const Tensor& targets, const Tensor& weight);
 // Inverted dropout: zeroes each element with probability p (Philox counter seed, offset + i)
 // and scales the rest by 1 / (1 - p).
 Variable dropout(const Variable& x, double p, uint64_t seed, uint64_t offset);

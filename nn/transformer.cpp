@@ -122,8 +122,7 @@ Variable Transformer::add_positions(const Variable& x, int64_t T) const {
   return x;
 }
 
-Variable Transformer::head(const Variable& x) const {
-  const Variable h = final_norm_->forward(x);
+Variable Transformer::head(const Variable& h) const {
   std::function<void()> table_read;
   if (residency_) table_read = [r = residency_] { r->tied_table_read(); };
   Variable logits = lm_head_ ? lm_head_->forward(h) : embed_tokens_->project(h, std::move(table_read));
@@ -134,24 +133,34 @@ Variable Transformer::head(const Variable& x) const {
   return logits;
 }
 
-ModelOutput Transformer::forward(const Tensor& ids, const Tensor& real) const {
+Variable Transformer::trunk(const Tensor& ids, const Tensor& real,
+                            std::vector<MoEAux>& moe_aux) const {
   EMBER_CHECK(ids.dim() == 2, "Transformer: token ids must be [B, T], got ", shape_str(ids.shape()));
   const int64_t T = ids.size(1);
   EMBER_CHECK(T <= cfg_.max_seq_len, "Transformer: sequence length ", T, " exceeds max_seq_len ",
               cfg_.max_seq_len);
-  ModelOutput out;
   if (residency_) residency_->forward_begins();
   Variable x = add_positions(embed_tokens_->forward(ids), T);  // [B, T, C]
   EMBER_CHECK(!real.defined() || real.shape() == ids.shape(),
               "Transformer: the real-token mask of shape ", shape_str(real.shape()),
               " does not match the ids' ", shape_str(ids.shape()));
-  for (size_t i = 0; i < blocks_.size(); ++i) x = resident_block_forward(i, x, out.moe_aux, real);
+  for (size_t i = 0; i < blocks_.size(); ++i) x = resident_block_forward(i, x, moe_aux, real);
   if (residency_) {
     const std::shared_ptr<BlockResidency> r = residency_;
-    x = on_backward(x, [r] { r->after_head_backward(); });  // runs after every node of head()
+    x = on_backward(x, [r] { r->after_head_backward(); });  // runs after every node of the head
   }
-  out.logits = head(x);
+  return final_norm_->forward(x);
+}
+
+ModelOutput Transformer::forward(const Tensor& ids, const Tensor& real) const {
+  ModelOutput out;
+  out.logits = head(trunk(ids, real, out.moe_aux));
   return out;
+}
+
+Variable Transformer::hidden_states(const Tensor& ids, const Tensor& real) const {
+  std::vector<MoEAux> moe_aux;  // not used: a head on the hidden states adds no MoE terms
+  return trunk(ids, real, moe_aux);
 }
 
 void Transformer::set_activation_checkpointing(int64_t every) {

@@ -57,6 +57,9 @@ class Transformer : public Module {
   // real: optional float32 [B, T] mask of the real (non-padding) ids; the MoE losses are then
   // taken over those only (docs/model.md#loss-of-a-step).
   ModelOutput forward(const Tensor& ids, const Tensor& real = Tensor()) const;
+  // The final norm's output [B, T, C], the lm_head's input (forward's logits are the head of
+  // these, bit for bit): what a score or value head reads (nn/alignment/reward_model.h).
+  Variable hidden_states(const Tensor& ids, const Tensor& real = Tensor()) const;
   DType dtype() const { return dtype_; }
   // ce + z_loss_coef z + aux_loss_coef mean(aux) + router_z_loss_coef mean(router_z)
   // for targets [B, T].
@@ -118,8 +121,11 @@ class Transformer : public Module {
                          const Tensor& real) const;
   // Position embeddings (learned or sinusoidal) of positions 0 .. T - 1 added to x.
   Variable add_positions(const Variable& x, int64_t T) const;
-  // Final norm, lm_head (tied or not) and final soft-cap: x [B, T, C] -> [B, T, V].
-  Variable head(const Variable& x) const;
+  // Embedding, positions, blocks and the final norm: ids [B, T] -> [B, T, C]; the MoE losses
+  // of its blocks appended to moe_aux.
+  Variable trunk(const Tensor& ids, const Tensor& real, std::vector<MoEAux>& moe_aux) const;
+  // lm_head (tied or not) and final soft-cap on the final norm's output: [B, T, C] -> [B, T, V].
+  Variable head(const Variable& h) const;
   // logits [B, T, V] as [B T, V], after checking targets [B, T].
   Variable flat_logits(const ModelOutput& out, const Tensor& targets) const;
   // terms (the cross-entropy's) plus moe_scale x (aux_loss_coef mean(aux) + router_z_loss_coef

@@ -6,6 +6,8 @@
 //   loss = sum_n w_n (ce_n + coef * z_n) / M
 //   dloss/dx = w_n ((softmax(x) - onehot(y)) + coef * 2 lse softmax(x)) / M
 // Only lse per row is saved; backward recomputes softmax from x and lse.
+// Token log-probabilities (the same row pass, no log-softmax kept), weights w [N]:
+//   out_n = w_n (x[n, y_n] - lse_n),   dx_n = g_n w_n (onehot(y_n) - softmax(x_n)).
 #include <cmath>
 
 #include "autograd/node.h"
@@ -83,23 +85,67 @@ void cross_entropy_backward(const T* x, const I* y, const double* w, const T* ls
   }
 }
 
+// out_n = w_n (x[n, y_n] - lse_n) with lse_n saved; rows with w_n = 0 give 0 and lse 0.
+template <class T, class I>
+void token_logprobs_forward(const T* x, const I* y, const double* w, T* out, T* lse, int64_t N,
+                            int64_t V) {
+#pragma omp parallel for if (N * V > kParallelGrain)
+  for (int64_t n = 0; n < N; ++n) {
+    out[n] = 0;
+    lse[n] = 0;
+    if (w[n] == 0) continue;
+    const T* xr = x + n * V;
+    const double l = row_logsumexp(xr, V);
+    lse[n] = static_cast<T>(l);
+    out[n] = static_cast<T>(w[n] * (static_cast<double>(xr[y[n]]) - l));
+  }
+}
+
+// dx row n = g_n w_n (onehot(y_n) - softmax(x_n)); 0 where w_n = 0.
+template <class T, class I>
+void token_logprobs_backward(const T* x, const I* y, const double* w, const T* lse, const T* g,
+                             T* dx, int64_t N, int64_t V) {
+#pragma omp parallel for if (N * V > kParallelGrain)
+  for (int64_t n = 0; n < N; ++n) {
+    T* d = dx + n * V;
+    if (w[n] == 0) {
+      for (int64_t i = 0; i < V; ++i) d[i] = 0;
+      continue;
+    }
+    const T s = static_cast<T>(static_cast<double>(g[n]) * w[n]);
+    row_scaled_softmax(x + n * V, lse[n], static_cast<T>(-s), d, V);
+    d[y[n]] += s;
+  }
+}
+
 // Shapes, and every target (of a row with a non-zero weight when w is given) inside [0, V).
-void check_cross_entropy_inputs(const Variable& logits, const Tensor& y, const double* w) {
-  EMBER_CHECK(logits.dim() == 2, "cross_entropy: logits must be [N, V], got ",
-              shape_str(logits.shape()));
+void check_row_targets(const char* op, const Variable& logits, const Tensor& y, const double* w) {
+  EMBER_CHECK(logits.dim() == 2, op, ": logits must be [N, V], got ", shape_str(logits.shape()));
   const int64_t N = logits.size(0), V = logits.size(1);
-  EMBER_CHECK(y.dim() == 1 && y.size(0) == N, "cross_entropy: targets of shape ",
-              shape_str(y.shape()), " do not match logits of shape ", shape_str(logits.shape()));
-  EMBER_CHECK(N > 0 && V > 0, "cross_entropy: empty logits ", shape_str(logits.shape()));
-  dispatch_index(y.dtype(), "cross_entropy targets", [&](auto itag) {
+  EMBER_CHECK(y.dim() == 1 && y.size(0) == N, op, ": targets of shape ", shape_str(y.shape()),
+              " do not match logits of shape ", shape_str(logits.shape()));
+  EMBER_CHECK(N > 0 && V > 0, op, ": empty logits ", shape_str(logits.shape()));
+  dispatch_index(y.dtype(), op, [&](auto itag) {
     using I = decltype(itag);
     const I* yp = y.data<I>();
     for (int64_t n = 0; n < N; ++n) {
       if (w != nullptr && w[n] == 0) continue;
-      EMBER_CHECK(yp[n] >= 0 && yp[n] < V, "cross_entropy: target ", static_cast<int64_t>(yp[n]),
+      EMBER_CHECK(yp[n] >= 0 && yp[n] < V, op, ": target ", static_cast<int64_t>(yp[n]),
                   " at row ", n, " is outside the vocabulary [0, ", V, ")");
     }
   });
+}
+
+// weight as float64 [N], every value finite, N = logits' rows.
+Tensor row_weights(const char* op, const Variable& logits, const Tensor& weight) {
+  EMBER_CHECK(logits.dim() == 2 && weight.defined() && weight.numel() == logits.size(0), op,
+              ": weight of shape ", shape_str(weight.shape()),
+              " does not hold one value per row of logits of shape ", shape_str(logits.shape()));
+  const Tensor w = weight.to(DType::Float64).contiguous();
+  const double* wp = w.data<double>();
+  for (int64_t n = 0; n < w.numel(); ++n)
+    EMBER_CHECK(std::isfinite(wp[n]), op, ": weight ", wp[n], " at row ", n, " is not finite");
+  return w;
 }
 
 // Both forms: w (float64 [N], or undefined for every weight 1) and the normaliser.
@@ -107,7 +153,7 @@ CrossEntropyResult cross_entropy_impl(const Variable& logits, const Tensor& targ
                                       double norm, double z_loss_coef) {
   const double* wp = w.defined() ? w.data<double>() : nullptr;
   const Tensor y = targets.contiguous();
-  check_cross_entropy_inputs(logits, y, wp);
+  check_row_targets("cross_entropy", logits, y, wp);
   const int64_t N = logits.size(0), V = logits.size(1);
   const Tensor x = logits.data().contiguous();
   Tensor lse = Tensor::empty({N}, x.dtype());
@@ -155,20 +201,47 @@ CrossEntropyResult cross_entropy(const Variable& logits, const Tensor& targets, 
 CrossEntropyResult cross_entropy(const Variable& logits, const Tensor& targets,
                                  const Tensor& weight, double norm, double z_loss_coef) {
   EMBER_PROFILE_SCOPE(kLossFamily);
-  EMBER_CHECK(logits.dim() == 2 && weight.defined() && weight.numel() == logits.size(0),
-              "cross_entropy: weight of shape ", shape_str(weight.shape()),
-              " does not hold one value per row of logits of shape ", shape_str(logits.shape()));
-  const Tensor w = weight.to(DType::Float64).contiguous();
+  const Tensor w = row_weights("cross_entropy", logits, weight);
   const double* wp = w.data<double>();
   bool any = false;
-  for (int64_t n = 0; n < w.numel(); ++n) {
-    EMBER_CHECK(std::isfinite(wp[n]), "cross_entropy: weight ", wp[n], " at row ", n,
-                " is not finite");
-    any = any || wp[n] != 0;
-  }
+  for (int64_t n = 0; n < w.numel(); ++n) any = any || wp[n] != 0;
   EMBER_CHECK(!any || norm > 0, "cross_entropy: the normaliser must be > 0 (got ", norm,
               ") when some weight is non-zero");
   return cross_entropy_impl(logits, targets, w, any ? norm : 0.0, z_loss_coef);
+}
+
+Variable token_logprobs(const Variable& logits, const Tensor& targets, const Tensor& weight) {
+  EMBER_PROFILE_SCOPE(kLossFamily);
+  const Tensor w = row_weights("token_logprobs", logits, weight);
+  const Tensor y = targets.contiguous();
+  check_row_targets("token_logprobs", logits, y, w.data<double>());
+  const int64_t N = logits.size(0), V = logits.size(1);
+  const Tensor x = logits.data().contiguous();
+  Tensor out = Tensor::empty({N}, x.dtype()), lse = Tensor::empty({N}, x.dtype());
+  dispatch_float(x.dtype(), "token_logprobs", [&](auto tag) {
+    using T = decltype(tag);
+    dispatch_index(y.dtype(), "token_logprobs targets", [&](auto itag) {
+      using I = decltype(itag);
+      token_logprobs_forward<T, I>(x.data<T>(), y.data<I>(), w.data<double>(), out.data<T>(),
+                                   lse.data<T>(), N, V);
+    });
+  });
+  return record("token_logprobs", {logits}, out,
+                [xs = SavedTensor(x), y, w, ls = SavedTensor(lse), N, V](const Tensor& g) -> Grads {
+                  const Tensor& xv = xs.get();
+                  const Tensor gc = g.contiguous();
+                  Tensor dx = Tensor::empty(xv.shape(), xv.dtype());
+                  dispatch_float(xv.dtype(), "token_logprobs backward", [&](auto tag) {
+                    using T = decltype(tag);
+                    dispatch_index(y.dtype(), "token_logprobs targets", [&](auto itag) {
+                      using I = decltype(itag);
+                      token_logprobs_backward<T, I>(xv.data<T>(), y.data<I>(), w.data<double>(),
+                                                    ls.get().data<T>(), gc.data<T>(),
+                                                    dx.data<T>(), N, V);
+                    });
+                  });
+                  return {dx};
+                });
 }
 
 }  // namespace ember
