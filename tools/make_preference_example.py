@@ -48,13 +48,13 @@ def split_half(quote):
     return quote[:cut], quote[cut + 1:]
 
 
-def chat_prefixes(path):
-    """Every message of the chat example, joined: a fortune whose start occurs in it is taken."""
+def chat_text(path):
+    """Every message of the chat example, joined: a fortune whose first 30 characters occur in it is taken."""
     with open(path, encoding="ascii") as f:
         return "\n".join(m["content"] for line in f for m in json.loads(line)["messages"])
 
 
-def pools(fortunes, chat_text, rng):
+def pools(fortunes, chat, rng):
     """Shuffled pools per kind: fortunes for training, and disjoint ones outside the chat example."""
     seen = set()
     unique = []
@@ -73,7 +73,7 @@ def pools(fortunes, chat_text, rng):
     out = {}
     for kind, pool in (("who", who), ("ending", ending)):
         rng.shuffle(pool)
-        fresh = [f for f in pool if f[1][:30] not in chat_text]
+        fresh = [f for f in pool if f[1][:30] not in chat]
         n_held = dict((k, h) for k, _, h in PLAN)[kind]
         held = fresh[:n_held]
         held_set = {f[1] for f in held}
@@ -132,10 +132,10 @@ def make_pairs(kind, fortunes, pool, rng):
     return pairs
 
 
-def build(fortunes, chat_text, seed):
+def build(fortunes, chat, seed):
     """(training pairs, held-out pairs, held-out pairs' kinds), each list shuffled."""
     rng = random.Random(seed)
-    pool = pools(fortunes, chat_text, rng)
+    pool = pools(fortunes, chat, rng)
     train, held, kinds = [], [], []
     for kind, n_train, n_held in PLAN:
         if kind == "sum":
@@ -188,7 +188,7 @@ def main():
     p.add_argument("--mc", default=os.path.join(root, "examples", "eval", "fortune_preferences_mc.jsonl"))
     p.add_argument("--seed", type=int, default=34)
     a = p.parse_args()
-    train, held, kinds, rng = build(read_fortunes(a.fortunes), chat_prefixes(a.chat), a.seed)
+    train, held, kinds, rng = build(read_fortunes(a.fortunes), chat_text(a.chat), a.seed)
     write_jsonl(os.path.join(a.out_dir, "fortune_pairs.jsonl"), train)
     write_jsonl(os.path.join(a.out_dir, "fortune_pairs_heldout.jsonl"), held)
     write_jsonl(a.mc, mc_items(held, kinds, rng))
