@@ -5,11 +5,16 @@ Pairs in the chat form of docs/formats.md (a prompt of messages ending with a us
 one assistant message as chosen and one as rejected), built from Debian's fortunes
 (/usr/share/games/fortunes, parsed as tools/make_chat_example.py does) and from sums, in the
 answer forms of the chat example (examples/chat/), so that its fine-tuned model starts
-from the right form and only has to learn which answer is the better one:
-- who:    "Who said: <quote>" -> "That was <its author>." against another author of the
-          pool (the 63 authors quoted at least 8 times, drawn in proportion to their quotes);
-- ending: "Finish this fortune: <first half> ..." -> "... <its real rest>" against the rest
-          of another fortune of similar length (within a factor 1.5);
+from the right form and only has to learn which answer is the better one. The chosen answer
+can be inferred from the prompt (a 3.3M model recalls neither authors nor endings: the
+default run's model scores 0.52 picking a quote's author after "-- "), and both answers of a
+pair are in the prompt, so copying alone does not tell them apart:
+- who:    "Two fortunes:" with two quotes and their authors ("<quote> -- <name>", in a random
+          order), then "Who said: <one of the quotes>" -> "That was <its author>." against
+          the other author (authors quoted at least 8 times, drawn in proportion to quotes);
+- ending: "Two fortunes:" with two fortunes of similar length (within a factor 1.5), then
+          "Finish this fortune: <first half of one> ..." -> "... <its rest>" against the
+          rest of the other;
 - sum:    "What is 3 + 4?" -> "3 + 4 = 7." against the same sum off by 1 to 3 (digits 0-9).
 A tenth of the prompts open with a system message, another tenth with an earlier exchange.
 Three files: examples/align/fortune_pairs.jsonl (training), fortune_pairs_heldout.jsonl
@@ -36,7 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_chat_example import SYSTEMS, person, read_fortunes  # noqa: E402
 
 # (kind, training pairs, held-out pairs)
-PLAN = [("who", 560, 80), ("ending", 640, 80), ("sum", 600, 80)]
+PLAN = [("who", 400, 80), ("ending", 400, 80), ("sum", 500, 80)]
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 
 
@@ -67,9 +72,9 @@ def pools(fortunes, chat, rng):
     for f in short:
         if person(f[2]):
             counts[person(f[2])] = counts.get(person(f[2]), 0) + 1
-    who = [f for f in short if person(f[2]) and counts[person(f[2])] >= 8]
+    who = [f for f in short if person(f[2]) and counts[person(f[2])] >= 8 and len(f[1]) <= 110]
     taken = {f[1] for f in who}
-    ending = [f for f in unique if 60 <= len(f[1]) <= 160 and len(f[1].split()) >= 8 and f[1] not in taken]
+    ending = [f for f in unique if 60 <= len(f[1]) <= 120 and len(f[1].split()) >= 8 and f[1] not in taken]
     out = {}
     for kind, pool in (("who", who), ("ending", ending)):
         rng.shuffle(pool)
@@ -81,19 +86,28 @@ def pools(fortunes, chat, rng):
     return out
 
 
+def two(a, b, rng):
+    """The two lines in a random order: their position tells nothing."""
+    return "\n".join([a, b] if rng.random() < 0.5 else [b, a])
+
+
 def ask_who(f, pool, rng):
     right = person(f[2])
-    wrong = right
-    while wrong == right:
-        wrong = person(rng.choice(pool)[2])  # in proportion to the authors' quotes
-    return "Who said: " + f[1], "That was {}.".format(right), "That was {}.".format(wrong)
+    other = f
+    while person(other[2]) == right:
+        other = rng.choice(pool)  # another author, in proportion to the authors' quotes
+    wrong = person(other[2])
+    quotes = two("{} -- {}".format(f[1], right), "{} -- {}".format(other[1], wrong), rng)
+    q = "Two fortunes:\n{}\nWho said: {}".format(quotes, f[1])
+    return q, "That was {}.".format(right), "That was {}.".format(wrong)
 
 
 def ask_ending(f, pool, rng):
     first, rest = split_half(f[1])
     fits = [g for g in pool if g[1] != f[1] and len(rest) / 1.5 <= len(split_half(g[1])[1]) <= len(rest) * 1.5]
-    other = split_half(rng.choice(fits)[1])[1]
-    return "Finish this fortune: {} ...".format(first), "... " + rest, "... " + other
+    other = rng.choice(fits)[1]
+    q = "Two fortunes:\n{}\nFinish this fortune: {} ...".format(two(f[1], other, rng), first)
+    return q, "... " + rest, "... " + split_half(other)[1]
 
 
 def ask_sum(rng):
