@@ -247,6 +247,18 @@ def reward_step_loss(c, P, mbs, T, center):
     return total, {"loss": total.item(), "accuracy": (d > 0).double().mean().item(), "margin": d.mean().item()}
 
 
+def evaluate(c, P, pairs, T, loss, beta, refs=None, **kw):
+    """Metrics over held-out pairs (as logged at evaluation); refs: their reference logps (dpo, ipo)."""
+    ref_of = (lambda p: refs[pairs.index(p)]) if refs is not None else (lambda p: (0.0, 0.0))
+    with torch.no_grad():
+        return align_step_loss(c, P, [pairs], T, loss, beta, ref_of, **kw)[1]
+
+
+def evaluate_reward(c, P, pairs, T, center=0.0):
+    with torch.no_grad():
+        return reward_step_loss(c, P, [pairs], T, center)[1]
+
+
 def adamw(P, names, state, g, a, wd, t, b1=0.9, b2=0.95, eps=1e-8):
     """docs/model.md#optimizer on the named tensors; decay on tensors of 2 or more dimensions."""
     with torch.no_grad():
@@ -533,10 +545,9 @@ def test_logps_and_identities():
         if loss in ("dpo", "ipo"):
             assert log[0]["rewards/margins"] == 0 and log[0]["rewards/accuracy"] == 0  # strict: ties are not wins
             close(refs[0][0], lc[0].item())
-        ref_of = (lambda p: refs[pairs.index(p)]) if refs else (lambda p: (0.0, 0.0))
-        with torch.no_grad():  # over all pairs, before and after: it learns to prefer the chosen sides
-            before = align_step_loss(c, ft.to_params(base, ad, 2.0), [pairs], T, loss, DEFAULT_BETA[loss], ref_of)[1]
-            after = align_step_loss(c, P, [pairs], T, loss, DEFAULT_BETA[loss], ref_of)[1]
+        # over all pairs, before and after: it learns to prefer the chosen sides
+        before = evaluate(c, ft.to_params(base, ad, 2.0), pairs, T, loss, DEFAULT_BETA[loss], refs)
+        after = evaluate(c, P, pairs, T, loss, DEFAULT_BETA[loss], refs)
         assert after["rewards/margins"] > before["rewards/margins"] and after["loss"] < before["loss"], loss
         firsts[loss] = [round(r["loss"], 6) for r in log] + [round(after["loss"], 6)]
     # a reference from --ref: another model's log-probs, so h != 0 at step 1
@@ -547,7 +558,8 @@ def test_logps_and_identities():
     Pf, _, _ = align(c, base, {}, pairs, T, 1, 2, 1, dict(opt, lr=1e-3), "simpo", full=True)
     assert all(np.abs(Pf[k].detach().numpy() - base[k]).max() > 0 for k in base)
     print("ok log-probs = a plain loop per side (padding, cut at T+1); accumulation (B 4, A 1) == (B 2, A 2)"
-          " dense and MoE; step 1 from B = 0 by hand; margins grow; --ref; --full. Losses of 3 steps:",
+          " dense and MoE; step 1 from B = 0 by hand; margins grow; --ref; --full. Loss of steps 1-3, then over"
+          " all pairs after them:",
           json.dumps(firsts))
 
 
@@ -567,9 +579,8 @@ def test_reward_model():
     _, log2 = reward(c, base, head, ad, pairs, T, 4, 2, 2, opt, center=0.01)
     assert all(abs(a[k] - b[k]) < 1e-12 for a, b in zip(log1, log2) for k in a)
     assert np.abs(P1["score.weight"].detach().numpy() - head).max() > 1e-4  # the head trains
-    with torch.no_grad():
-        before = reward_step_loss(c, ft.to_params(base, dict(ad, **{"score.weight": head}), 2.0), [pairs], T, 0.01)[1]
-        after = reward_step_loss(c, P1, [pairs], T, 0.01)[1]
+    before = evaluate_reward(c, ft.to_params(base, dict(ad, **{"score.weight": head}), 2.0), pairs, T, 0.01)
+    after = evaluate_reward(c, P1, pairs, T, 0.01)
     assert after["margin"] > before["margin"] and after["loss"] < before["loss"], (before, after)
     print("ok reward model: score = head . final-norm output at the last token; accumulation; it learns"
           f" (all pairs: loss {before['loss']:.4f} -> {after['loss']:.4f}, margin {before['margin']:.4f} ->"

@@ -6,15 +6,13 @@ one assistant message as chosen and one as rejected), built from Debian's fortun
 (/usr/share/games/fortunes, parsed as tools/make_chat_example.py does) and from sums, in the
 answer forms of the chat example (examples/chat/), so that its fine-tuned model starts
 from the right form and only has to learn which answer is the better one. The chosen answer
-can be inferred from the prompt (a 3.3M model recalls neither authors nor endings: the
-default run's model scores 0.52 picking a quote's author after "-- "), and both answers of a
-pair are in the prompt, so copying alone does not tell them apart:
-- who:    "Two fortunes:" with two quotes and their authors ("<quote> -- <name>", in a random
-          order), then "Who said: <one of the quotes>" -> "That was <its author>." against
-          the other author (authors quoted at least 8 times, drawn in proportion to quotes);
-- ending: "Two fortunes:" with two fortunes of similar length (within a factor 1.5), then
-          "Finish this fortune: <first half of one> ..." -> "... <its rest>" against the
-          rest of the other;
+is stated in the prompt, the rejected one is not: the pairs teach an answer faithful to its
+context (the default 3.3M model recalls neither authors nor endings, and its fine-tune on
+examples/chat/ does not copy them from the prompt either: both are at chance, see docs/align.md):
+- who:    "A fortune: <quote> -- <name>\nWho said it?" -> "That was <name>." against another
+          author (authors quoted at least 8 times, drawn in proportion to their quotes);
+- ending: "A fortune: <fortune>\nFinish this fortune: <its first half> ..." -> "... <its
+          rest>" against the rest of another fortune of similar length (within a factor 1.5);
 - sum:    "What is 3 + 4?" -> "3 + 4 = 7." against the same sum off by 1 to 3 (digits 0-9).
 A tenth of the prompts open with a system message, another tenth with an earlier exchange.
 Three files: examples/align/fortune_pairs.jsonl (training), fortune_pairs_heldout.jsonl
@@ -41,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_chat_example import SYSTEMS, person, read_fortunes  # noqa: E402
 
 # (kind, training pairs, held-out pairs)
-PLAN = [("who", 400, 80), ("ending", 400, 80), ("sum", 500, 80)]
+PLAN = [("who", 500, 80), ("ending", 500, 80), ("sum", 500, 80)]
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 
 
@@ -86,28 +84,21 @@ def pools(fortunes, chat, rng):
     return out
 
 
-def two(a, b, rng):
-    """The two lines in a random order: their position tells nothing."""
-    return "\n".join([a, b] if rng.random() < 0.5 else [b, a])
-
-
 def ask_who(f, pool, rng):
     right = person(f[2])
-    other = f
-    while person(other[2]) == right:
-        other = rng.choice(pool)  # another author, in proportion to the authors' quotes
-    wrong = person(other[2])
-    quotes = two("{} -- {}".format(f[1], right), "{} -- {}".format(other[1], wrong), rng)
-    q = "Two fortunes:\n{}\nWho said: {}".format(quotes, f[1])
+    wrong = right
+    while wrong == right:
+        wrong = person(rng.choice(pool)[2])  # another author, in proportion to the authors' quotes
+    q = "A fortune: {} -- {}\nWho said it?".format(f[1], right)
     return q, "That was {}.".format(right), "That was {}.".format(wrong)
 
 
 def ask_ending(f, pool, rng):
     first, rest = split_half(f[1])
     fits = [g for g in pool if g[1] != f[1] and len(rest) / 1.5 <= len(split_half(g[1])[1]) <= len(rest) * 1.5]
-    other = rng.choice(fits)[1]
-    q = "Two fortunes:\n{}\nFinish this fortune: {} ...".format(two(f[1], other, rng), first)
-    return q, "... " + rest, "... " + split_half(other)[1]
+    other = split_half(rng.choice(fits)[1])[1]
+    q = "A fortune: {}\nFinish this fortune: {} ...".format(f[1], first)
+    return q, "... " + rest, "... " + other
 
 
 def ask_sum(rng):
