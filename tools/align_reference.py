@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Independent float64 PyTorch implementation of docs/align.md (preference optimisation, reward models).
+"""Independent float64 PyTorch implementation of docs/model.md#preference-optimisation-and-reward-models
+and docs/formats.md#preference-data-jsonl (the sides of a pair); the job: docs/align.md.
 
 Written from the contract alone (not from ember's C++), so that comparing the two checks both:
 preference pairs in both forms (chat messages rendered in ChatML, plain text with
