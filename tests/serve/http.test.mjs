@@ -308,7 +308,7 @@ describe('ember serve: slow clients', () => {
 
 describe('ember serve: stopping', () => {
   test('after SIGTERM, /health answers 503 while in-flight streams finish', async (t) => {
-    const server = await startServer(['--served-name', MODEL, '--max-seqs', '1']);
+    const server = await startServer(['--served-name', MODEL, '--max-seqs', '1', '--shutdown-grace', '8']);
     const health = `GET /health HTTP/1.1\r\nHost: ${host(server)}\r\n\r\n`;
     const { port } = new URL(server.url);
     const kept = net.connect(Number(port), '127.0.0.1');
@@ -323,8 +323,10 @@ describe('ember serve: stopping', () => {
     await until(() => /\{"status":"ok"\}/.test(keptText), 3000);
     assert.match(keptText, /^HTTP\/1\.1 200/);
 
-    // Six long streams (about 2 s in all): one runs, the others wait for the one sequence.
-    const streams = Array.from({ length: 6 }, () => fetch(`${server.url}/v1/completions`, {
+    // Twelve streams, one at a time (--max-seqs 1): greedy "Ada" ends at <|endoftext|> after
+    // about 140 ms here, so the twelve keep the server draining for about 1.4 s after SIGTERM
+    // (six once left it 45 ms after the checks below began: the new connection found no listener).
+    const streams = Array.from({ length: 12 }, () => fetch(`${server.url}/v1/completions`, {
       method: 'POST', headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify({ prompt: 'Ada', max_tokens: 1000, temperature: 0, stream: true }) })
       .then(async (response) => ({ status: response.status, text: await response.text() })));
@@ -332,9 +334,10 @@ describe('ember serve: stopping', () => {
     const stopping = server.stop();
     await new Promise((r) => setTimeout(r, 500));  // the server looks for a signal every 200 ms
     keptText = '';
-    kept.write(health);
+    kept.write(health);  // the kept-alive connection and a new one, at the same time
+    const freshReply = exchange(server.url, [health], { waitMs: 3000 });
     await until(() => /\r\n\r\n\{/.test(keptText), 3000);
-    const fresh = await exchange(server.url, [health], { waitMs: 3000 });
+    const fresh = await freshReply;
     const outcomes = await Promise.all(streams);
     const { code, ms } = await stopping;
     kept.destroy();
