@@ -628,7 +628,11 @@ def replay(a):
     print(f"{len(pairs)} pairs, {dropped} dropped", file=sys.stderr)
     adapters, scale = {}, a.lora_alpha / a.lora_r
     if a.adapters:  # the initial adapters (and score head) ember started from
-        _, _, _, adapters, scale = load_checkpoint(a.adapters)
+        _, start, _, adapters, start_scale = load_checkpoint(a.adapters)
+        if adapters:
+            scale = start_scale
+        elif "score.weight" in start:  # a --full reward checkpoint: its score head
+            adapters = {"score.weight": start["score.weight"]}
     elif not a.full:
         adapters = ft.init_adapters(c, a.lora_targets.split(","), a.lora_r, seed=a.seed)
     opt = dict(lr=a.lr, min_lr=a.min_lr, warmup=a.warmup, wd=a.weight_decay, clip=a.clip)
@@ -662,7 +666,8 @@ def main():
     p.add_argument("--simpo-gamma", type=float, default=0.5), p.add_argument("--sft-weight", type=float, default=0.0)
     p.add_argument("--center-rewards", type=float, default=0.0)
     p.add_argument("--ref", help="reference checkpoint (default: the starting model, LoRA: the base)")
-    p.add_argument("--adapters", help="checkpoint holding the initial adapters / score head to start from")
+    p.add_argument("--adapters", help="checkpoint holding the initial adapters / score head to start from "
+                   "(a LoRA checkpoint's trained tensors, or a --full reward checkpoint's score.weight)")
     p.add_argument("--full", action="store_true")
     p.add_argument("--lora-r", type=int, default=8), p.add_argument("--lora-alpha", type=float, default=16.0)
     p.add_argument("--lora-targets", default="q,v")

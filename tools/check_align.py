@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Check `ember align` against the independent float64 reference (align_reference.py).
+"""Check `ember align` and `ember reward` against the independent float64 reference
+(align_reference.py).
 
 Usage: /usr/bin/python3 tools/check_align.py PATH/TO/ember WORK_DIR
 
@@ -11,7 +12,10 @@ an earlier exchange, a pair cut at T+1 ids, a dropped pair) and in the text form
 same run (`align_reference.py --full --out-json`). Compared per step (docs/model.md#loss-of-an-alignment-step,
 docs/cli.md#alignment): loss and gradient norm within 1e-5 relative, rewards/chosen,
 rewards/rejected and rewards/margins within 1e-5 absolute (differences of float32 sums), and
-rewards/accuracy exactly. Exits non-zero when any comparison fails.
+rewards/accuracy exactly. Then `ember reward` with --center-rewards and margins on some lines,
+--grad-accum 2, --full on the chat pairs (a cut pair, a dropped pair) and LoRA on q,v,down on
+the text pairs: loss, gradient norm and margin within 1e-4 relative, accuracy exactly
+(docs/model.md#reward-model). Exits non-zero when any comparison fails.
 """
 import json
 import os
@@ -51,6 +55,15 @@ TEXT = [
 CASES = [("dpo", CHAT, ["--label-smoothing", "0.1"]), ("ipo", CHAT, []),
          ("simpo", TEXT, ["--sft-weight", "0.5"]), ("orpo", CHAT, [])]
 KEYS = ["loss", "grad_norm", "rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/accuracy"]
+# ember reward (one form per file): the chat pairs (a system message, an earlier exchange, a pair
+# cut at T+1 ids, a dropped pair) with --full, the text-form pairs with LoRA; margins on some
+# lines; --center-rewards > 0.
+CHAT_MARGINS = [dict(p, margin=m) if m is not None else p for p, m in zip(CHAT, [0.5, None, -0.25, None, 1.0, None])]
+TEXT_MARGINS = [dict(TEXT[0], margin=0.75)] + TEXT[1:]
+REWARD_CASES = [("reward_full", CHAT_MARGINS, ["--full", "--center-rewards", "0.05"]),
+                ("reward_lora", TEXT_MARGINS, ["--center-rewards", "0.1", "--lora-targets", "q,v,down"])]
+REWARD_KEYS = ["loss", "grad_norm", "margin", "accuracy"]
+REWARD_REL_TOL = 1e-4
 
 
 def compare(ember_log, ref_log):
@@ -72,6 +85,48 @@ def compare(ember_log, ref_log):
                 if err > (0 if k == "rewards/accuracy" else ABS_TOL):
                     bad.append(f"step {e['step']} {k}: {x:.9g} vs {y:.9g} (abs {err:.1e})")
     return worst_rel, worst_abs, bad
+
+
+def compare_reward(ember_log, ref_log):
+    """(worst relative error, failures): loss, grad norm and margin within REWARD_REL_TOL relative
+    (the margin, a difference of scores, against at least 1e-3), accuracy exactly."""
+    bad, worst = [], 0.0
+    if len(ember_log) != len(ref_log):
+        return 0.0, [f"{len(ember_log)} ember steps vs {len(ref_log)} reference steps"]
+    for e, r in zip(ember_log, ref_log):
+        for k in REWARD_KEYS:
+            x, y = float(e[k]), float(r[k])
+            err = abs(x - y) / max(abs(x), abs(y), 1e-3 if k == "margin" else 1e-12)
+            if k == "accuracy":
+                if x != y:
+                    bad.append(f"step {e['step']} accuracy: {x} vs {y}")
+                continue
+            worst = max(worst, err)
+            if err > REWARD_REL_TOL:
+                bad.append(f"step {e['step']} {k}: {x:.9g} vs {y:.9g} (rel {err:.1e})")
+    return worst, bad
+
+
+def check_reward(ember, d, base_path, name, lines, extra):
+    """`ember reward` and the reference's replay of it; the reference starts from the score head
+    (and adapters) of a 1-step run at --lr 1e-30, which leaves every float32 weight as drawn."""
+    data = os.path.join(d, f"{name}.jsonl")
+    with open(data, "w") as f:
+        for line in lines:
+            f.write(json.dumps(line) + "\n")
+    out, start = os.path.join(d, name), os.path.join(d, name + "_start")
+    common = [ember, "reward", "--base", base_path, "--data", data, "--sequential", "--val-fraction", "0"]
+    cf.run(common + ["--out", start, "--steps", "1", "--lr", "1e-30", "--min-lr", "0", "--weight-decay", "0",
+                     "--seq-len", "64"] + extra)
+    cf.run(common + ["--out", out] + RUN + extra)
+    records = cf.metrics_records(out)
+    ember_log = [records[s] for s in sorted(records) if "loss" in records[s]]
+    ref_json = os.path.join(d, f"{name}_reference.jsonl")
+    cf.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "align_reference.py"),
+            "--reward", "--base", base_path, "--data", data, "--out-json", ref_json,
+            "--adapters", os.path.join(start, "step_00000001.h5")] + RUN + extra)
+    ref_log = [json.loads(x) for x in open(ref_json) if x.strip()]
+    return compare_reward(ember_log, ref_log)
 
 
 def check_case(ember, d, base_path, loss, lines, extra):
@@ -116,6 +171,19 @@ def main():
         all_ok &= not bad
         print(f"  {'FAIL' if bad else 'PASS'} {loss} {' '.join(extra)}: loss/grad norm rel {worst_rel:.1e}, "
               f"rewards abs {worst_abs:.1e}")
+        for b in bad:
+            print(f"    {b}")
+    print(f"ember reward vs float64 reference: loss, grad norm and margin tol {REWARD_REL_TOL:g} relative, "
+          "accuracy exact")
+    for name, lines, extra in REWARD_CASES:
+        try:
+            worst, bad = check_reward(ember, work, base_path, name, lines, extra)
+        except Exception as e:  # noqa: BLE001
+            print(f"  FAIL {name}: {e}")
+            all_ok = False
+            continue
+        all_ok &= not bad
+        print(f"  {'FAIL' if bad else 'PASS'} {name} {' '.join(extra)}: rel {worst:.1e}")
         for b in bad:
             print(f"    {b}")
     print("PASS" if all_ok else "FAIL")

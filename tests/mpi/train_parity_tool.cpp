@@ -14,8 +14,8 @@
 //                                     trained tokens (train: tokens), loss (relative 1e-6),
 //                                     gradient norm (1e-5) and, where both validated, validation
 //                                     loss (1e-6); ember align's rewards/margins and
-//                                     rewards/accuracy (and their val_ values) within 1e-6
-//                                     absolute
+//                                     rewards/accuracy, ember reward's margin and accuracy
+//                                     (and their val_ values) within 1e-6 absolute
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -72,7 +72,8 @@ int compare_metrics(const char* a_dir, const char* b_dir) {
       same = same && near(va, vb, 1e-6);
     }
     for (const char* key : {"rewards/margins", "rewards/accuracy", "val_rewards/margins",
-                            "val_rewards/accuracy"}) {  // ember align's records
+                            "val_rewards/accuracy",  // ember align's records, ember reward's:
+                            "margin", "accuracy", "val_margin", "val_accuracy"}) {
       if (!a[i].contains(key) || !b[i].contains(key)) continue;
       const double ra = a[i].at(key), rb = b[i].at(key);
       std::printf("step %d: %s %.9g vs %.9g\n", a[i].at("step").get<int>(), key, ra, rb);
