@@ -4,12 +4,12 @@
 // description, the mode it sets in TrainOptions and its default --out; their options are the
 // field tables of apps/train/options.h, the run is apps/train/'s, then the run's OUT/loss.svg.
 #include <algorithm>
+#include <cassert>
 #include <iterator>
 #include <string_view>
 
 #include "apps/cli/commands.h"
 #include "apps/cli/train_options.h"
-#include "core/error.h"
 
 namespace ember::apps {
 namespace {
@@ -42,7 +42,7 @@ RegisteredCommand add_finetuning_command(CLI::App& app, dist::Communicator& comm
                                          std::string_view name) {
   const auto* c = std::find_if(std::begin(kFinetuningCommands), std::end(kFinetuningCommands),
                                [&](const FinetuningCommand& f) { return name == f.name; });
-  EMBER_CHECK(c != std::end(kFinetuningCommands), "no fine-tuning command named ", name);
+  assert(c != std::end(kFinetuningCommands) && "a row of kFinetuningCommands");
   auto o = std::make_shared<TrainOptions>();
   o->finetune = true;
   if (c->mode) (*o).*(c->mode) = true;
