@@ -159,10 +159,15 @@ int64_t added_rows_of(const Checkpoint& c) {
   return it == c.model.end() || it->second.dim() != 2 ? 0 : it->second.size(0);
 }
 
-// base (a plain model of the fine-tune's base config) grown and given adapters as the fine-tune was.
+// base (a plain model of the fine-tune's base config) grown and given adapters as the fine-tune
+// was, and a reward fine-tune's score head (trained, so added after the adapters froze the rest).
 void make_finetune(Transformer& model, const ModelConfig& ft, int64_t added_rows) {
   if (added_rows > 0) add_vocab_rows(model, added_rows, 0);
   add_adapters(model, *ft.lora, ft.quantize, 0);
+  if (!ft.reward.empty()) {
+    Generator unused(0);  // the stored head replaces its draw
+    model.add_score_head(unused, ft.reward);
+  }
 }
 
 // "model.layers.<i>.<rest>" -> i; -1 for a tensor outside the blocks.
@@ -256,6 +261,7 @@ ModelConfig finetune_base_config(const ModelConfig& finetune_config, int64_t bas
   c.lora.reset();
   c.quantize = "none";
   c.align.clear();
+  c.reward.clear();  // the base has no score head: the fine-tune adds it
   c.vocab_size = base_vocab_size;
   return c;
 }

@@ -97,7 +97,7 @@ std::unique_ptr<Transformer> load_model_weights(const ModelConfig& cfg, uint64_t
                                                 const std::string& path,
                                                 const std::string& quantize = "none");
 // The base model of a fine-tune config before its vocabulary growth: the config with lora,
-// quantize, align and vocab_size (base_vocab_size) of the base.
+// quantize, align, reward and vocab_size (base_vocab_size) of the base.
 ModelConfig finetune_base_config(const ModelConfig& finetune_config, int64_t base_vocab_size);
 
 }  // namespace ember::nn

@@ -121,7 +121,7 @@ ModelConfig read_model_keys(const Reader& r) {
                "ffn_hidden", "ffn_act", "norm", "norm_eps", "pos", "rope_theta", "max_seq_len",
                "qk_norm", "bias", "tie_embeddings", "parallel_block", "sliding_window",
                "global_every", "attn_softcap", "final_softcap", "z_loss_coef", "dropout", "moe",
-               "lora", "quantize", "align"});
+               "lora", "quantize", "align", "reward"});
   ModelConfig c;
   r.integer("vocab_size", c.vocab_size);
   r.integer("d_model", c.d_model);
@@ -256,6 +256,10 @@ ModelConfig parse_config(const json& obj, const std::string& source) {
     require(obj.at("align").is_object(), source, "align", "must be an object");
     c.align = obj.at("align").dump();
   }
+  if (obj.contains("reward")) {
+    require(obj.at("reward").is_object(), source, "reward", "must be an object");
+    c.reward = obj.at("reward").dump();
+  }
   require_parameter_limit(c, source);
   return c;
 }
@@ -298,6 +302,7 @@ std::string ModelConfig::to_json() const {
     j["quantize"] = quantize;
   }
   if (!align.empty()) j["align"] = json::parse(align);
+  if (!reward.empty()) j["reward"] = json::parse(reward);
   return j.dump(2);
 }
 

@@ -75,6 +75,9 @@ struct ModelConfig {
   // A preference-optimised fine-tune's loss and its options (docs/model.md#config): the JSON
   // object of key "align", kept as text; empty for any other model (to_json then omits it).
   std::string align;
+  // A reward model's options (docs/model.md#reward-model): the JSON object of key "reward", kept
+  // as text; non-empty means the model has the score head `score.weight` (to_json omits it empty).
+  std::string reward;
 
   // Parses a docs/model.md#config JSON object; `source` names it in errors.
   static ModelConfig from_json(const std::string& json_text, const std::string& source = "config");

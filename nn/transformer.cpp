@@ -100,6 +100,20 @@ Transformer::Transformer(const ModelConfig& cfg, uint64_t seed, DType dtype)
     lm_head_ = std::make_shared<Linear>(cfg.d_model, cfg.vocab_size, false, init_gen, 0.02, dtype);
     register_replaceable("lm_head", lm_head_);
   }
+  if (!cfg.reward.empty()) add_score_head(init_gen, cfg.reward);  // drawn last
+}
+
+void Transformer::add_score_head(Generator& gen, const std::string& reward) {
+  EMBER_CHECK(!score_head_, "Transformer: the model already has a score head (score.weight)");
+  EMBER_CHECK(!reward.empty(), "Transformer: a score head needs the reward options (config \"reward\")");
+  score_head_ = std::make_shared<ScoreHead>(cfg_.d_model, gen, dtype_);
+  register_module("score", score_head_->linear());
+  cfg_.reward = reward;
+}
+
+Variable Transformer::scores(const Tensor& ids, const Tensor& last) const {
+  EMBER_CHECK(score_head_, "Transformer: scores() needs a reward model (a config with \"reward\")");
+  return score_head_->forward(hidden_states(ids), last);
 }
 
 void Transformer::set_tied_head_adapter(std::shared_ptr<UnaryModule> adapter) {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "nn/alignment/reward_model.h"
 #include "nn/attention.h"
 #include "nn/block_residency.h"
 #include "nn/config.h"
@@ -99,6 +100,17 @@ class Transformer : public Module {
   // Bumps cfg.vocab_size after rows were added to the embedding (and untied head).
   void set_vocab_size(int64_t vocab_size);
 
+  // A reward model (docs/model.md#reward-model). A reward config (non-empty cfg.reward) builds its
+  // head `score.weight` [1, d_model] (no bias) after every other parameter, drawn from the same
+  // generator, so a base's weights are those of the same seed without it. add_score_head gives a
+  // model without one its head, drawn normal(0, 0.02) from gen, trainable, registered last; it
+  // records `reward` (a JSON object's text) in config().reward.
+  void add_score_head(Generator& gen, const std::string& reward);
+  bool has_score_head() const { return score_head_ != nullptr; }
+  // The score of each row at its last token: hidden_states(ids) gathered at last[b] (in [0, T)),
+  // times score.weight -> [B]. ids [B, T], last [B] (int).
+  Variable scores(const Tensor& ids, const Tensor& last) const;
+
  private:
   ModelConfig cfg_;
   DType dtype_;
@@ -109,6 +121,7 @@ class Transformer : public Module {
   std::shared_ptr<UnaryModule> final_norm_;
   std::shared_ptr<UnaryModule> lm_head_;            // a Linear, or its LoRALinear (replaceable)
   std::shared_ptr<UnaryModule> tied_head_adapter_;  // tied embeddings with a head adapter
+  std::shared_ptr<ScoreHead> score_head_;           // a reward model's
   int64_t checkpoint_every_ = 0;
   std::shared_ptr<BlockResidency> residency_;
   // block_forward between the residency calls: before/after its forward, and markers in the

@@ -22,6 +22,9 @@ class ScoreHead : public Module {
   // of each row's last token (after the cut) -> scores [B].
   Variable forward(const Variable& hidden, const Tensor& last) const;
   const Variable& weight() const { return score_->weight(); }
+  // The bias-free Linear holding score.weight (a Transformer of a reward config registers it as
+  // its child "score", so its parameter there is named `score.weight` too).
+  const std::shared_ptr<Linear>& linear() const { return score_; }
 
  private:
   std::shared_ptr<Linear> score_;

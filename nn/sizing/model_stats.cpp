@@ -64,6 +64,10 @@ ModelStats model_stats(const ModelConfig& c, int64_t B, int64_t T) {
     total += head;
     active += head;
   }
+  if (!c.reward.empty()) {  // a reward model's score.weight
+    total += d;
+    active += d;
+  }
   Count active_matmul = head;
   double attn_context = 0;
   Count activation_floats = 0;

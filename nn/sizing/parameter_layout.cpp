@@ -60,6 +60,7 @@ std::vector<ParameterEntry> parameter_layout(const ModelConfig& c) {
   b.block = -1;
   b.norm(c, c.d_model);
   if (!c.tie_embeddings) b.add(c.vocab_size * c.d_model);
+  if (!c.reward.empty()) b.add(c.d_model);  // score.weight, the last parameter
   return b.out;
 }
 

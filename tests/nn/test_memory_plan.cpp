@@ -35,6 +35,9 @@ TEST_CASE("parameter_layout lists a built model's parameters in order", "[memory
       // untied head, qk_norm, grouped KV heads, parallel block
       R"({"vocab_size": 200, "d_model": 64, "n_layers": 2, "n_heads": 8, "n_kv_heads": 2, "qk_norm": true,
           "tie_embeddings": false, "parallel_block": true, "max_seq_len": 16})",
+      // a reward model: score.weight last
+      R"({"vocab_size": 64, "d_model": 32, "n_layers": 1, "n_heads": 4, "max_seq_len": 16,
+          "reward": {"center_rewards": 0}})",
   };
   std::vector<ModelConfig> cfgs;
   for (const std::string& json : configs) cfgs.push_back(ModelConfig::from_json(json));
