@@ -19,6 +19,7 @@ CommandRunner add_evaluate_command(CLI::App& app);  // multiple-choice tasks, pe
 CommandRunner add_train_command(CLI::App& app, dist::Communicator& comm);
 CommandRunner add_finetune_command(CLI::App& app, dist::Communicator& comm);  // likewise
 CommandRunner add_align_command(CLI::App& app, dist::Communicator& comm);     // likewise
+CommandRunner add_reward_command(CLI::App& app, dist::Communicator& comm);    // likewise
 CommandRunner add_tokenize_command(CLI::App& app);
 CommandRunner add_generate_command(CLI::App& app);
 CommandRunner add_chat_command(CLI::App& app);

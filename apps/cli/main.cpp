@@ -42,6 +42,7 @@ Runners add_commands(CLI::App& app, ember::dist::Communicator& comm) {
   add([&](CLI::App& a) { return ember::apps::add_train_command(a, comm); });
   add([&](CLI::App& a) { return ember::apps::add_finetune_command(a, comm); });
   add([&](CLI::App& a) { return ember::apps::add_align_command(a, comm); });
+  add([&](CLI::App& a) { return ember::apps::add_reward_command(a, comm); });
   add(ember::apps::add_loss_command);
   add(ember::apps::add_evaluate_command);
   add(ember::apps::add_tokenize_command);
