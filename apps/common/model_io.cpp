@@ -24,6 +24,8 @@ void check_reward_kind(const std::string& checkpoint_path, bool want_reward) {
   EMBER_CHECK(reward || !want_reward, checkpoint_path,
               ": not a reward model (its config has no \"reward\"; ember reward writes one): "
               "ember reward --score needs a reward checkpoint");
+  EMBER_CHECK(!reward || want_reward, checkpoint_path,
+              ": a reward model (it scores text; it does not generate): use ember reward --score");
 }
 
 LoadedModel load_checked(const std::string& checkpoint_path, const std::string& moved_base) {
@@ -39,6 +41,7 @@ LoadedModel load_checked(const std::string& checkpoint_path, const std::string& 
 }  // namespace
 
 LoadedModel load_model(const std::string& checkpoint_path, const std::string& moved_base) {
+  check_reward_kind(checkpoint_path, /*want_reward=*/false);
   return load_checked(checkpoint_path, moved_base);
 }
 

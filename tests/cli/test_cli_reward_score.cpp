@@ -4,6 +4,7 @@
 // plain recomputation (the side alone, unpadded: final-norm output at its last input position
 // dotted with score.weight in double); every bad input one "ember: error:" line naming the file,
 // the line and the field, exit 1, nothing on stdout; a checkpoint that is not a reward model.
+// And the refusals: generate, chat, loss, eval, evaluate and serve given a reward checkpoint.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -158,5 +159,29 @@ TEST_CASE("ember reward --score: each bad input is one line naming the file, lin
     CHECK(r.err == "ember: error: " + (dir / "base.h5") +
                        ": not a reward model (its config has no \"reward\"; ember reward writes one): "
                        "ember reward --score needs a reward checkpoint\n");
+  }
+}
+
+TEST_CASE("generate, chat, loss, eval, evaluate and serve refuse a reward checkpoint in one line",
+          "[cli][reward]") {
+  TempDir dir("cli_reward_refusals");
+  write_reward_checkpoint(dir / "rm.h5");
+  dir.write("text.txt", "some text\n");
+  const std::string rm = dir / "rm.h5";
+  const std::vector<std::string> commands = {
+      "generate --checkpoint " + rm + " --prompt hi --max-tokens 2",
+      "chat --checkpoint " + rm,
+      "loss --checkpoint " + rm + " --data " + (dir / "text.txt"),
+      "eval --checkpoint " + rm + " --data " + (dir / "text.txt"),
+      "evaluate --checkpoint " + rm + " --text " + (dir / "text.txt"),
+      // an address of no interface here: without the check, serve would fail to listen, not hang
+      "serve --checkpoint " + rm + " --host 203.0.113.1 --port 0",
+  };
+  for (const std::string& command : commands) {
+    const CliRun r = run_cli(dir, command);
+    INFO(command);
+    CHECK(r.code == 1);
+    CHECK(r.err == "ember: error: " + rm +
+                       ": a reward model (it scores text; it does not generate): use ember reward --score\n");
   }
 }
