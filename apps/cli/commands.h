@@ -3,6 +3,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string_view>
 
 namespace ember::dist {
 class Communicator;
@@ -17,9 +18,15 @@ CommandRunner add_eval_command(CLI::App& app);  // `ember eval`: the old spellin
 CommandRunner add_evaluate_command(CLI::App& app);  // multiple-choice tasks, perplexity
 // `train` runs data-parallel on the process's communicator (main owns it).
 CommandRunner add_train_command(CLI::App& app, dist::Communicator& comm);
-CommandRunner add_finetune_command(CLI::App& app, dist::Communicator& comm);  // likewise
-CommandRunner add_align_command(CLI::App& app, dist::Communicator& comm);     // likewise
-CommandRunner add_reward_command(CLI::App& app, dist::Communicator& comm);    // likewise
+// `finetune`, `align` and `reward` (likewise): the row `name` of the fine-tuning commands' table
+// (finetune_commands.cpp) registered on app; returns the subcommand and its runner.
+struct RegisteredCommand {
+  CLI::App* sub;
+  CommandRunner run;
+};
+RegisteredCommand add_finetuning_command(CLI::App& app, dist::Communicator& comm,
+                                         std::string_view name);
+CommandRunner add_reward_command(CLI::App& app, dist::Communicator& comm);  // the "reward" row
 CommandRunner add_tokenize_command(CLI::App& app);
 CommandRunner add_generate_command(CLI::App& app);
 CommandRunner add_chat_command(CLI::App& app);

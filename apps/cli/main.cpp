@@ -1,4 +1,4 @@
-// ember: train · finetune · align · loss · evaluate · generate · chat · tokenize · info · bench · serve. The only place
+// ember: train · finetune · align · reward · loss · evaluate · generate · chat · tokenize · info · bench · serve. The only place
 // that turns an ember::Error into one line on stderr and a non-zero exit. Under mpirun /
 // srun the Communicator (made before anything else, outside the try block so
 // an uncaught error aborts the whole job rather than hanging it) starts MPI;
@@ -40,8 +40,8 @@ Runners add_commands(CLI::App& app, ember::dist::Communicator& comm) {
     runners[app.get_subcommands({})[before]] = std::move(run);
   };
   add([&](CLI::App& a) { return ember::apps::add_train_command(a, comm); });
-  add([&](CLI::App& a) { return ember::apps::add_finetune_command(a, comm); });
-  add([&](CLI::App& a) { return ember::apps::add_align_command(a, comm); });
+  for (const char* name : {"finetune", "align"})
+    add([&](CLI::App& a) { return ember::apps::add_finetuning_command(a, comm, name).run; });
   add([&](CLI::App& a) { return ember::apps::add_reward_command(a, comm); });
   add(ember::apps::add_loss_command);
   add(ember::apps::add_evaluate_command);

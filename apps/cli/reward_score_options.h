@@ -1,10 +1,10 @@
-// `ember reward --score --checkpoint RM --data FILE` (docs/cli.md#scoring-with-a-reward-model)
-// on the `reward` subcommand: the two options of scoring (--score, --checkpoint), added to the
-// subcommand that trains reward models, whose --data, --batch-size and --base scoring shares
-// (--base: the moved base of a LoRA reward checkpoint). The scoring is
-// apps/evaluate/reward_scores.h.
+// `ember reward --score --checkpoint RM --data FILE [--batch-size N] [--base BASE]`
+// (docs/cli.md#scoring-with-a-reward-model) on the `reward` subcommand that trains reward
+// models: its own options --score and --checkpoint, beside the training options --data,
+// --batch-size (with --score: sides per forward) and --base (with --score: the new path of a LoRA
+// reward checkpoint's base that moved) it shares; any other option with --score, or --checkpoint
+// without it, is one line. The scoring is apps/evaluate/reward_scores.h.
 #pragma once
-#include <cstdint>
 #include <string>
 
 namespace CLI {
@@ -19,9 +19,12 @@ struct RewardScoreFlags {
 };
 // Registers --score and --checkpoint on `sub`.
 void add_reward_score_options(CLI::App& sub, RewardScoreFlags& flags);
-// ember reward --score: an Error without --checkpoint or --data, else run_reward_score. Returns
-// the exit code.
-int run_reward_score_command(const RewardScoreFlags& flags, const std::string& data,
-                             const std::string& moved_base, int64_t batch_size);
+// After parsing: the options given fit the mode (scoring or training); --score runs in one
+// process (world_size 1).
+void check_reward_score_options(const CLI::App& sub, const RewardScoreFlags& flags,
+                                int world_size);
+// ember reward --score: run_reward_score with --checkpoint, --data, --base and --batch-size
+// (default 8) of `sub`. Returns the exit code.
+int run_reward_score_command(const CLI::App& sub, const RewardScoreFlags& flags);
 
 }  // namespace ember::apps

@@ -38,11 +38,11 @@ std::function<int()> add_run_command(CLI::App& sub, std::shared_ptr<TrainOptions
   add_train_options(sub, *o);
   return [o, &sub, &comm]() {
     mark_given_options(sub, *o);
-    const int code = o->align      ? run_align(*o, comm)
+    const int code = o->reward     ? run_reward(*o, comm)
+                     : o->align    ? run_align(*o, comm)
                      : o->finetune ? run_finetune(*o, comm)
                                    : run_train(*o, comm);
-    const char* command = o->align ? "align" : o->finetune ? "finetune" : "train";
-    if (comm.is_root()) write_run_plot_or_warn(run_folder(*o), command);
+    if (comm.is_root()) write_run_plot_or_warn(run_folder(*o), command_name(*o));
     return code;
   };
 }

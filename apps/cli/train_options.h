@@ -21,8 +21,8 @@ namespace ember::apps {
 void add_train_options(CLI::App& sub, TrainOptions& o);
 // After parsing: records in o.given the fields given on the command line.
 void mark_given_options(const CLI::App& sub, TrainOptions& o);
-// Registers o's fields on sub; the returned command runs run_train, or run_finetune when
-// o->finetune, on comm (exit code 0, or 128 + the signal that stopped it), then writes the
+// Registers o's fields on sub; the returned command runs run_train, or run_finetune,
+// run_align or run_reward as o's mode says, on comm (exit code 0, or 128 + the signal that stopped it), then writes the
 // run's OUT/loss.svg (a warning, never a failed run).
 std::function<int()> add_run_command(CLI::App& sub, std::shared_ptr<TrainOptions> o,
                                      dist::Communicator& comm);

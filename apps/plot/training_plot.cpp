@@ -61,15 +61,20 @@ std::vector<RunMetrics::Point> smoothed(const std::vector<RunMetrics::Point>& po
   return out;
 }
 
-// ember align's reward metrics of a record: train ones beside "loss", held-out ones beside
-// "val_loss" (each dropped from `step` on first when a resumed run repeats it).
+// The reward metrics of a record (ember align's rewards/margins and rewards/accuracy, ember
+// reward's margin and accuracy): train ones beside "loss", held-out ones beside "val_loss"
+// (each dropped from `step` on first when a resumed run repeats it).
 void read_rewards(const json& record, double step, double tokens, const std::string& where,
                   RunMetrics& run) {
   const std::pair<const char*, std::vector<RunMetrics::Point>*> keys[] = {
       {"rewards/margins", &run.margin},
       {"rewards/accuracy", &run.accuracy},
       {"val_rewards/margins", &run.val_margin},
-      {"val_rewards/accuracy", &run.val_accuracy}};
+      {"val_rewards/accuracy", &run.val_accuracy},
+      {"margin", &run.margin},
+      {"accuracy", &run.accuracy},
+      {"val_margin", &run.val_margin},
+      {"val_accuracy", &run.val_accuracy}};
   for (const auto& [key, points] : keys) {
     if (!record.contains(key)) continue;
     truncate_from(*points, step);
@@ -77,10 +82,10 @@ void read_rewards(const json& record, double step, double tokens, const std::str
   }
 }
 
-// The row of an alignment run: reward margin and reward accuracy against steps.
+// The row of an alignment or reward run: reward margin and reward accuracy against steps.
 void add_reward_row(const std::vector<RunMetrics>& runs, Figure& f) {
-  Panel margin{"Reward margin against steps", "step", "rewards/margins", false, true, {}};
-  Panel accuracy{"Reward accuracy against steps", "step", "rewards/accuracy", false, true, {}};
+  Panel margin{"Reward margin against steps", "step", "reward margin", false, true, {}};
+  Panel accuracy{"Reward accuracy against steps", "step", "reward accuracy", false, true, {}};
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunMetrics& r = runs[i];
     const char* color = kColors[i % std::size(kColors)];

@@ -1,8 +1,8 @@
 // The training-curves figure of `ember plot` and `ember train`: each run's
 // OUT/metrics.jsonl read into series, then train and validation loss (top)
 // and the learning rate (below) against steps (left) and tokens (right),
-// one colour per run; runs of `ember align` add a row: the reward margin and the
-// reward accuracy against steps (train and held-out). Written as a standalone SVG
+// one colour per run; runs of `ember align` and `ember reward` add a row: the reward margin
+// and the reward accuracy against steps (train and held-out). Written as a standalone SVG
 // (apps/plot/svg_plot.h).
 #pragma once
 #include <string>
@@ -23,7 +23,8 @@ struct RunMetrics {
     double step, tokens, value;
   };
   std::vector<Point> train_loss, lr, val_loss;
-  // ember align's records: "rewards/margins", "rewards/accuracy" and their "val_" values.
+  // ember align's records: "rewards/margins", "rewards/accuracy" and their "val_" values;
+  // ember reward's: "margin", "accuracy" and theirs.
   std::vector<Point> margin, accuracy, val_margin, val_accuracy;
 };
 

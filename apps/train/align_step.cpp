@@ -6,15 +6,10 @@
 // gradient of the mean over all P pairs. The reducer averages gradients over ranks, so each rank
 // differentiates W x its share: its pair losses are divided by P / W = B A. No z-loss, no MoE
 // aux. The metrics (loss, rewards/...) are summed over micro-batches and ranks, then divided by
-// P. And the same metrics over the held-out pairs (rank 0, eval mode, no graph).
-#include <algorithm>
-
-#include "apps/train/run.h"
-#include "apps/train/step_phases.h"
-#include "autograd/autocast.h"
-#include "autograd/grad_mode.h"
+// P. And the same metrics over the held-out pairs (rank 0, eval mode, no graph). The loops are
+// pair_step.h's, shared with ember reward.
+#include "apps/train/pair_step.h"
 #include "autograd/ops.h"
-#include "core/profiler.h"
 #include "nn/alignment/sequence_logprobs.h"
 
 namespace ember::apps {
@@ -64,58 +59,21 @@ std::vector<std::pair<std::string, double>> global_means(const TrainRun& run,
 }  // namespace
 
 void align_forward_backward(TrainRun& run, StepResult& s) {
-  const int64_t A = run.o.grad_accum;
-  dist::Reducer* reducer = run.optimization.reducer.get();
-  std::vector<data::PairBatch> batches;
-  {
-    EMBER_PROFILE_PHASE(kDataPhase);
-    EMBER_PROFILE_SCOPE(kDataFamily);
-    for (int64_t u = 0; u < A; ++u) batches.push_back(run.pair_loader->batch(run.step, u));
-  }
-  const double norm = static_cast<double>(run.o.batch_size * A);  // P / W
-  nn::PreferenceMetrics sums;
-  {
-    AutocastGuard mixed(run.autocast);  // forward and backward only
-    for (int64_t u = 0; u < A; ++u) {
-      if (reducer) reducer->set_sync(u == A - 1);
-      nn::PreferenceLossResult l;
-      {
-        EMBER_PROFILE_PHASE(kForwardPhase);
-        l = batch_loss(run, batches[static_cast<size_t>(u)], run.ref_logps, norm);
-      }
-      {
-        EMBER_PROFILE_PHASE(kBackwardPhase);
-        l.loss.backward();
-      }
-      sums += l.sums;
-    }
-  }
-  if (reducer) {
-    EMBER_PROFILE_PHASE(kCommWaitPhase);
-    reducer->finish();
-  }
+  const auto sums = pair_forward_backward<nn::PreferenceMetrics>(
+      run, [&](const data::PairBatch& b, const std::vector<data::PreferencePair>&, double norm) {
+        return batch_loss(run, b, run.ref_logps, norm);
+      });
   s.metrics = global_means(run, sums);
   s.ce = s.metrics.front().second;  // "loss": the same on every rank
 }
 
 std::vector<std::pair<std::string, double>> align_validation(TrainRun& run) {
-  const std::vector<data::PreferencePair>& pairs = *run.val_pairs;
-  const int64_t n = static_cast<int64_t>(pairs.size());
-  const int64_t per_batch = run.world * run.o.batch_size;
-  nn::PreferenceMetrics sums;
-  NoGradGuard no_grad;
-  AutocastGuard mixed(run.autocast);
-  const bool training = run.model->is_training();
-  run.model->eval();
-  for (int64_t start = 0; start < n; start += per_batch) {
-    std::vector<int64_t> index;
-    for (int64_t i = start; i < std::min(start + per_batch, n); ++i) index.push_back(i);
-    sums += batch_loss(run, data::pair_batch(pairs, index, run.o.seq_len), run.val_ref_logps,
-                       static_cast<double>(n))
-                .sums;
-  }
-  run.model->train(training);
-  return sums.means();
+  return pair_validation<nn::PreferenceMetrics>(
+             run,
+             [&](const data::PairBatch& b, const std::vector<data::PreferencePair>&, double norm) {
+               return batch_loss(run, b, run.val_ref_logps, norm);
+             })
+      .means();
 }
 
 }  // namespace ember::apps

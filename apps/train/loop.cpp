@@ -113,7 +113,9 @@ StepResult train_step(TrainRun& run) {
   StepResult s;
   s.lr = optim::lr_at(run.schedule, run.step);
   opt.zero_grad();
-  if (run.pair_loader) {
+  if (run.pair_loader && run.o.reward) {
+    reward_forward_backward(run, s);
+  } else if (run.pair_loader) {
     align_forward_backward(run, s);
   } else if (run.chat_loader) {
     chat_forward_backward(run, s);
@@ -166,9 +168,9 @@ void log_base_validation(TrainRun& run, MetricsLog& metrics) {
   });
   metrics.append(record.dump());
   if (!run.root) return;
-  if (run.o.align) {
-    std::printf("step 0: val loss %.4f (reward accuracy %.3f) before alignment\n", before.loss,
-                before.bits_per_byte);
+  if (before.accuracy) {
+    std::printf("step 0: val loss %.4f (reward accuracy %.3f) before %s\n", before.loss,
+                *before.accuracy, run.o.reward ? "training" : "alignment");
   } else {
     std::printf("step 0: val loss %.4f (%.3f bits/byte) before fine-tuning\n", before.loss,
                 before.bits_per_byte);
@@ -253,7 +255,7 @@ void log_step(TrainRun& run, RunTally& tally, MetricsLog& metrics, TrainProgress
             {"peak_flops", tally.peak},
             {"eta_s", eta}};
   if (s.trained_tokens >= 0) m["trained_tokens"] = s.trained_tokens;
-  if (!s.metrics.empty()) {  // align: the pair metrics; no z-loss or MoE aux terms
+  if (!s.metrics.empty()) {  // align, reward: the pair metrics; no z-loss or MoE aux terms
     m.erase("z");
     m.erase("aux");
     for (const auto& [key, value] : s.metrics) m[key] = value;
@@ -280,7 +282,7 @@ void log_step(TrainRun& run, RunTally& tally, MetricsLog& metrics, TrainProgress
                      tally.last_eval.loss,
                      tally.last_eval.bits_per_byte,
                      run.tokenizer.has_value(),
-                     run.o.align};
+                     tally.last_eval.accuracy};
   progress.step(r, every(o.log_every, run.step) || run.step == o.steps ||
                        run.step == tally.first_step + 1 || eval_now);
   continue_if_stdout_closed();
@@ -321,13 +323,13 @@ int stop_on_signal(TrainRun& run, const RunTally& tally, TrainProgress& progress
 }  // namespace
 
 ShardLoss validation_loss(TrainRun& run, RunTally& tally, json& record) {
-  if (run.val_pairs) {  // align: the pair metrics; loss, and the reward accuracy as its "bits"
-    tally.last_align_eval = align_validation(run);
+  if (run.val_pairs) {  // align, reward: the pair metrics; loss and the reward accuracy
+    tally.last_align_eval = run.o.reward ? reward_validation(run) : align_validation(run);
     ShardLoss r;
     for (const auto& [key, value] : tally.last_align_eval) {
       record["val_" + key] = value;
       if (key == "loss") r.loss = value;
-      if (key == "rewards/accuracy") r.bits_per_byte = value;
+      if (key == "rewards/accuracy" || key == "accuracy") r.accuracy = value;
     }
     return r;
   }

@@ -202,42 +202,55 @@ const std::vector<Field>& finetune_fields() {
   return table;
 }
 
+// `own` fields, then finetune's, read as a command on preference pairs (ember align, reward).
+std::vector<Field> pair_fields(std::vector<Field> t) {
+  for (Field f : finetune_fields()) {
+    if (std::string_view(f.flag) == "--data") {
+      f.help = "preference JSONL: one {\"prompt\", \"chosen\", \"rejected\"} per line "
+               "(chat messages or strings)";
+    } else if (std::string_view(f.flag) == "--val-fraction") {
+      f.help = "share of the pairs held out for validation (seeded; 0: none)";
+    } else if (std::string_view(f.flag) == "--sequential") {
+      f.help = "read the pairs in file order instead of a seeded shuffle";
+    }
+    t.push_back(f);
+  }
+  return t;
+}
+
 // `ember align`'s own fields, then finetune's (its --data names preference pairs).
 const std::vector<Field>& align_fields() {
-  static const std::vector<Field> table = [] {
-    std::vector<Field> t = {
-        {"--loss", &O::loss, "the pair loss: dpo, ipo, simpo or orpo", OnResume::Fixed,
-         one_of({"dpo", "ipo", "simpo", "orpo"})},
-        {"--beta", &O::beta, "the loss's beta (default: simpo 2, the others 0.1)", OnResume::Free,
-         kPositive},
-        {"--label-smoothing", &O::label_smoothing, "dpo: the share e of flipped preferences",
-         OnResume::Free, kHalfOpen},
-        {"--simpo-gamma", &O::simpo_gamma, "simpo: the target reward margin gamma", OnResume::Free,
-         kAny},
-        {"--sft-weight", &O::sft_weight, "adds this times the chosen side's mean token NLL",
-         OnResume::Free, kNonNegative},
-        {"--ref", &O::ref,
-         "the reference model's checkpoint (dpo, ipo; default: the starting model, for LoRA its "
-         "base without adapters)",
-         OnResume::Fixed, kAny, true},
-    };
-    for (Field f : finetune_fields()) {
-      if (std::string_view(f.flag) == "--data") {
-        f.help = "preference JSONL: one {\"prompt\", \"chosen\", \"rejected\"} per line "
-                 "(chat messages or strings)";
-      } else if (std::string_view(f.flag) == "--val-fraction") {
-        f.help = "share of the pairs held out for validation (seeded; 0: none)";
-      } else if (std::string_view(f.flag) == "--sequential") {
-        f.help = "read the pairs in file order instead of a seeded shuffle";
-      }
-      t.push_back(f);
-    }
-    return t;
-  }();
+  static const std::vector<Field> table = pair_fields({
+      {"--loss", &O::loss, "the pair loss: dpo, ipo, simpo or orpo", OnResume::Fixed,
+       one_of({"dpo", "ipo", "simpo", "orpo"})},
+      {"--beta", &O::beta, "the loss's beta (default: simpo 2, the others 0.1)", OnResume::Free,
+       kPositive},
+      {"--label-smoothing", &O::label_smoothing, "dpo: the share e of flipped preferences",
+       OnResume::Free, kHalfOpen},
+      {"--simpo-gamma", &O::simpo_gamma, "simpo: the target reward margin gamma", OnResume::Free,
+       kAny},
+      {"--sft-weight", &O::sft_weight, "adds this times the chosen side's mean token NLL",
+       OnResume::Free, kNonNegative},
+      {"--ref", &O::ref,
+       "the reference model's checkpoint (dpo, ipo; default: the starting model, for LoRA its "
+       "base without adapters)",
+       OnResume::Fixed, kAny, true},
+  });
+  return table;
+}
+
+// `ember reward`'s own fields, then finetune's (its --data names preference pairs).
+const std::vector<Field>& reward_fields() {
+  static const std::vector<Field> table = pair_fields({
+      {"--center-rewards", &O::center_rewards,
+       "adds c (r_c + r_r)^2 to each pair's loss, pulling the scores towards 0", OnResume::Free,
+       kNonNegative},
+  });
   return table;
 }
 
 const std::vector<Field>& fields_of(const TrainOptions& o) {
+  if (o.reward) return reward_fields();
   if (o.align) return align_fields();
   return o.finetune ? finetune_fields() : fields();
 }
@@ -316,7 +329,9 @@ void validate_finetune_options(const TrainOptions& o) {
       !o.base.empty() || !o.resume.empty(),
       "--base is required: the checkpoint to fine-tune (or --resume DIR to continue a run)");
   EMBER_CHECK(!o.resume.empty() || !o.data.empty(), "--data is required: the ",
-              o.align ? "preference pairs (JSONL) to align on" : "chat JSONL to fine-tune on");
+              o.reward  ? "preference pairs (JSONL) to train the reward model on"
+              : o.align ? "preference pairs (JSONL) to align on"
+                        : "chat JSONL to fine-tune on");
   if (!o.full) {
     nn::parse_lora_targets(o.lora_targets);  // an Error naming --lora-targets and the known names
     return;
@@ -427,6 +442,10 @@ std::vector<std::pair<std::string, std::string>> option_values(const TrainOption
   std::vector<std::pair<std::string, std::string>> values;
   for (const Field& f : fields_of(o)) values.emplace_back(f.flag, value_text(f, o));
   return values;
+}
+
+const char* command_name(const TrainOptions& o) {
+  return o.reward ? "reward" : o.align ? "align" : o.finetune ? "finetune" : "train";
 }
 
 int64_t checkpoint_interval(const TrainOptions& o) {

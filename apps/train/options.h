@@ -25,6 +25,11 @@ struct TrainOptions {
   bool align = false;
   std::string loss = "dpo", ref;
   double beta = 0.1, label_smoothing = 0, simpo_gamma = 0.5, sft_weight = 0;
+  // `ember reward` (docs/cli.md#reward-models): a fine-tuning run (finetune is set too) on
+  // preference pairs training a score head (always) on the Bradley-Terry loss, with
+  // center_rewards c >= 0 times (r_c + r_r)^2 added per pair.
+  bool reward = false;
+  double center_rewards = 0;
   // Model source: exactly one of config / preset / init_from / resume (none: the default preset).
   std::string config, preset, init_from, resume;
   std::string data, val_data, out = "runs/ember";
@@ -83,7 +88,7 @@ struct OptionFlag {
   bool existing_file;  // the value names a file that must exist
   std::string key;
 };
-// Every field of o's command (o.align, o.finetune), in the table's order, bound to o's members.
+// Every field of o's command (o.reward, o.align, o.finetune), in the table's order, bound to o's members.
 std::vector<OptionFlag> option_flags(TrainOptions& o);
 
 // One line naming the first option outside its allowed range or names
@@ -109,6 +114,9 @@ void absolutize_paths(TrainOptions& o);
 std::vector<std::pair<std::string, std::string>> option_values(const TrainOptions& o);
 // The same pairs for the data paths only (--data, --val-data, --tokenizer).
 std::vector<std::pair<std::string, std::string>> path_option_values(const TrainOptions& o);
+
+// The command o's fields belong to: "train", "finetune", "align" or "reward".
+const char* command_name(const TrainOptions& o);
 
 // The blocks' activation-checkpointing interval the options ask for: --checkpoint-every K, else 1
 // with --checkpoint-activations, else 0 (none).

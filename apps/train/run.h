@@ -107,7 +107,8 @@ struct StepResult {
   double ce = 0, z = 0, aux = 0;    // the loss terms, mean over micro-batches (and ranks)
   double norm = 0, grad_scale = 1;  // gradient norm before clipping; the clip's factor
   int64_t trained_tokens = -1;  // chat: the step's trained tokens over all micro-batches and ranks
-  // align: the metrics.jsonl keys of the step's pairs (loss, rewards/...), over all ranks
+  // align, reward: the metrics.jsonl keys of the step's pairs (loss, rewards/... or accuracy,
+  // margin), over all ranks
   std::vector<std::pair<std::string, double>> metrics;
 };
 
@@ -127,7 +128,7 @@ struct RunTally {
   double flops = 0, step_seconds = 0;  // the model FLOPs of the steps run and their time
   double last_loss = NAN;
   ShardLoss last_eval;
-  std::vector<std::pair<std::string, double>> last_align_eval;  // align: the held-out metrics
+  std::vector<std::pair<std::string, double>> last_align_eval;  // align, reward: held-out metrics
   bool have_eval = false;
   int64_t profile_warmup = 0;  // --profile: steps left out of the averages
   double profiled_seconds = 0;
@@ -184,6 +185,11 @@ void prepare_reference_logps(TrainRun& run);
 // over both sides, the pair loss over the step's pair count); the metrics of the held-out pairs.
 void align_forward_backward(TrainRun& run, StepResult& s);
 std::vector<std::pair<std::string, double>> align_validation(TrainRun& run);
+// reward_step.cpp (ember reward): the same for a reward model's step (one forward over both
+// sides through Transformer::scores, the reward loss over the step's pair count; no reference)
+// and its held-out metrics (loss, accuracy, margin).
+void reward_forward_backward(TrainRun& run, StepResult& s);
+std::vector<std::pair<std::string, double>> reward_validation(TrainRun& run);
 // loop.cpp: trains to --steps; returns the exit code (128 + signal when stopped).
 int train_loop(TrainRun& run);
 // chat_step.cpp: batch -> forward -> backward of every micro-batch of a chat step, the loss of
@@ -191,14 +197,17 @@ int train_loop(TrainRun& run);
 void chat_forward_backward(TrainRun& run, StepResult& s);
 // The validation loss on the held-out data (rank 0: the runs' token windows or conversations).
 ShardLoss validation_loss(TrainRun& run);
-// The same, its values also in record (val_loss, val_bpb; ember align: val_loss, val_rewards/...,
-// kept in tally.last_align_eval, and the reward accuracy as the result's bits_per_byte).
+// The same, its values also in record (val_loss, val_bpb; ember align and reward: val_ and each
+// pair metric, kept in tally.last_align_eval, and the reward accuracy as the result's accuracy).
 ShardLoss validation_loss(TrainRun& run, RunTally& tally, nlohmann::json& record);
 // save.cpp: the checkpoint of at_step, OUT/latest and pruning; returns its name. Collective.
 std::string save_checkpoint(TrainRun& run, int64_t at_step);
 // ember align: the config's "align" object (docs/formats.md#fine-tune-checkpoints): the loss and
 // its options, defaults resolved; "reference": --ref's absolute path, "" for the starting model.
 nlohmann::json align_config(const TrainOptions& o);
+// ember reward: the config's "reward" object (docs/formats.md#fine-tune-checkpoints):
+// {"center_rewards": c}.
+nlohmann::json reward_config(const TrainOptions& o);
 // summary.cpp: the lines before the first step, the --profile report, the end of a run.
 void print_run_start(const TrainRun& run);
 void report_profile(const TrainRun& run, const RunTally& tally);

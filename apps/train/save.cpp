@@ -32,6 +32,7 @@ std::string train_state(const TrainRun& run, int64_t at_step) {
                     {"data_fingerprint", run.data_files}};
   if (run.o.finetune) st["finetune"] = {{"base", run.finetune_base}};  // marks a fine-tuning run
   if (run.o.align) st["align"] = {{"pairs", run.pairs->size()}};  // and an alignment run
+  if (run.o.reward) st["reward"] = {{"pairs", run.pairs->size()}};  // or a reward model's run
   return st.dump();
 }
 
@@ -70,6 +71,10 @@ nlohmann::json align_config(const TrainOptions& o) {
   return j;
 }
 
+nlohmann::json reward_config(const TrainOptions& o) {
+  return {{"center_rewards", o.center_rewards}};
+}
+
 std::string save_checkpoint(TrainRun& run, int64_t at_step) {
   EMBER_PROFILE_PHASE(kCheckpointPhase);
   const TrainOptions& o = run.o;
@@ -93,6 +98,7 @@ std::string save_checkpoint(TrainRun& run, int64_t at_step) {
   c.optim_stream = [&opt](const nn::TensorPut& put) { opt.stream_state(put); };
   c.config = run.cfg;
   if (run.o.align) c.config.align = align_config(run.o).dump();
+  if (run.o.reward) c.config.reward = reward_config(run.o).dump();
   if (sharded) {
     c.model_stream = [&run, at_step](const nn::TensorPut& put) { stream_sharded_model(run, at_step, put); };
   } else if (!run.cfg.lora) {

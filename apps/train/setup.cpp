@@ -4,6 +4,7 @@
 // under mpirun; then the claim on --out before any long work or any write.
 #include <algorithm>
 #include <filesystem>
+#include <string_view>
 
 #include "apps/train/closed_stdout.h"
 #include "apps/train/data_fingerprint.h"
@@ -33,15 +34,14 @@ void read_resumed_run(TrainRun& run) {
   EMBER_CHECK(run.start.train_state, run.start_path,
               ": has no training state (/train); use --init-from");
   with_train_state(run.start_path, *run.start.train_state, [&](const json& st) {
-    EMBER_CHECK(
-        st.contains("finetune") == o.finetune, run.start_path,
-        o.finetune
-            ? ": is not a fine-tuning run's checkpoint (continue it with ember train --resume)"
-            : ": is a fine-tuning run's checkpoint (continue it with ember finetune --resume)");
-    EMBER_CHECK(st.contains("align") == o.align, run.start_path,
-                o.align ? ": is not an alignment run's checkpoint (continue it with ember "
-                          "finetune --resume)"
-                        : ": is an alignment run's checkpoint (continue it with ember align --resume)");
+    // The command that wrote it (its /train state marks fine-tuning, alignment and reward runs).
+    const char* wrote = st.contains("reward")     ? "reward"
+                        : st.contains("align")    ? "align"
+                        : st.contains("finetune") ? "finetune"
+                                                  : "train";
+    EMBER_CHECK(std::string_view(wrote) == command_name(o), run.start_path, ": is an ember ",
+                wrote, " run's checkpoint, not an ember ", command_name(o),
+                " run's (continue it with ember ", wrote, " --resume)");
     run.resume_notes = restore_options(st.at("options"), o);
     run.saved_data_fingerprint = st.value("data_fingerprint", json());
     run.saved_batch = st.at("options").value("batch_size", int64_t{0});
@@ -83,6 +83,11 @@ void resolve_model_source(TrainRun& run) {
       run.start = o.finetune ? read_base_without_weights(run.start_path)
                              : nn::read_checkpoint(run.start_path, /*with_optim=*/false);
       if (o.finetune) run.finetune_base = fs::absolute(o.base).lexically_normal().string();
+      // A reward model's head replaces what it would be tuned for (docs/cli.md#reward-models).
+      EMBER_CHECK(!o.finetune || run.start.config.reward.empty(), "--base ", o.base,
+                  ": is a reward model (its config has \"reward\"); ember ", command_name(o),
+                  " starts from a language model (continue a reward run with ember reward "
+                  "--resume)");
     }
     run.paths_as_given = path_option_values(o);
     absolutize_paths(o);  // stored so: --resume finds the data from any working directory

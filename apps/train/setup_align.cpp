@@ -1,9 +1,9 @@
-// `ember align`'s data (docs/formats.md#preference-data-jsonl): the preference JSONL read and
-// rendered with the base's tokenizer (pairs with a side without a scored token dropped, sides
-// cut to T+1 ids, both counted), the kept pairs split into training and held-out ones (the
-// seeded --val-fraction choice of fine-tuning), the loader of this rank's pairs; the pair loss
-// and its options; and --ref's vocabulary, which must be the policy's. Every rank reads the
-// file itself.
+// `ember align`'s and `ember reward`'s data (docs/formats.md#preference-data-jsonl): the
+// preference JSONL read and rendered with the base's tokenizer (pairs with a side without a
+// scored token dropped, sides cut to T+1 ids, both counted), the kept pairs split into training
+// and held-out ones (the seeded --val-fraction choice of fine-tuning), the loader of this rank's
+// pairs; align's pair loss and its options; and --ref's vocabulary, which must be the policy's.
+// Every rank reads the file itself.
 #include <algorithm>
 
 #include "apps/train/run.h"
@@ -40,7 +40,7 @@ void require_chat_tokens(const TrainRun& run, const std::vector<data::Preference
 void open_preference_data(TrainRun& run) {
   const TrainOptions& o = run.o;
   agreed(run.comm, [&] {
-    run.preference = preference_options(o);
+    if (o.align) run.preference = preference_options(o);
     const std::vector<data::PreferenceLine> lines = data::read_preference_file(o.data);
     require_chat_tokens(run, lines);
     const data::PreferencePairs rendered =

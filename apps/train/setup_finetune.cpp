@@ -4,6 +4,7 @@
 // adapters drawn from --seed over a base kept as --quantize says (nn::add_adapters) and trains
 // only nn::trainable_parameters. A resumed LoRA run rebuilds its model from its checkpoint
 // (nn::model_from_checkpoint: the base, checked against its sha256, and the trained tensors).
+// ember reward adds the score head score.weight (drawn from --seed, always trained) last.
 // The base's weights are read tensor by tensor into a model built without initializing them
 // (nn::load_model_weights); with --quantize each block goes to NF4 as soon as it is read, so
 // the float32 blocks are never all resident.
@@ -16,6 +17,9 @@
 
 namespace ember::apps {
 namespace {
+
+// The score head's draws: a stream of --seed apart from the adapters' (Generator(seed)).
+constexpr uint64_t kScoreHeadStream = 0x5c09e8ead5eedull;
 
 nn::LoRAConfig lora_config(const TrainOptions& o) {
   nn::LoRAConfig l;
@@ -75,6 +79,12 @@ std::vector<std::pair<std::string, Variable>> build_finetune_model(TrainRun& run
       agreed(run.comm, [&] {
         if (run.root) run.finetune_base_sha256 = sha256_file(run.finetune_base);
       });
+    }
+    // ember reward: the head, after the adapters froze the rest (a resumed --full run's model
+    // was built with it from its config).
+    if (o.reward && !run.model->has_score_head()) {
+      Generator head(o.seed ^ kScoreHeadStream);
+      run.model->add_score_head(head, reward_config(o).dump());
     }
   }
   run.cfg = run.model->config();

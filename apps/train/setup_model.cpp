@@ -50,9 +50,15 @@ void restore_training_state(TrainRun& run) {
   // The model holds them now: a copy kept for the whole run would cost 4 bytes per parameter.
   run.start.model.clear();
   run.schedule = optim::Schedule{o.schedule, o.lr, o.min_lr, o.warmup, o.steps, o.steps / 5};
-  // ember align: a pair is two rows (its chosen and rejected sides).
-  run.tokens_per_step = run.world * o.batch_size * o.seq_len * o.grad_accum * (o.align ? 2 : 1);
+  // ember align and reward: a pair is two rows (its chosen and rejected sides).
+  const bool pairs = o.align || o.reward;
+  run.tokens_per_step = run.world * o.batch_size * o.seq_len * o.grad_accum * (pairs ? 2 : 1);
   run.stats = nn::model_stats(run.cfg, o.batch_size, o.seq_len);
+  if (o.reward) {  // the score head (d FLOPs) stands in for the LM head's vocab x d products
+    const int64_t head = run.cfg.vocab_size * run.cfg.d_model;
+    run.stats.active_matmul_params -= head;
+    run.stats.flops_per_token -= 6.0 * static_cast<double>(head);
+  }
   if (o.finetune && !o.full) {
     // LoRA / QLoRA: a frozen weight costs its forward and input-gradient products (4 FLOPs per
     // parameter and token) but no weight gradient; the trained tensors cost the usual 6.

@@ -6,6 +6,7 @@
 // And `ember finetune`'s on held-out conversations: the same over their trained tokens only.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "data/batch_loader.h"
@@ -23,6 +24,9 @@ struct ShardLoss {
   double total = 0, z = 0, aux = 0, router_z = 0;  // the loss terms, mean over batches
   double bits_per_byte = 0;  // bits per token when !per_byte
   bool per_byte = false;     // false: no tokenizer, every token counted as one "byte"
+  // ember align and reward: the held-out pairs' reward accuracy (the share with the chosen
+  // side's reward above the rejected's); bits_per_byte is then not measured.
+  std::optional<double> accuracy;
 };
 
 // Bytes of the text each token id stands for: its decoded UTF-8 length; 0 for

@@ -41,7 +41,7 @@ std::string format_step_line(const StepReport& r) {
       static_cast<long long>(r.step), static_cast<long long>(r.steps), r.loss, r.lr, r.grad_norm,
       r.tokens_per_s, r.ms_per_step, 100 * r.mfu, format_eta(r.eta_s).c_str());
   if (r.has_val && r.val_accuracy)
-    line += printf_string(" | val %.4f (reward accuracy %.3f)", r.val_loss, r.val_bits);
+    line += printf_string(" | val %.4f (reward accuracy %.3f)", r.val_loss, *r.val_accuracy);
   else if (r.has_val)
     line += printf_string(" | val %.4f (%.3f %s)", r.val_loss, r.val_bits,
                           r.val_per_byte ? "bpb" : "bits/token");

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 namespace ember::apps {
@@ -20,7 +21,8 @@ struct StepReport {
   bool has_val = false;  // a validation result came with this step
   double val_loss = 0, val_bits = 0;
   bool val_per_byte = true;  // val_bits are bits per byte (else per token: no tokenizer)
-  bool val_accuracy = false;  // ember align: val_bits is the held-out reward accuracy instead
+  // ember align and reward: the held-out reward accuracy, shown instead of val_bits.
+  std::optional<double> val_accuracy;
 };
 
 // h:mm:ss, rounded to the second (negative: 0).

@@ -91,6 +91,7 @@ void print_finetune_line(const TrainRun& run) {
     std::printf("; --add-chat-tokens: %lld new vocabulary rows",
                 static_cast<long long>(run.added_rows));
   }
+  if (run.o.reward) std::printf("; a reward model: its score head score.weight always trains");
   std::printf("\n");
 }
 
@@ -99,7 +100,7 @@ void print_finetune_line(const TrainRun& run) {
 void print_run_start(const TrainRun& run) {
   const TrainOptions& o = run.o;
   if (!run.root) return;
-  const char* command = o.align ? "align" : o.finetune ? "finetune" : "train";
+  const char* command = command_name(o);
   if (run.world > 1) {
     std::printf("ember %s: %lld ranks x %d threads, %s\n", command,
                 static_cast<long long>(run.world), omp_get_max_threads(),
@@ -221,9 +222,9 @@ void print_summary(TrainRun& run, const RunTally& tally) {
   std::printf("done: %lld steps, %lld tokens in %.1f s", static_cast<long long>(run.step),
               static_cast<long long>(run.tokens_seen), seconds);
   if (trained) std::printf("; final loss %.4f", tally.last_loss);
-  if (tally.have_eval && o.align) {
+  if (tally.have_eval && tally.last_eval.accuracy) {
     std::printf(", val loss %.4f (reward accuracy %.3f)", tally.last_eval.loss,
-                tally.last_eval.bits_per_byte);
+                *tally.last_eval.accuracy);
   } else if (tally.have_eval) {
     std::printf(", val loss %.4f (%.3f bits/%s)", tally.last_eval.loss,
                 tally.last_eval.bits_per_byte, run.tokenizer ? "byte" : "token");

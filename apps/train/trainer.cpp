@@ -1,5 +1,6 @@
-// `ember train`'s and `ember finetune`'s entry points (see trainer.h): the setup steps in
-// order, then the loop (apps/train/: run.h holds the run's state and lists the steps).
+// The entry points of `ember train`, `finetune`, `align` and `reward` (see trainer.h): the
+// setup steps in order, then the loop (apps/train/: run.h holds the run's state and lists the
+// steps).
 #include "apps/train/trainer.h"
 
 #include "apps/train/step_progress.h"
@@ -29,6 +30,30 @@ int build_and_train(TrainRun& run, Setup&& setup, After&& after = [] {}) {
   return train_loop(run);
 }
 
+// ember finetune, align and reward: one setup on the base's tokenizer, chat data or preference
+// pairs (align's reference checked), then the shared build and loop; the entry points below
+// only set the mode.
+int run_finetuning(TrainOptions o, dist::Communicator& comm) {
+  o.finetune = true;
+  const bool pairs = o.align || o.reward;
+  TrainProgress::check_setting();  // EMBER_PROGRESS
+  TrainRun run(std::move(o), comm);
+  resolve_model_source(run);       // --base or --resume; options checked
+  fingerprint_data(run);           // compared with the resumed run's
+  check_ranks_agree_on_run(run);   // under mpirun: options, model config, data
+  choose_chat_tokenizer(run);      // the base's
+  if (pairs) {
+    open_preference_data(run);  // read, rendered, held out: a bad line writes nothing in --out
+    check_reference_vocabulary(run);  // align's --ref scores the policy's token ids
+  } else {
+    open_chat_data(run);  // read, held out, rendered: a bad line writes nothing in --out
+  }
+  claim_out_folder(run);  // memory, lock, no other run's checkpoints
+  return build_and_train(run, [] {}, [&] {
+    if (run.o.align) prepare_reference_logps(run);
+  });
+}
+
 }  // namespace
 
 int run_train(TrainOptions o) {
@@ -56,16 +81,8 @@ int run_finetune(TrainOptions o) {
 }
 
 int run_finetune(TrainOptions o, dist::Communicator& comm) {
-  o.finetune = true;
-  TrainProgress::check_setting();  // EMBER_PROGRESS
-  TrainRun run(std::move(o), comm);
-  resolve_model_source(run);      // --base or --resume; options checked
-  fingerprint_data(run);          // compared with the resumed run's
-  check_ranks_agree_on_run(run);  // under mpirun: options, model config, data
-  choose_chat_tokenizer(run);     // the base's
-  open_chat_data(run);            // read, held out, rendered: a bad line writes nothing in --out
-  claim_out_folder(run);          // memory, lock, no other run's checkpoints
-  return build_and_train(run, [] {});
+  o.align = o.reward = false;
+  return run_finetuning(std::move(o), comm);
 }
 
 int run_align(TrainOptions o) {
@@ -74,17 +91,20 @@ int run_align(TrainOptions o) {
 }
 
 int run_align(TrainOptions o, dist::Communicator& comm) {
-  o.finetune = o.align = true;
-  TrainProgress::check_setting();  // EMBER_PROGRESS
-  TrainRun run(std::move(o), comm);
-  resolve_model_source(run);       // --base or --resume; options checked
-  fingerprint_data(run);           // compared with the resumed run's
-  check_ranks_agree_on_run(run);   // under mpirun: options, model config, data
-  choose_chat_tokenizer(run);      // the base's
-  open_preference_data(run);       // read, rendered, held out: a bad line writes nothing in --out
-  check_reference_vocabulary(run);  // --ref scores the policy's token ids
-  claim_out_folder(run);           // memory, lock, no other run's checkpoints
-  return build_and_train(run, [] {}, [&] { prepare_reference_logps(run); });
+  o.align = true;
+  o.reward = false;
+  return run_finetuning(std::move(o), comm);
+}
+
+int run_reward(TrainOptions o) {
+  dist::Communicator single(dist::Launch::Single);
+  return run_reward(std::move(o), single);
+}
+
+int run_reward(TrainOptions o, dist::Communicator& comm) {
+  o.reward = true;
+  o.align = false;
+  return run_finetuning(std::move(o), comm);
 }
 
 }  // namespace ember::apps

@@ -40,4 +40,12 @@ int run_finetune(TrainOptions options);
 int run_align(TrainOptions options, dist::Communicator& comm);
 int run_align(TrainOptions options);
 
+// `ember reward` (docs/cli.md#reward-models): a fine-tuning run (options.finetune and
+// options.reward are set) on preference pairs that trains a reward model: the base with the
+// score head `score.weight` (always trained; the rest LoRA, QLoRA or --full); each step's loss
+// is the Bradley-Terry loss with the pairs' margins and --center-rewards, averaged over the
+// step's pairs of all micro-batches and ranks; no reference model. Returns and throws as run_train.
+int run_reward(TrainOptions options, dist::Communicator& comm);
+int run_reward(TrainOptions options);
+
 }  // namespace ember::apps

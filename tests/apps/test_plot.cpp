@@ -489,6 +489,19 @@ TEST_CASE("ember align's runs: a row of reward margin and accuracy, train and he
   CHECK(f.panels[4].series[0].points.size() == 4);
   CHECK(f.panels[4].series[1].dashed);
   CHECK(f.row_heights.size() == 3);
+  // ember reward's keys fill the same row.
+  write_text(dir / "r/metrics.jsonl",
+             "{\"step\":0,\"tokens\":0,\"val_loss\":0.69,\"val_margin\":0,\"val_accuracy\":0.5}\n"
+             "{\"step\":1,\"tokens\":64,\"loss\":0.6,\"lr\":0.01,\"margin\":0.2,\"accuracy\":0.75,"
+             "\"val_loss\":0.6,\"val_margin\":0.1,\"val_accuracy\":1}\n");
+  const RunMetrics reward = read_run_metrics(dir / "r");
+  REQUIRE(reward.margin.size() == 1);
+  CHECK(reward.margin[0].value == 0.2);
+  CHECK(reward.accuracy[0].value == 0.75);
+  REQUIRE(reward.val_accuracy.size() == 2);
+  CHECK(reward.val_accuracy[1].value == 1);
+  CHECK(reward.val_margin[1].value == 0.1);
+  CHECK(training_figure({reward}, {}).panels.size() == 6);
   // Other runs keep their two rows.
   write_text(dir / "t/metrics.jsonl", metrics_lines(1, 5));
   CHECK(training_figure({read_run_metrics(dir / "t")}, {}).panels.size() == 4);

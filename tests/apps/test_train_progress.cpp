@@ -59,6 +59,9 @@ TEST_CASE("the plain progress line keeps its format", "[progress]") {
   CHECK(format_step_line(r).ends_with("ETA 0:01:13 | val 2.5000 (1.250 bpb)"));
   r.val_per_byte = false;
   CHECK(format_step_line(r).ends_with(" | val 2.5000 (1.250 bits/token)"));
+  // ember align and reward: the held-out reward accuracy, its own field (no bits measured).
+  r.val_accuracy = 0.75;
+  CHECK(format_step_line(r).ends_with(" | val 2.5000 (reward accuracy 0.750)"));
 }
 
 TEST_CASE("the terminal bar shows step/total, loss, lr, tok/s and ETA within the width",

@@ -4,12 +4,9 @@
 // the reference (LoRA's B = 0 at init, and --full); the reference log-probabilities are kept
 // in OUT/ref_logps.json and --resume reads them (a run of 4 steps = 2 + resume 2, bit for bit);
 // each bad input is one "ember: error:" line, exit 1 and nothing written in --out.
-#include <sys/wait.h>
-
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -18,32 +15,22 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_run.h"
 #include "finetune_testing.h"
 #include "nn/checkpoint_file.h"
 #include "temp_dir.h"
 
 namespace fs = std::filesystem;
+using ember::testing::CliRun;
 using ember::testing::read_text;
+using ember::testing::run_ember;
 using ember::testing::TempDir;
 using nlohmann::json;
 
 namespace {
 
-struct Run {
-  int code = -1;
-  std::string out, err;
-};
-
-Run align(const TempDir& dir, const std::string& args) {
-  const std::string cmd = std::string(EMBER_BINARY) + " align " + args + " > " + (dir / "stdout") +
-                          " 2> " + (dir / "stderr") + " < /dev/null";
-  const int status = std::system(cmd.c_str());
-  Run r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = read_text(dir / "stdout");
-  r.err = read_text(dir / "stderr");
-  return r;
-}
+// `ember align ARGS`.
+CliRun align(const std::string& args) { return run_ember("align " + args); }
 
 // Base and pairs in dir; a small LoRA run into dir/out.
 std::string pair_args(const TempDir& dir, const std::string& out,
@@ -80,7 +67,7 @@ TEST_CASE("ember align trains every loss and logs its metrics, on the steps and 
                                 : loss == "simpo" ? " --simpo-gamma 0.3 --sft-weight 0.5"
                                 : loss == "orpo"  ? " --sft-weight 0.5"
                                                   : "";
-      const Run r = align(dir, pair_args(dir, "run") + " --steps 3 --eval-every 3 --val-fraction 0.25 --loss " +
+      const CliRun r = align(pair_args(dir, "run") + " --steps 3 --eval-every 3 --val-fraction 0.25 --loss " +
                                    loss + extra);
       INFO(r.out << r.err);
       REQUIRE(r.code == 0);
@@ -133,7 +120,7 @@ TEST_CASE("ember align --loss dpo: the first step is log 2 with rewards 0 when t
                                 : mode == "ref"         ? " --ref " + (dir / "base.h5")
                                 : mode == "chat-tokens" ? " --add-chat-tokens"
                                                         : "";
-      const Run r = align(dir, pair_args(dir, "run") + " --steps 1 --grad-accum 2 --val-fraction 0.25" + extra);
+      const CliRun r = align(pair_args(dir, "run") + " --steps 1 --grad-accum 2 --val-fraction 0.25" + extra);
       INFO(r.out << r.err);
       REQUIRE(r.code == 0);
       if (mode == "chat-tokens") CHECK(r.out.find(" new vocabulary rows") != std::string::npos);
@@ -152,18 +139,18 @@ TEST_CASE("ember align --resume continues bit for bit and reads the reference lo
           "[cli][align]") {
   TempDir dir("cli_align_resume");
   const std::string common = " --val-fraction 0.25 --eval-every 1 --lora-dropout 0.1 --grad-accum 2";
-  Run r = align(dir, pair_args(dir, "full") + " --steps 4" + common);
+  CliRun r = align(pair_args(dir, "full") + " --steps 4" + common);
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
-  r = align(dir, pair_args(dir, "split") + " --steps 2" + common);
+  r = align(pair_args(dir, "split") + " --steps 2" + common);
   REQUIRE(r.code == 0);
   const std::string ref = read_text(dir / "split/ref_logps.json");
   fs::rename(dir / "split/ref_logps.json", dir / "ref_logps.json");
-  r = align(dir, "--resume " + (dir / "split") + " --steps 4");
+  r = align("--resume " + (dir / "split") + " --steps 4");
   CHECK(r.code == 1);
   CHECK_THAT(r.err, Catch::Contains("ref_logps.json: missing"));
   fs::rename(dir / "ref_logps.json", dir / "split/ref_logps.json");
-  r = align(dir, "--resume " + (dir / "split") + " --steps 4");
+  r = align("--resume " + (dir / "split") + " --steps 4");
   CHECK(r.err == "");
   REQUIRE(r.code == 0);
   CHECK(read_text(dir / "split/ref_logps.json") == ref);
@@ -190,7 +177,7 @@ TEST_CASE("ember align --resume continues bit for bit and reads the reference lo
 TEST_CASE("ember align reports dropped pairs and pairs cut to T+1", "[cli][align]") {
   TempDir dir("cli_align_dropped");
   ember::testing::write_pair_data(dir / "pairs.jsonl", 12, 5);
-  const Run r = align(dir, pair_args(dir, "run") + " --steps 1 --val-fraction 0 --seq-len 24");
+  const CliRun r = align(pair_args(dir, "run") + " --steps 1 --val-fraction 0 --seq-len 24");
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   CHECK(r.out.find("data: 11 pairs, no validation; 1 dropped (a side without a completion token in its first 25); ") !=
@@ -236,7 +223,7 @@ TEST_CASE("ember align: each bad input is one line, exit 1, nothing written in -
     const std::string file = c.pairs.substr(0, space);
     const std::string extra = space == std::string::npos ? "" : c.pairs.substr(space);
     INFO(c.pairs);
-    const Run r = align(dir, pair_args(dir, "run", file) + " --steps 1" + extra);
+    const CliRun r = align(pair_args(dir, "run", file) + " --steps 1" + extra);
     INFO(r.out << r.err);
     CHECK(r.code == 1);
     CHECK(r.err.rfind("ember: error: ", 0) == 0);

@@ -150,6 +150,19 @@ TEST_CASE("ember reward --score: each bad input is one line naming the file, lin
     CHECK(r.err.rfind("ember: error: " + message, 0) == 0);
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   }
+  SECTION("--score with a training option, --checkpoint without --score") {
+    dir.write("score.jsonl", ok + "\n");
+    const std::string rm = dir / "rm.h5";
+    const CliRun r = run_cli(dir, "reward --score --checkpoint " + rm + " --data " + file + " --steps 3");
+    CHECK(r.code == 1);
+    CHECK(r.err == "ember: error: --steps is an option of training; --score takes --checkpoint, "
+                   "--data, --batch-size and --base\n");
+    const CliRun t = run_cli(dir, "reward --checkpoint " + rm + " --data " + file + " --out " + (dir / "run"));
+    CHECK(t.code == 1);
+    CHECK(t.err == "ember: error: --checkpoint is --score's (scoring with a reward checkpoint); "
+                   "training starts from --base\n");
+    CHECK_FALSE(fs::exists(dir / "run"));
+  }
   SECTION("a checkpoint that is not a reward model") {
     ember::testing::write_chat_base(dir / "base.h5");
     dir.write("score.jsonl", ok + "\n");
