@@ -24,9 +24,10 @@ std::string given_value(const CLI::App& sub, const char* flag) {
 }  // namespace
 
 void add_reward_score_options(CLI::App& sub, RewardScoreFlags& flags) {
-  sub.add_flag("--score", flags.score,
-               "score --data's lines with the reward checkpoint --checkpoint instead of training: "
-               "one JSON line each (pairs: chosen, rejected; {\"prompt\", \"completion\"}: reward)");
+  sub.add_flag(
+      "--score", flags.score,
+      "score --data's lines with the reward checkpoint --checkpoint instead of training: "
+      "one JSON line each (pairs: chosen, rejected; {\"prompt\", \"completion\"}: reward)");
   sub.add_option("--checkpoint", flags.checkpoint, "with --score: the reward checkpoint (.h5)")
       ->check(CLI::ExistingFile);
 }
@@ -34,15 +35,18 @@ void add_reward_score_options(CLI::App& sub, RewardScoreFlags& flags) {
 void check_reward_score_options(const CLI::App& sub, const RewardScoreFlags& flags,
                                 int world_size) {
   if (!flags.score) {
-    EMBER_CHECK(flags.checkpoint.empty(), "--checkpoint is --score's (scoring with a reward "
+    EMBER_CHECK(flags.checkpoint.empty(),
+                "--checkpoint is --score's (scoring with a reward "
                 "checkpoint); training starts from --base");
     return;
   }
   for (const CLI::Option* o : sub.get_options()) {
     const std::string name = o->get_name();  // "--flag"
-    const bool scoring = std::find(kScoreOptions.begin(), kScoreOptions.end(), name) != kScoreOptions.end();
-    EMBER_CHECK(scoring || o->count() == 0, name,
-                " is an option of training; --score takes --checkpoint, --data, --batch-size and --base");
+    const bool scoring =
+        std::find(kScoreOptions.begin(), kScoreOptions.end(), name) != kScoreOptions.end();
+    EMBER_CHECK(
+        scoring || o->count() == 0, name,
+        " is an option of training; --score takes --checkpoint, --data, --batch-size and --base");
   }
   EMBER_CHECK(!flags.checkpoint.empty(), "--score needs --checkpoint RM (a reward checkpoint)");
   EMBER_CHECK(sub.get_option("--data")->count() > 0,
@@ -53,8 +57,8 @@ void check_reward_score_options(const CLI::App& sub, const RewardScoreFlags& fla
 int run_reward_score_command(const CLI::App& sub, const RewardScoreFlags& flags) {
   const CLI::Option* batch = sub.get_option("--batch-size");
   const int64_t batch_size = batch->count() > 0 ? batch->as<int64_t>() : 8;
-  return run_reward_score(
-      RewardScoreOptions{flags.checkpoint, given_value(sub, "--data"), given_value(sub, "--base"), batch_size});
+  return run_reward_score(RewardScoreOptions{flags.checkpoint, given_value(sub, "--data"),
+                                             given_value(sub, "--base"), batch_size});
 }
 
 }  // namespace ember::apps

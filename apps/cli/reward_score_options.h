@@ -21,8 +21,7 @@ struct RewardScoreFlags {
 void add_reward_score_options(CLI::App& sub, RewardScoreFlags& flags);
 // After parsing: the options given fit the mode (scoring or training); --score runs in one
 // process (world_size 1).
-void check_reward_score_options(const CLI::App& sub, const RewardScoreFlags& flags,
-                                int world_size);
+void check_reward_score_options(const CLI::App& sub, const RewardScoreFlags& flags, int world_size);
 // ember reward --score: run_reward_score with --checkpoint, --data, --base and --batch-size
 // (default 8) of `sub`. Returns the exit code.
 int run_reward_score_command(const CLI::App& sub, const RewardScoreFlags& flags);

@@ -36,10 +36,11 @@ void score_batch(const nn::Transformer& model, const std::vector<std::vector<uin
     std::copy(s.begin(), s.begin() + last[r] + 1, ids.begin() + static_cast<int64_t>(r) * width);
   }
   const int64_t B = static_cast<int64_t>(count);
-  const Tensor scores = model.scores(Tensor::from_vector(ids, {B, width}), Tensor::from_vector(last, {B}))
-                            .data()
-                            .to(DType::Float32)
-                            .contiguous();
+  const Tensor scores =
+      model.scores(Tensor::from_vector(ids, {B, width}), Tensor::from_vector(last, {B}))
+          .data()
+          .to(DType::Float32)
+          .contiguous();
   std::copy(scores.data<float>(), scores.data<float>() + count, out.begin() + first);
 }
 
@@ -56,7 +57,8 @@ std::vector<float> score_sides(const nn::Transformer& model,
   std::vector<float> out(sides.size());
   NoGradGuard no_grad;
   for (size_t first = 0; first < sides.size(); first += static_cast<size_t>(batch_size))
-    score_batch(model, sides, first, std::min(sides.size() - first, static_cast<size_t>(batch_size)), out);
+    score_batch(model, sides, first,
+                std::min(sides.size() - first, static_cast<size_t>(batch_size)), out);
   return out;
 }
 
@@ -82,7 +84,8 @@ std::vector<RewardLineScore> score_reward_file(const nn::Transformer& model,
     }
     lines.push_back(RewardLineScore{number, !s.completion, 0, 0});
   }
-  EMBER_CHECK(!lines.empty(), path, ": no line to score (expected JSONL {\"prompt\", \"completion\"} or "
+  EMBER_CHECK(!lines.empty(), path,
+              ": no line to score (expected JSONL {\"prompt\", \"completion\"} or "
               "{\"prompt\", \"chosen\", \"rejected\"} lines)");
   const std::vector<float> r = score_sides(model, sides, batch_size);
   size_t at = 0;

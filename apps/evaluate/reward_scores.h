@@ -16,8 +16,7 @@ namespace ember::apps {
 // The score of each side (ids, at most T + 1 of them, T = model.config().max_seq_len; at least
 // one), batch_size sides per forward, each row padded after its first min(L, T) ids.
 std::vector<float> score_sides(const nn::Transformer& model,
-                               const std::vector<std::vector<uint32_t>>& sides,
-                               int64_t batch_size);
+                               const std::vector<std::vector<uint32_t>>& sides, int64_t batch_size);
 
 // One scored line: a pair's chosen and rejected scores, or a completion's reward (in chosen).
 struct RewardLineScore {
