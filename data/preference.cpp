@@ -87,13 +87,8 @@ std::string parse_completion(const json& j, std::string_view key, std::string_vi
   return s;
 }
 
-}  // namespace
-
-PreferenceLine parse_preference_line(std::string_view line, std::string_view where) {
-  const json j = parse_json_line(line, where, "\"margin\" must be a finite number");
-  EMBER_CHECK(
-      j.is_object(), where,
-      ": not a JSON object (expected {\"prompt\": ..., \"chosen\": ..., \"rejected\": ...})");
+// A pair line's object (prompt, chosen, rejected, margin).
+PreferenceLine parse_pair(const json& j, std::string_view where) {
   const json& prompt = field(j, "prompt", where);
   EMBER_CHECK(prompt.is_string() || prompt.is_array(), where,
               ": \"prompt\": expected a string or a list of messages (got ", kind(prompt), ")");
@@ -115,6 +110,53 @@ PreferenceLine parse_preference_line(std::string_view line, std::string_view whe
     out.margin = margin->get<double>();  // finite: nlohmann refuses what overflows a double
   }
   return out;
+}
+
+// A completion line's object: the prompt as a pair's, "completion" in the form of its "chosen".
+ScoredLine parse_completion_line(const json& j, std::string_view where) {
+  const auto prompt = j.find("prompt");
+  EMBER_CHECK(prompt != j.end(), where,
+              ": \"prompt\": missing (a completion line has \"prompt\" and \"completion\")");
+  EMBER_CHECK(prompt->is_string() || prompt->is_array(), where,
+              ": \"prompt\": expected a string or a list of messages (got ", kind(*prompt), ")");
+  EMBER_CHECK(!j.contains("chosen") && !j.contains("rejected"), where,
+              ": \"completion\" beside \"chosen\" / \"rejected\" (a line to score is a pair or a "
+              "prompt with one completion)");
+  ScoredLine out;
+  out.completion = true;
+  PreferenceLine& p = out.pair;
+  p.is_text = prompt->is_string();
+  const json& completion = j.at("completion");
+  if (p.is_text) {
+    p.prompt_text = prompt->get<std::string>();
+    p.chosen = parse_completion(completion, "completion", where);
+  } else {
+    p.prompt = parse_prompt(*prompt, where);
+    p.chosen = parse_answer(completion, "completion", where);
+  }
+  return out;
+}
+
+}  // namespace
+
+PreferenceLine parse_preference_line(std::string_view line, std::string_view where) {
+  const json j = parse_json_line(line, where, "\"margin\" must be a finite number");
+  EMBER_CHECK(
+      j.is_object(), where,
+      ": not a JSON object (expected {\"prompt\": ..., \"chosen\": ..., \"rejected\": ...})");
+  return parse_pair(j, where);
+}
+
+ScoredLine parse_scored_line(std::string_view line, std::string_view where) {
+  const json j = parse_json_line(line, where, "\"margin\" must be a finite number");
+  EMBER_CHECK(j.is_object(), where,
+              ": not a JSON object (expected {\"prompt\": ..., \"completion\": ...} or {\"prompt\": "
+              "..., \"chosen\": ..., \"rejected\": ...})");
+  if (j.contains("completion")) return parse_completion_line(j, where);
+  EMBER_CHECK(j.contains("chosen") || j.contains("rejected"), where,
+              ": no \"completion\" and no \"chosen\" / \"rejected\" (a line to score is {\"prompt\", "
+              "\"completion\"} or a pair {\"prompt\", \"chosen\", \"rejected\"})");
+  return ScoredLine{parse_pair(j, where), false};
 }
 
 std::vector<PreferenceLine> read_preference_file(const std::string& path) {

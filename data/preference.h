@@ -31,6 +31,17 @@ struct PreferenceLine {
 // messages with one assistant message`. Keys other than the four are ignored.
 PreferenceLine parse_preference_line(std::string_view line, std::string_view where);
 
+// A line of a file to score (`ember reward --score`, docs/cli.md#scoring-with-a-reward-model): a
+// pair line, or {"prompt": ..., "completion": ...} whose prompt is a pair's and whose completion
+// has the form of a pair's "chosen" (one assistant message, or a string with a string prompt).
+// A completion line holds its completion in pair.chosen (pair.rejected empty).
+struct ScoredLine {
+  PreferenceLine pair;
+  bool completion = false;  // a {"prompt", "completion"} line
+};
+// One JSONL line, its errors as parse_preference_line's (`where`, then the field at fault).
+ScoredLine parse_scored_line(std::string_view line, std::string_view where);
+
 // Every line of a JSONL file, in order, blank lines skipped (but counted).
 // Errors name the file and line; a file without a line, or one that mixes the
 // chat and the text form, is an error.

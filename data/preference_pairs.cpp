@@ -52,23 +52,35 @@ ChatTokens chat_completion(const Tokenizer& tokenizer, const std::string& conten
   return render_chat(tokenizer, ChatLine{{ChatMessage{"assistant", content}}, "", false});
 }
 
-PreferencePair render_pair(const Tokenizer& tokenizer, const PreferenceLine& line, int64_t seq_len,
-                           bool& cut) {
+// The sides of line's prompt followed by each of `completions` (its form's strings).
+std::vector<PreferenceSide> render_sides(const Tokenizer& tokenizer, const PreferenceLine& line,
+                                         const std::vector<const std::string*>& completions,
+                                         int64_t seq_len, bool& cut) {
   EMBER_CHECK(seq_len >= 1, "preference data: seq_len must be at least 1, got ", seq_len);
-  PreferencePair out;
-  out.margin = line.margin;
-  out.line = line.line;
+  std::vector<PreferenceSide> out;
   if (line.is_text) {
     const uint32_t eot = end_of_text(tokenizer);
     const std::vector<uint32_t> prompt = tokenizer.encode(line.prompt_text);
-    out.chosen = join(prompt, text_completion(tokenizer, line.chosen, eot), seq_len, cut);
-    out.rejected = join(prompt, text_completion(tokenizer, line.rejected, eot), seq_len, cut);
+    for (const std::string* c : completions)
+      out.push_back(join(prompt, text_completion(tokenizer, *c, eot), seq_len, cut));
   } else {
     const std::vector<uint32_t> prompt =
         render_chat(tokenizer, ChatLine{line.prompt, "", false}).ids;
-    out.chosen = join(prompt, chat_completion(tokenizer, line.chosen), seq_len, cut);
-    out.rejected = join(prompt, chat_completion(tokenizer, line.rejected), seq_len, cut);
+    for (const std::string* c : completions)
+      out.push_back(join(prompt, chat_completion(tokenizer, *c), seq_len, cut));
   }
+  return out;
+}
+
+PreferencePair render_pair(const Tokenizer& tokenizer, const PreferenceLine& line, int64_t seq_len,
+                           bool& cut) {
+  std::vector<PreferenceSide> sides =
+      render_sides(tokenizer, line, {&line.chosen, &line.rejected}, seq_len, cut);
+  PreferencePair out;
+  out.margin = line.margin;
+  out.line = line.line;
+  out.chosen = std::move(sides[0]);
+  out.rejected = std::move(sides[1]);
   return out;
 }
 
@@ -78,6 +90,12 @@ PreferencePair render_preference_pair(const Tokenizer& tokenizer, const Preferen
                                       int64_t seq_len) {
   bool cut = false;
   return render_pair(tokenizer, line, seq_len, cut);
+}
+
+PreferenceSide render_preference_side(const Tokenizer& tokenizer, const PreferenceLine& line,
+                                      const std::string& completion, int64_t seq_len) {
+  bool cut = false;
+  return std::move(render_sides(tokenizer, line, {&completion}, seq_len, cut)[0]);
 }
 
 bool has_scored_tokens(const PreferencePair& pair) {

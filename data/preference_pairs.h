@@ -6,6 +6,7 @@
 // dropped and counted.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -37,6 +38,11 @@ struct PreferencePair {
 // text form without <|endoftext|>.
 PreferencePair render_preference_pair(const Tokenizer& tokenizer, const PreferenceLine& line,
                                       int64_t seq_len);
+
+// One side: line's prompt then `completion` (a string of the line's form: the assistant
+// message's content, or the text completion), rendered and cut as render_preference_pair's.
+PreferenceSide render_preference_side(const Tokenizer& tokenizer, const PreferenceLine& line,
+                                      const std::string& completion, int64_t seq_len);
 
 // True when both sides have a scored token.
 bool has_scored_tokens(const PreferencePair& pair);

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Independent reader of a Hugging Face model folder: logits of LlamaForCausalLM,
-Qwen3ForCausalLM, Qwen3MoeForCausalLM and GPT2LMHeadModel, written from the
+Qwen3ForCausalLM, Qwen3MoeForCausalLM and GPT2LMHeadModel (and the one row of
+LlamaForSequenceClassification, a reward model's export), written from the
 transformers modeling code (modeling_llama.py, modeling_qwen3.py,
 modeling_qwen3_moe.py, modeling_gpt2.py), not from ember's.
 
@@ -154,6 +155,23 @@ def rope(x, n, head_dim, theta, t):
 # LlamaForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM
 
 def llama_family(cfg, w, ids, arch):
+    x = llama_hidden(cfg, w, ids, arch)
+    tied = cfg.get("tie_word_embeddings", False)
+    return linear(x, w.get("model.embed_tokens.weight" if tied else "lm_head.weight"))
+
+
+def sequence_classification(cfg, w, ids):
+    """LlamaForSequenceClassification: score.weight [num_labels, d] on the final-norm output, read
+    at the rightmost token that is not pad_token_id (the last one without a pad_token_id). One row
+    of logits [num_labels]."""
+    x = llama_hidden(cfg, w, ids, "LlamaForCausalLM")
+    pad = cfg.get("pad_token_id")
+    last = -1 if pad is None else max([t for t, i in enumerate(ids) if i != pad], default=0)
+    return linear([x[last]], w.get("score.weight"))
+
+
+def llama_hidden(cfg, w, ids, arch):
+    """The final-norm output [T][d] of the Llama/Qwen3 decoder."""
     for key in ("rope_scaling",):
         if cfg.get(key) is not None:
             raise NotImplementedError(key)
@@ -224,9 +242,7 @@ def llama_family(cfg, w, ids, arch):
                   and cfg["num_experts"] > 0 and (li + 1) % cfg.get("decoder_sparse_step", 1) == 0)
         m = sparse_moe(p + "mlp.", h) if sparse else mlp(p + "mlp.", h)
         x = [[xi + mi for xi, mi in zip(xr, mr)] for xr, mr in zip(x, m)]
-    x = [rms_norm(r, w.get("model.norm.weight"), eps) for r in x]
-    tied = cfg.get("tie_word_embeddings", False)
-    return linear(x, w.get("model.embed_tokens.weight" if tied else "lm_head.weight"))
+    return [rms_norm(r, w.get("model.norm.weight"), eps) for r in x]
 
 
 # ---------------------------------------------------------------------------------------
@@ -269,6 +285,8 @@ def logits(folder, ids):
         return arch, gpt2(cfg, w, ids)
     if arch in ("LlamaForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM"):
         return arch, llama_family(cfg, w, ids, arch)
+    if arch == "LlamaForSequenceClassification":
+        return arch, sequence_classification(cfg, w, ids)
     raise NotImplementedError(arch)
 
 

@@ -2,7 +2,8 @@
 // Hugging Face model folder (model.safetensors, config.json, tokenizer.json,
 // generation_config.json) loadable by transformers' matching class. A fine-tune
 // checkpoint exports as a PEFT adapter folder, or with --merge as the merged model
-// (--format hf: a model folder; --format ember: a plain checkpoint file). The work is
+// (--format hf: a model folder; --format ember: a plain checkpoint file); a reward model as
+// LlamaForSequenceClassification, merged when it is a fine-tune. The work is
 // in apps/interop (hf_export.cpp, peft_export.cpp); this file is the command line.
 #include <cstdio>
 
@@ -21,7 +22,10 @@ struct ExportOptions {
 };
 
 int run_export(const ExportOptions& o) {
-  const bool finetuned = nn::read_checkpoint_config(o.checkpoint).lora.has_value();
+  const nn::ModelConfig config = nn::read_checkpoint_config(o.checkpoint);
+  const bool finetuned = config.lora.has_value();
+  // A reward model exports merged: LlamaForSequenceClassification (docs/interop.md#reward-models).
+  const bool reward = !config.reward.empty();
   EMBER_CHECK(!o.merge || finetuned, "--merge: ", o.checkpoint,
               " is not a fine-tune checkpoint (it has no adapters to merge)");
   EMBER_CHECK(o.format == "hf" || o.merge, "--format ember needs --merge (the merged model of a "
@@ -29,13 +33,13 @@ int run_export(const ExportOptions& o) {
   if (o.format == "ember") {
     export_merged_checkpoint(o.checkpoint, o.out, o.base);
     std::printf("wrote %s: the merged model (base + adapters)\n", o.out.c_str());
-  } else if (finetuned && !o.merge) {
+  } else if (finetuned && !o.merge && !reward) {
     export_peft(o.checkpoint, o.out, o.base);
     std::printf("wrote %s: PEFT adapter (adapter_config.json, adapter_model.safetensors)\n", o.out.c_str());
   } else {
     const HfExport done = export_hf(o.checkpoint, o.out, o.base);
     std::printf("wrote %s (%s%s): model.safetensors, config.json%s\n", o.out.c_str(),
-                hf_arch_name(done.arch), o.merge ? ", merged" : "",
+                done.reward ? kHfRewardArch : hf_arch_name(done.arch), finetuned ? ", merged" : "",
                 done.tokenizer ? ", tokenizer.json" : " (no tokenizer: the checkpoint has none)");
   }
   return 0;

@@ -15,7 +15,20 @@ std::string default_corpus() {
   return dir;
 }
 
-LoadedModel load_model(const std::string& checkpoint_path, const std::string& moved_base) {
+namespace {
+
+// The one check of a checkpoint's kind (a reward model or a language model), before its weights
+// are read.
+void check_reward_kind(const std::string& checkpoint_path, bool want_reward) {
+  const bool reward = !nn::read_checkpoint_config(checkpoint_path).reward.empty();
+  EMBER_CHECK(reward || !want_reward, checkpoint_path,
+              ": not a reward model (its config has no \"reward\"; ember reward writes one): "
+              "ember reward --score needs a reward checkpoint");
+  EMBER_CHECK(!reward || want_reward, checkpoint_path,
+              ": a reward model (it scores text; it does not generate): use ember reward --score");
+}
+
+LoadedModel load_checked(const std::string& checkpoint_path, const std::string& moved_base) {
   const nn::Checkpoint c = nn::read_checkpoint(checkpoint_path, /*with_optim=*/false);
   LoadedModel out;
   out.model = nn::model_from_checkpoint(c, checkpoint_path, moved_base);
@@ -23,6 +36,18 @@ LoadedModel load_model(const std::string& checkpoint_path, const std::string& mo
   out.has_tokenizer = tokenizer.has_value();
   out.tokenizer = tokenizer ? std::move(*tokenizer) : data::byte_tokenizer(c.config.vocab_size);
   return out;
+}
+
+}  // namespace
+
+LoadedModel load_model(const std::string& checkpoint_path, const std::string& moved_base) {
+  check_reward_kind(checkpoint_path, /*want_reward=*/false);
+  return load_checked(checkpoint_path, moved_base);
+}
+
+LoadedModel load_reward_model(const std::string& checkpoint_path, const std::string& moved_base) {
+  check_reward_kind(checkpoint_path, /*want_reward=*/true);
+  return load_checked(checkpoint_path, moved_base);
 }
 
 LoadedModel load_model_for_text(const std::string& checkpoint_path, const std::string& tokenizer_path,

@@ -23,7 +23,11 @@ struct LoadedModel {
 };
 // Model weights (float32) and tokenizer of a checkpoint; eval mode. moved_base: a fine-tune
 // checkpoint's base read from there instead (the command's --base; nn::model_from_checkpoint).
+// A reward model (config "reward", docs/model.md#reward-model) is refused: the commands that
+// generate or compute a language-model loss (generate, chat, loss, evaluate, serve) load here.
 LoadedModel load_model(const std::string& checkpoint_path, const std::string& moved_base = "");
+// load_model for `ember reward --score`: the checkpoint must be a reward model (LoRA or full).
+LoadedModel load_reward_model(const std::string& checkpoint_path, const std::string& moved_base = "");
 // load_model for the commands that read and write text (generate, evaluate, serve): with
 // tokenizer_path, that tokenizer.json replaces the stored one (at most vocab_size tokens);
 // an Error when the model then has no real tokenizer (a stored vocabulary that is not bytes).

@@ -17,11 +17,27 @@
 namespace ember::apps {
 namespace {
 
-// The id of <|endoftext|> in the checkpoint's tokenizer, if it has one.
-std::optional<int64_t> eos_id_of(const std::optional<data::Tokenizer>& tokenizer) {
-  const std::optional<uint32_t> eos =
-      tokenizer ? tokenizer->find_special(data::kEndOfText) : std::nullopt;
-  return eos ? std::optional<int64_t>(*eos) : std::nullopt;
+// The id of special token `name` in the checkpoint's tokenizer, if it has one.
+std::optional<int64_t> special_id_of(const std::optional<data::Tokenizer>& tokenizer,
+                                     std::string_view name) {
+  const std::optional<uint32_t> id = tokenizer ? tokenizer->find_special(name) : std::nullopt;
+  return id ? std::optional<int64_t>(*id) : std::nullopt;
+}
+
+// config.json, and the tensors under their Hugging Face names: a reward model's without lm_head
+// (its head is score.weight). pad_token_id <|im_start|>: never the last token of a side (a chat
+// side ends with the "\n" after <|im_end|>, a text side with <|endoftext|>), so transformers'
+// last-non-pad-token rule reads the score where ember does (docs/interop.md#reward-models).
+std::string config_and_tensors(const nn::ModelConfig& config, HfArch arch, bool reward,
+                               const std::optional<data::Tokenizer>& tokenizer,
+                               std::map<std::string, Tensor>& weights) {
+  const std::optional<int64_t> eos_id = special_id_of(tokenizer, data::kEndOfText);
+  if (!reward) {
+    weights = hf_tensors_from_ember(config, arch, weights);
+    return hf_config_json(config, arch, eos_id);
+  }
+  weights.erase("lm_head.weight");
+  return hf_reward_config_json(config, eos_id, special_id_of(tokenizer, data::kImStart));
 }
 
 }  // namespace
@@ -34,7 +50,9 @@ HfExport export_hf(const std::string& checkpoint, const std::string& out_dir,
   const bool finetuned = c.config.lora.has_value();
   const nn::ModelConfig config = finetuned ? nn::merged_config(c.config) : c.config;
   HfExport done;
-  done.arch = hf_arch_for(config);  // fails before anything is written
+  done.reward = !config.reward.empty();
+  if (done.reward) check_hf_reward_config(config);  // fails before anything is written
+  done.arch = hf_arch_for(config);
   // Every tensor checked against the config (names, shapes, finite values) before anything is written.
   std::map<std::string, Tensor> weights;
   {
@@ -47,19 +65,18 @@ HfExport export_hf(const std::string& checkpoint, const std::string& out_dir,
   const std::optional<data::Tokenizer> tokenizer = data::stored_tokenizer(c.tokenizer_json, c.config.vocab_size, checkpoint);
   EMBER_CHECK(!tokenizer || static_cast<int64_t>(tokenizer->vocab_size()) <= c.config.vocab_size,
               checkpoint, ": the tokenizer has more tokens than the model's vocab_size");
-  const std::optional<int64_t> eos_id = eos_id_of(tokenizer);
+  const std::optional<int64_t> eos_id = special_id_of(tokenizer, data::kEndOfText);
+  const std::string config_json = config_and_tensors(c.config, done.arch, done.reward, tokenizer, weights);
 
-  const std::map<std::string, Tensor> tensors = hf_tensors_from_ember(c.config, done.arch, weights);
   create_output_folder("--out", out_dir);
   const std::filesystem::path dir(out_dir);
-  write_safetensors((dir / "model.safetensors").string(), tensors);
-  write_file_atomically((dir / "config.json").string(),
-                        hf_config_json(c.config, done.arch, eos_id) + "\n");
+  write_safetensors((dir / "model.safetensors").string(), weights);
+  write_file_atomically((dir / "config.json").string(), config_json + "\n");
   if (tokenizer) {
     write_file_atomically((dir / "tokenizer.json").string(), tokenizer->to_json());
     done.tokenizer = true;
   }
-  if (eos_id) {
+  if (eos_id && !done.reward) {  // a reward model does not generate
     const nlohmann::json g = {{"bos_token_id", *eos_id}, {"eos_token_id", *eos_id}};
     write_file_atomically((dir / "generation_config.json").string(), g.dump(2) + "\n");
   }

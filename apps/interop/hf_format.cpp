@@ -264,6 +264,27 @@ std::string hf_config_json(const nn::ModelConfig& c, HfArch arch, std::optional<
   return j.dump(2);
 }
 
+void check_hf_reward_config(const nn::ModelConfig& c) {
+  const HfArch arch = hf_arch_for(c);  // what no Hugging Face class expresses
+  const std::string cls = std::string(kHfRewardArch) + " (a reward model's class)";
+  if (arch == HfArch::GPT2) no_equivalent("pos", c.pos, cls + " uses RoPE");
+  if (c.moe) no_equivalent("moe", "object", cls + " has no mixture of experts");
+  if (c.qk_norm) no_equivalent("qk_norm", true, cls + " has no q/k norm");
+}
+
+std::string hf_reward_config_json(const nn::ModelConfig& c, std::optional<int64_t> eos_id,
+                                  std::optional<int64_t> pad_id) {
+  check_hf_reward_config(c);
+  json j = json::parse(hf_config_json(c, HfArch::Llama, eos_id));
+  j["architectures"] = {kHfRewardArch};
+  j["num_labels"] = 1;
+  j["id2label"] = {{"0", "LABEL_0"}};
+  j["label2id"] = {{"LABEL_0", 0}};
+  j["tie_word_embeddings"] = false;  // no lm_head: the head is score.weight
+  j["pad_token_id"] = pad_id ? json(*pad_id) : json(nullptr);
+  return j.dump(2);
+}
+
 namespace {
 
 HfModelConfig parse_hf_config(const json& j, const std::string& source);
@@ -301,6 +322,10 @@ HfArch read_hf_arch(KeyReader& r) {
                                                  {"Qwen3MoeForCausalLM", HfArch::Qwen3Moe},
                                                  {"GPT2LMHeadModel", HfArch::GPT2}};
   auto it = by_name.find(arch_name);
+  EMBER_CHECK(arch_name.find("ForSequenceClassification") == std::string::npos, r.source,
+              ": key \"architectures\": \"", arch_name,
+              "\" is a sequence classifier (a reward model's export): ember imports language models "
+              "only; score with the ember reward checkpoint it was exported from (ember reward --score)");
   EMBER_CHECK(it != by_name.end(), r.source, ": key \"architectures\": unsupported architecture \"",
               arch_name,
               "\" (ember imports LlamaForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, "

@@ -27,6 +27,18 @@ HfArch hf_arch_for(const nn::ModelConfig& cfg);
 // config.json text of cfg as `arch` (bos/eos_token_id written when eos_id is given).
 std::string hf_config_json(const nn::ModelConfig& cfg, HfArch arch, std::optional<int64_t> eos_id);
 
+// A reward model (config "reward", docs/model.md#reward-model) exports as
+// LlamaForSequenceClassification with one label (docs/interop.md#reward-models): the Llama
+// class must express cfg (an Error naming the key otherwise, as hf_arch_for's).
+const char* const kHfRewardArch = "LlamaForSequenceClassification";
+void check_hf_reward_config(const nn::ModelConfig& cfg);
+// Its config.json: LlamaForCausalLM's keys with architectures [kHfRewardArch], num_labels 1,
+// id2label / label2id of one label, tie_word_embeddings false (there is no lm_head), and
+// pad_token_id = pad_id (null when not given), the id transformers' last-non-pad-token rule
+// skips.
+std::string hf_reward_config_json(const nn::ModelConfig& cfg, std::optional<int64_t> eos_id,
+                                  std::optional<int64_t> pad_id);
+
 struct HfModelConfig {
   HfArch arch = HfArch::Llama;
   nn::ModelConfig config;

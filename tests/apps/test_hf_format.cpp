@@ -430,3 +430,62 @@ TEST_CASE("hf import: a model larger than this machine is refused before its wei
                         Catch::Contains("but this machine has"));
   CHECK_FALSE(fs::exists(dir / "out.h5"));
 }
+
+TEST_CASE("hf export of a reward model: LlamaForSequenceClassification, score.weight, no lm_head") {
+  TempDir dir("hf_reward");
+  json overrides = kLlama;
+  overrides["reward"] = {{"center_rewards", 0.0}};
+  overrides["vocab_size"] = 259;
+  nn::Checkpoint c;
+  c.config = config(overrides);
+  c.model = nn::Transformer(c.config, 11).state_dict();
+  REQUIRE(c.model.count("score.weight"));
+  REQUIRE(c.model.count("lm_head.weight"));
+  const data::Tokenizer tok = data::Tokenizer::bytes({"<|endoftext|>", "<|im_start|>", "<|im_end|>"});
+  c.tokenizer_json = tok.to_json();
+  nn::write_checkpoint(dir / "rm.h5", c);
+  const HfExport done = export_hf(dir / "rm.h5", dir / "folder");
+  CHECK(done.reward);
+  const json j = json::parse(read_text(dir / "folder/config.json"));
+  CHECK(j.at("architectures") == json::array({"LlamaForSequenceClassification"}));
+  CHECK(j.at("num_labels") == 1);
+  CHECK(j.at("id2label") == json{{"0", "LABEL_0"}});
+  CHECK(j.at("label2id") == json{{"LABEL_0", 0}});
+  CHECK(j.at("pad_token_id") == *tok.find_special(data::kImStart));  // 257: never a side's last token
+  CHECK(j.at("eos_token_id") == *tok.find_special(data::kEndOfText));
+  CHECK(j.at("tie_word_embeddings") == false);
+  CHECK_FALSE(fs::exists(dir / "folder/generation_config.json"));
+  const SafetensorsFile f(dir / "folder/model.safetensors");
+  CHECK_FALSE(f.contains("lm_head.weight"));
+  CHECK(shape_of(f, "score.weight") == Shape{1, 16});
+  CHECK(same_bits(f.read("score.weight"), c.model.at("score.weight")));
+  CHECK(f.entries().size() == c.model.size() - 1);  // every model.* tensor and score.weight
+  for (const auto& [name, t] : c.model) {
+    INFO(name);
+    if (name != "lm_head.weight") CHECK(same_bits(f.read(name), t));
+  }
+  // Back in: refused in one line (a sequence classifier is not a language model).
+  CHECK_THROWS_WITH(import_hf(dir / "folder", dir / "back.h5", {}),
+                    Catch::Contains("\"LlamaForSequenceClassification\" is a sequence classifier"));
+  CHECK_FALSE(fs::exists(dir / "back.h5"));
+  // What the Llama class cannot express is refused before anything is written.
+  for (const auto& [extra, key] : std::vector<std::pair<json, std::string>>{
+           {{{"qk_norm", true}}, "qk_norm"},
+           {{{"qk_norm", true}, {"moe", {{"n_experts", 2}, {"top_k", 1}}}}, "moe"},
+           {{{"norm", "layernorm"}, {"pos", "learned"}, {"ffn_act", "gelu_tanh"}, {"bias", true},
+             {"n_kv_heads", 4}},
+            "pos"},
+           {{{"attn_softcap", 30.0}}, "attn_softcap"}}) {
+    json o = overrides;
+    o.update(extra);
+    INFO(o.dump());
+    const nn::ModelConfig bad = config(o);
+    nn::Checkpoint b;
+    b.config = bad;
+    b.model = nn::Transformer(bad, 11).state_dict();
+    const std::string path = dir / ("bad_" + key + ".h5");
+    nn::write_checkpoint(path, b);
+    CHECK_THROWS_WITH(export_hf(path, dir / ("out_" + key)), Catch::Contains("config key \"" + key + "\""));
+    CHECK_FALSE(fs::exists(dir / ("out_" + key)));
+  }
+}

@@ -376,3 +376,55 @@ TEST_CASE("held-out split: floor(n x fraction) items, the first of epoch -1's pe
   CHECK(error_of([] { held_out_items(4, 1.0, 7); }) ==
         "held-out split: fraction must be in [0, 1), got 1 of 4 items");
 }
+
+TEST_CASE("lines to score: a pair, or a prompt with one completion rendered as a pair side") {
+  const Tokenizer tok = chat_bytes();
+  SECTION("a pair line is parse_preference_line's") {
+    const ScoredLine s = parse_scored_line(kChatLine, "s.jsonl line 1");
+    CHECK_FALSE(s.completion);
+    CHECK(s.pair.chosen == "4");
+    CHECK(s.pair.rejected == "5!");
+  }
+  SECTION("a chat completion line: the side equals the pair side of the same answer") {
+    const std::string line =
+        R"({"prompt": [{"role": "system", "content": "S"}, {"role": "user", "content": "Hi"},)"
+        R"( {"role": "assistant", "content": "Hey"}, {"role": "user", "content": "2+2?"}],)"
+        R"( "completion": [{"role": "assistant", "content": "5!"}]})";
+    const ScoredLine s = parse_scored_line(line, "s.jsonl line 2");
+    REQUIRE(s.completion);
+    CHECK(s.pair.chosen == "5!");
+    check_side(render_preference_side(tok, s.pair, s.pair.chosen, 64), chat_side("5!"));
+    // cut at T+1 as a pair side is
+    check_side(render_preference_side(tok, s.pair, s.pair.chosen, 50), chat_side("5!").first(51));
+  }
+  SECTION("a text completion line: encode(prompt), encode(completion), <|endoftext|>") {
+    const ScoredLine s = parse_scored_line(R"({"prompt": "ab", "completion": "c"})", "w");
+    REQUIRE(s.completion);
+    REQUIRE(s.pair.is_text);
+    Expect e;
+    e.text("ab", 0).text("c", 1).id(kEot, 1);
+    check_side(render_preference_side(tok, s.pair, s.pair.chosen, 8), e);
+  }
+  SECTION("bad lines name the line and the field") {
+    const auto err = [](const std::string& l) {
+      return error_of([&] { parse_scored_line(l, "s.jsonl line 4"); });
+    };
+    CHECK(err(R"({"prompt": "a"})") ==
+          "s.jsonl line 4: no \"completion\" and no \"chosen\" / \"rejected\" (a line to score is "
+          "{\"prompt\", \"completion\"} or a pair {\"prompt\", \"chosen\", \"rejected\"})");
+    CHECK(err(R"({"completion": "a"})") ==
+          "s.jsonl line 4: \"prompt\": missing (a completion line has \"prompt\" and "
+          "\"completion\")");
+    CHECK(err(R"({"prompt": "a", "completion": ""})") ==
+          "s.jsonl line 4: \"completion\": an empty string (a side needs a non-empty completion)");
+    CHECK(err(R"({"prompt": [{"role": "user", "content": "q"}], "completion": "a"})") ==
+          "s.jsonl line 4: \"completion\": expected a list of messages with one assistant message "
+          "(got a string; \"prompt\" is a list of messages)");
+    CHECK(err(R"({"prompt": "a", "completion": "b", "chosen": "c"})") ==
+          "s.jsonl line 4: \"completion\" beside \"chosen\" / \"rejected\" (a line to score is a "
+          "pair or a prompt with one completion)");
+    CHECK(err(R"({"prompt": "a", "chosen": "b"})") ==
+          "s.jsonl line 4: \"rejected\": missing (a pair line has \"prompt\", \"chosen\" and "
+          "\"rejected\")");
+  }
+}
