@@ -12,13 +12,14 @@ text, with sides longer than max_seq_len + 1 (cut) and a blank line. `ember rewa
 (--batch-size 3 and 1) must print one JSON line per non-blank line, numbered as the file's lines,
 each score within TOL of align_reference.side_scores (the score head on the final-norm output at
 the side's last input position) of the same side rendered and cut by the reference.
-Then `ember export --format hf` of a full and a LoRA reward model of a Llama config: config.json
-(LlamaForSequenceClassification, one label, pad_token_id <|im_start|>), the tensors' names and
-shapes (score.weight [1, d_model], no lm_head), and each side's score computed from the exported
-folder alone by tools/hf_reference.py (float64, transformers' last-non-pad-token rule, also on the
-side padded with pad_token_id) equal to `ember reward --score`; `ember import` of that folder and
-the export of a config Llama cannot express (qk_norm) each refused in one line. Exits non-zero when
-any comparison fails.
+Then `ember export --format hf` of a full and a LoRA reward model of a Llama, a Qwen3 (qk_norm) and
+a Qwen3-MoE config: config.json ({Llama,Qwen3,Qwen3Moe}ForSequenceClassification, one label,
+pad_token_id <|im_start|>), the tensors' names and shapes (score.weight [1, d_model], no lm_head),
+and each side's score computed from the exported folder alone by tools/hf_reference.py (float64,
+transformers' last-non-pad-token rule, also on the side padded with pad_token_id) equal to
+`ember reward --score`; `ember import` of such a folder and the export of a reward model with
+learned positions (GPT-2's class) each refused in one line. Exits non-zero when any comparison
+fails.
 """
 import hashlib
 import json
@@ -139,47 +140,64 @@ def compare(ember_out, expected):
 # ----------------------------------------------------------------------------
 # The Hugging Face export (docs/interop.md#reward-models)
 
-LLAMA = dict(CONFIG, qk_norm=False, tie_embeddings=False)  # a config LlamaForSequenceClassification expresses
+# The configs of each class a reward model exports as (hf_reward_arch_for): a Llama one, the
+# qk-norm one above (README's default model, configs/dense-small.json, has qk_norm), an MoE one.
+EXPORTS = [("llama", dict(CONFIG, qk_norm=False, tie_embeddings=False), "LlamaForSequenceClassification"),
+           ("qwen3", CONFIG, "Qwen3ForSequenceClassification"),
+           ("qwen3_moe", dict(CONFIG, moe=dict(n_experts=3, top_k=2, expert_hidden=16, every=2)),
+            "Qwen3MoeForSequenceClassification")]
+# Learned positions: the GPT-2 class, whose sequence classifier is not an export target.
+GPT2 = dict(d_model=32, n_layers=1, n_heads=4, ffn_hidden=48, norm="layernorm", pos="learned",
+            ffn_act="gelu_tanh", bias=True, max_seq_len=40)
 
 
 def check_export(ember, work, tok_json, vocab):
-    """Exports a full and a LoRA (merged) reward model of LLAMA; returns the failures."""
-    tok = ft.Tokenizer(tok_json)
-    raw = dict(LLAMA, vocab_size=vocab)
-    c = ref.resolve_config(raw)
-    params = ref.random_params(c, seed=6, std=0.3)
-    rng = np.random.default_rng(12)
-    base = os.path.join(work, "llama_base.h5")
-    write_checkpoint(base, raw, params, tok_json)
-    full = os.path.join(work, "llama_full.h5")
-    write_checkpoint(full, dict(raw, reward=REWARD),
-                     dict(params, **{"score.weight": rng.normal(0, 0.3, size=(1, c["d_model"]))}), tok_json)
-    trained = {k: rng.normal(0, 0.2, size=v.shape) for k, v in ft.init_adapters(c, ["q", "v"], 4).items()}
-    trained["score.weight"] = rng.normal(0, 0.3, size=(1, c["d_model"]))
-    lora = os.path.join(work, "llama_lora.h5")
-    write_checkpoint(lora, dict(raw, reward=REWARD, lora=LORA), trained, tok_json, base=base)
+    """Exports a full and a LoRA (merged) reward model of each of EXPORTS; returns the failures."""
     data = os.path.join(work, "export.jsonl")
     lines = [x for x in LINES if x is not None][:6]
     with open(data, "w") as f:
         for line in lines:
             f.write(json.dumps(line) + "\n")
     bad = []
-    for name, path in (("full", full), ("lora", lora)):
-        out = os.path.join(work, f"hf_{name}")
+    for seed, (key, conf, cls) in enumerate(EXPORTS):
+        bad += check_export_of(ember, work, tok_json, vocab, key, conf, cls, seed, data, lines)
+    return bad + check_refusals(ember, work, tok_json, vocab)
+
+
+def check_export_of(ember, work, tok_json, vocab, key, conf, cls, seed, data, lines):
+    """The full and the LoRA reward model of config conf: their folders, and each side's score
+    from the folder alone against ember reward --score."""
+    tok = ft.Tokenizer(tok_json)
+    raw = dict(conf, vocab_size=vocab)
+    c = ref.resolve_config(raw)
+    params = ref.random_params(c, seed=6 + seed, std=0.3)
+    rng = np.random.default_rng(12 + seed)
+    base = os.path.join(work, f"{key}_base.h5")
+    write_checkpoint(base, raw, params, tok_json)
+    full = os.path.join(work, f"{key}_full.h5")
+    write_checkpoint(full, dict(raw, reward=REWARD),
+                     dict(params, **{"score.weight": rng.normal(0, 0.3, size=(1, c["d_model"]))}), tok_json)
+    trained = {k: rng.normal(0, 0.2, size=v.shape) for k, v in ft.init_adapters(c, ["q", "v"], 4).items()}
+    trained["score.weight"] = rng.normal(0, 0.3, size=(1, c["d_model"]))
+    lora = os.path.join(work, f"{key}_lora.h5")
+    write_checkpoint(lora, dict(raw, reward=REWARD, lora=LORA), trained, tok_json, base=base)
+    bad = []
+    for name, path in ((f"{key} full", full), (f"{key} lora", lora)):
+        out = os.path.join(work, "hf_" + name.replace(" ", "_"))
         cf.run([ember, "export", "--checkpoint", path, "--format", "hf", "--out", out])
-        bad += check_folder(name, out, c, vocab, tok)
+        bad += check_folder(name, out, c, vocab, tok, cls)
         p, _ = cf.run([ember, "reward", "--score", "--checkpoint", path, "--data", data])
         got = [json.loads(x) for x in p.stdout.splitlines()]
 
         with open(os.path.join(out, "config.json")) as f:
             cfg = json.load(f)
         w = hf.Weights(hf.read_safetensors(os.path.join(out, "model.safetensors")))
-        worst = 0.0
+        worst, failed = 0.0, len(bad)
         for g, line in zip(got, lines):
             keys = ["completion"] if "completion" in line else ["chosen", "rejected"]
             for k in keys:
                 ids, flags = ar.render_side(tok, {"prompt": line["prompt"], "chosen": line[k]}, "chosen")
-                ids = ar.cut_side(ids, flags, LLAMA["max_seq_len"])[0][:LLAMA["max_seq_len"]]
+                ids = ar.cut_side(ids, flags, conf["max_seq_len"])[0][:conf["max_seq_len"]]
                 padded = ids + [cfg["pad_token_id"]] * 3  # a batch row padded after its ids
                 for row in (ids, padded):
                     r = hf.sequence_classification(cfg, w, row)[0][0]
@@ -187,18 +205,18 @@ def check_export(ember, work, tok_json, vocab):
                     worst = max(worst, abs(r - e) / max(1.0, abs(r)))
                     if abs(r - e) > TOL * max(1.0, abs(r)):
                         bad.append(f"export {name} line {g['line']} {k}: HF float64 {r:.9g} vs ember {e:.9g}")
-        print(f"  {'FAIL' if bad else 'PASS'} export {name}: {len(got)} lines, score from the exported "
-              f"safetensors (and padded rows) vs ember reward --score, worst {worst:.1e}")
-    return bad + check_refusals(ember, work)
+        print(f"  {'FAIL' if len(bad) > failed else 'PASS'} export {name} ({cls}): {len(got)} lines, score "
+              f"from the exported safetensors (and padded rows) vs ember reward --score, worst {worst:.1e}")
+    return bad
 
 
-def check_folder(name, out, c, vocab, tok):
+def check_folder(name, out, c, vocab, tok, cls):
     """config.json and the keys and shapes of model.safetensors."""
 
     with open(os.path.join(out, "config.json")) as f:
         cfg = json.load(f)
     bad = []
-    want = {"architectures": ["LlamaForSequenceClassification"], "num_labels": 1, "id2label": {"0": "LABEL_0"},
+    want = {"architectures": [cls], "num_labels": 1, "id2label": {"0": "LABEL_0"},
             "label2id": {"LABEL_0": 0}, "pad_token_id": tok.special_id(ft.IM_START),
             "tie_word_embeddings": False, "vocab_size": vocab, "hidden_size": c["d_model"]}
     bad += [f"export {name}: config.json {k} = {cfg.get(k)!r}, expected {v!r}" for k, v in want.items()
@@ -213,13 +231,20 @@ def check_folder(name, out, c, vocab, tok):
     return bad
 
 
-def check_refusals(ember, work):
-    """import of the exported folder, and export of a reward model Llama cannot express: one line, exit 1."""
+def check_refusals(ember, work, tok_json, vocab):
+    """import of an exported folder, and export of a reward model with learned positions: one line,
+    exit 1."""
+    raw = dict(GPT2, vocab_size=vocab)
+    c = ref.resolve_config(raw)
+    gpt2 = os.path.join(work, "gpt2_full.h5")
+    write_checkpoint(gpt2, dict(raw, reward=REWARD),
+                     dict(ref.random_params(c, seed=9), **{"score.weight": np.ones((1, c["d_model"]))}), tok_json)
     bad = []
-    cases = [([ember, "import", "--from", os.path.join(work, "hf_full"), "--out", os.path.join(work, "back.h5")],
-              "is a sequence classifier (a reward model's export)"),
-             ([ember, "export", "--checkpoint", os.path.join(work, "full.h5"), "--format", "hf", "--out",
-               os.path.join(work, "hf_qk")], 'config key "qk_norm" = true: LlamaForSequenceClassification')]
+    cases = [([ember, "import", "--from", os.path.join(work, "hf_qwen3_full"), "--out",
+               os.path.join(work, "back.h5")],
+              '"Qwen3ForSequenceClassification" is a sequence classifier (a reward model\'s export)'),
+             ([ember, "export", "--checkpoint", gpt2, "--format", "hf", "--out", os.path.join(work, "hf_gpt2")],
+              'config key "pos" = "learned": a reward model exports as the sequence classifier of a RoPE class')]
     for cmd, text in cases:
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         ok = p.returncode == 1 and p.stderr.count("\n") == 1 and text in p.stderr

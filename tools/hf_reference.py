@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Independent reader of a Hugging Face model folder: logits of LlamaForCausalLM,
 Qwen3ForCausalLM, Qwen3MoeForCausalLM and GPT2LMHeadModel (and the one row of
-LlamaForSequenceClassification, a reward model's export), written from the
+{Llama,Qwen3,Qwen3Moe}ForSequenceClassification, a reward model's export), written from the
 transformers modeling code (modeling_llama.py, modeling_qwen3.py,
 modeling_qwen3_moe.py, modeling_gpt2.py), not from ember's.
 
@@ -160,11 +160,18 @@ def llama_family(cfg, w, ids, arch):
     return linear(x, w.get("model.embed_tokens.weight" if tied else "lm_head.weight"))
 
 
+# The sequence classifiers (a reward model's export) and the decoder each one wraps: transformers'
+# GenericForSequenceClassification (modeling_layers.py) over the `model` of the causal class.
+SEQUENCE_CLASSIFIERS = {"LlamaForSequenceClassification": "LlamaForCausalLM",
+                        "Qwen3ForSequenceClassification": "Qwen3ForCausalLM",
+                        "Qwen3MoeForSequenceClassification": "Qwen3MoeForCausalLM"}
+
+
 def sequence_classification(cfg, w, ids):
-    """LlamaForSequenceClassification: score.weight [num_labels, d] on the final-norm output, read
-    at the rightmost token that is not pad_token_id (the last one without a pad_token_id). One row
-    of logits [num_labels]."""
-    x = llama_hidden(cfg, w, ids, "LlamaForCausalLM")
+    """{Llama,Qwen3,Qwen3Moe}ForSequenceClassification: score.weight [num_labels, d] (no bias) on
+    the final-norm output of the class's decoder, read at the rightmost token that is not
+    pad_token_id (the last one without a pad_token_id). One row of logits [num_labels]."""
+    x = llama_hidden(cfg, w, ids, SEQUENCE_CLASSIFIERS[cfg["architectures"][0]])
     pad = cfg.get("pad_token_id")
     last = -1 if pad is None else max([t for t, i in enumerate(ids) if i != pad], default=0)
     return linear([x[last]], w.get("score.weight"))
@@ -285,7 +292,7 @@ def logits(folder, ids):
         return arch, gpt2(cfg, w, ids)
     if arch in ("LlamaForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM"):
         return arch, llama_family(cfg, w, ids, arch)
-    if arch == "LlamaForSequenceClassification":
+    if arch in SEQUENCE_CLASSIFIERS:
         return arch, sequence_classification(cfg, w, ids)
     raise NotImplementedError(arch)
 

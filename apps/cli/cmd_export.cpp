@@ -3,7 +3,7 @@
 // generation_config.json) loadable by transformers' matching class. A fine-tune
 // checkpoint exports as a PEFT adapter folder, or with --merge as the merged model
 // (--format hf: a model folder; --format ember: a plain checkpoint file); a reward model as
-// LlamaForSequenceClassification, merged when it is a fine-tune. The work is
+// the *ForSequenceClassification of its class, merged when it is a fine-tune. The work is
 // in apps/interop (hf_export.cpp, peft_export.cpp); this file is the command line.
 #include <cstdio>
 
@@ -24,7 +24,7 @@ struct ExportOptions {
 int run_export(const ExportOptions& o) {
   const nn::ModelConfig config = nn::read_checkpoint_config(o.checkpoint);
   const bool finetuned = config.lora.has_value();
-  // A reward model exports merged: LlamaForSequenceClassification (docs/interop.md#reward-models).
+  // A reward model exports merged: a *ForSequenceClassification (docs/interop.md#reward-models).
   const bool reward = !config.reward.empty();
   EMBER_CHECK(!o.merge || finetuned, "--merge: ", o.checkpoint,
               " is not a fine-tune checkpoint (it has no adapters to merge)");
@@ -38,8 +38,9 @@ int run_export(const ExportOptions& o) {
     std::printf("wrote %s: PEFT adapter (adapter_config.json, adapter_model.safetensors)\n", o.out.c_str());
   } else {
     const HfExport done = export_hf(o.checkpoint, o.out, o.base);
-    std::printf("wrote %s (%s%s): model.safetensors, config.json%s\n", o.out.c_str(),
-                done.reward ? kHfRewardArch : hf_arch_name(done.arch), finetuned ? ", merged" : "",
+    const char* arch = done.reward ? hf_reward_arch_name(done.arch) : hf_arch_name(done.arch);
+    std::printf("wrote %s (%s%s): model.safetensors, config.json%s\n", o.out.c_str(), arch,
+                finetuned ? ", merged" : "",
                 done.tokenizer ? ", tokenizer.json" : " (no tokenizer: the checkpoint has none)");
   }
   return 0;

@@ -36,8 +36,8 @@ std::string config_and_tensors(const nn::ModelConfig& config, HfArch arch, bool 
     weights = hf_tensors_from_ember(config, arch, weights);
     return hf_config_json(config, arch, eos_id);
   }
-  weights.erase("lm_head.weight");
-  return hf_reward_config_json(config, eos_id, special_id_of(tokenizer, data::kImStart));
+  weights.erase("lm_head.weight");  // the RoPE classes' tensors are ember's names already
+  return hf_reward_config_json(config, arch, eos_id, special_id_of(tokenizer, data::kImStart));
 }
 
 }  // namespace
@@ -51,8 +51,8 @@ HfExport export_hf(const std::string& checkpoint, const std::string& out_dir,
   const nn::ModelConfig config = finetuned ? nn::merged_config(c.config) : c.config;
   HfExport done;
   done.reward = !config.reward.empty();
-  if (done.reward) check_hf_reward_config(config);  // fails before anything is written
-  done.arch = hf_arch_for(config);
+  // The class: fails before anything is written.
+  done.arch = done.reward ? hf_reward_arch_for(config) : hf_arch_for(config);
   // Every tensor checked against the config (names, shapes, finite values) before anything is written.
   std::map<std::string, Tensor> weights;
   {

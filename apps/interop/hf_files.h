@@ -13,14 +13,14 @@ namespace ember::apps {
 // --- export (apps/interop/hf_export.cpp) ------------------------------------------------
 struct HfExport {
   HfArch arch = HfArch::Llama;
-  bool reward = false;     // a reward model: kHfRewardArch, score.weight and no lm_head
+  bool reward = false;     // a reward model: hf_reward_arch_name(arch), score.weight, no lm_head
   bool tokenizer = false;  // tokenizer.json written (a checkpoint over token shards may have none)
 };
 // Writes out_dir/{model.safetensors, config.json, tokenizer.json, generation_config.json};
 // a fine-tune checkpoint (docs/formats.md#fine-tune-checkpoints) as its merged model; a reward
-// model (docs/interop.md#reward-models) as LlamaForSequenceClassification: model.* and
-// score.weight [1, d_model], no lm_head, pad_token_id <|im_start|>, no generation_config.json. out_dir
-// must not exist or be an empty folder (apps/interop/new_output.h), as for export_peft.
+// model (docs/interop.md#reward-models) as the *ForSequenceClassification of its class: model.* and
+// score.weight [1, d_model], no lm_head, pad_token_id <|im_start|>, no generation_config.json.
+// out_dir must not exist or be an empty folder (apps/interop/new_output.h), as for export_peft.
 // moved_base (here and below): a fine-tune's base read from there instead
 // (nn::model_from_checkpoint).
 HfExport export_hf(const std::string& checkpoint, const std::string& out_dir,

@@ -264,19 +264,36 @@ std::string hf_config_json(const nn::ModelConfig& c, HfArch arch, std::optional<
   return j.dump(2);
 }
 
-void check_hf_reward_config(const nn::ModelConfig& c) {
+HfArch hf_reward_arch_for(const nn::ModelConfig& c) {
   const HfArch arch = hf_arch_for(c);  // what no Hugging Face class expresses
-  const std::string cls = std::string(kHfRewardArch) + " (a reward model's class)";
-  if (arch == HfArch::GPT2) no_equivalent("pos", c.pos, cls + " uses RoPE");
-  if (c.moe) no_equivalent("moe", "object", cls + " has no mixture of experts");
-  if (c.qk_norm) no_equivalent("qk_norm", true, cls + " has no q/k norm");
+  if (arch == HfArch::GPT2) {
+    no_equivalent("pos", c.pos,
+                  "a reward model exports as the sequence classifier of a RoPE class (Llama, "
+                  "Qwen3, Qwen3-MoE) only, not GPT2ForSequenceClassification");
+  }
+  return arch;
 }
 
-std::string hf_reward_config_json(const nn::ModelConfig& c, std::optional<int64_t> eos_id,
-                                  std::optional<int64_t> pad_id) {
-  check_hf_reward_config(c);
-  json j = json::parse(hf_config_json(c, HfArch::Llama, eos_id));
-  j["architectures"] = {kHfRewardArch};
+const char* hf_reward_arch_name(HfArch arch) {
+  switch (arch) {
+    case HfArch::Llama:
+      return "LlamaForSequenceClassification";
+    case HfArch::Qwen3:
+      return "Qwen3ForSequenceClassification";
+    case HfArch::Qwen3Moe:
+      return "Qwen3MoeForSequenceClassification";
+    case HfArch::GPT2:
+      break;
+  }
+  throw Error("hf_reward_arch_name: no reward export of GPT2LMHeadModel's configs");
+}
+
+std::string hf_reward_config_json(const nn::ModelConfig& c, HfArch arch,
+                                  std::optional<int64_t> eos_id, std::optional<int64_t> pad_id) {
+  EMBER_CHECK(hf_reward_arch_for(c) == arch, "hf_reward_config_json: the config is not a ",
+              hf_reward_arch_name(arch));
+  json j = json::parse(hf_config_json(c, arch, eos_id));
+  j["architectures"] = {hf_reward_arch_name(arch)};
   j["num_labels"] = 1;
   j["id2label"] = {{"0", "LABEL_0"}};
   j["label2id"] = {{"LABEL_0", 0}};

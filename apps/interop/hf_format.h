@@ -1,6 +1,7 @@
 // Hugging Face form of an ember model: the transformers class that computes
 // the same function (LlamaForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM,
-// GPT2LMHeadModel), its config.json, and its weight names and layouts.
+// GPT2LMHeadModel; a reward model's *ForSequenceClassification), its config.json, and its
+// weight names and layouts.
 // Only exact equivalents are produced or accepted: a config with no such
 // class, or a config.json key that would change the math, is an Error naming
 // the key. Training-only keys with no Hugging Face counterpart (z_loss_coef,
@@ -27,17 +28,21 @@ HfArch hf_arch_for(const nn::ModelConfig& cfg);
 // config.json text of cfg as `arch` (bos/eos_token_id written when eos_id is given).
 std::string hf_config_json(const nn::ModelConfig& cfg, HfArch arch, std::optional<int64_t> eos_id);
 
-// A reward model (config "reward", docs/model.md#reward-model) exports as
-// LlamaForSequenceClassification with one label (docs/interop.md#reward-models): the Llama
-// class must express cfg (an Error naming the key otherwise, as hf_arch_for's).
-const char* const kHfRewardArch = "LlamaForSequenceClassification";
-void check_hf_reward_config(const nn::ModelConfig& cfg);
-// Its config.json: LlamaForCausalLM's keys with architectures [kHfRewardArch], num_labels 1,
-// id2label / label2id of one label, tie_word_embeddings false (there is no lm_head), and
-// pad_token_id = pad_id (null when not given), the id transformers' last-non-pad-token rule
-// skips.
-std::string hf_reward_config_json(const nn::ModelConfig& cfg, std::optional<int64_t> eos_id,
-                                  std::optional<int64_t> pad_id);
+// A reward model (config "reward", docs/model.md#reward-model) exports as the sequence classifier
+// of the class hf_arch_for picks, with one label (docs/interop.md#reward-models): Llama, Qwen3
+// (qk_norm) or Qwen3-MoE (moe); learned positions (GPT-2) are an Error naming "pos", and so is
+// what hf_arch_for refuses (naming its key).
+HfArch hf_reward_arch_for(const nn::ModelConfig& cfg);
+// "LlamaForSequenceClassification", "Qwen3ForSequenceClassification",
+// "Qwen3MoeForSequenceClassification": a `score` Linear [num_labels, hidden_size] without bias on
+// the `model.*` decoder's final-norm output.
+const char* hf_reward_arch_name(HfArch arch);
+// Its config.json: the keys of hf_config_json(cfg, arch) with architectures
+// [hf_reward_arch_name(arch)], num_labels 1, id2label / label2id of one label,
+// tie_word_embeddings false (there is no lm_head), and pad_token_id = pad_id (null when not
+// given), the id transformers' last-non-pad-token rule skips.
+std::string hf_reward_config_json(const nn::ModelConfig& cfg, HfArch arch,
+                                  std::optional<int64_t> eos_id, std::optional<int64_t> pad_id);
 
 struct HfModelConfig {
   HfArch arch = HfArch::Llama;

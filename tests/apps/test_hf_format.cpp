@@ -431,61 +431,92 @@ TEST_CASE("hf import: a model larger than this machine is refused before its wei
   CHECK_FALSE(fs::exists(dir / "out.h5"));
 }
 
-TEST_CASE("hf export of a reward model: LlamaForSequenceClassification, score.weight, no lm_head") {
-  TempDir dir("hf_reward");
-  json overrides = kLlama;
+namespace {
+
+// A reward checkpoint of config(overrides) with a ChatML byte tokenizer, written to dir/name.h5.
+nn::Checkpoint reward_checkpoint(const TempDir& dir, json overrides, const std::string& name) {
   overrides["reward"] = {{"center_rewards", 0.0}};
   overrides["vocab_size"] = 259;
   nn::Checkpoint c;
   c.config = config(overrides);
   c.model = nn::Transformer(c.config, 11).state_dict();
-  REQUIRE(c.model.count("score.weight"));
-  REQUIRE(c.model.count("lm_head.weight"));
-  const data::Tokenizer tok = data::Tokenizer::bytes({"<|endoftext|>", "<|im_start|>", "<|im_end|>"});
-  c.tokenizer_json = tok.to_json();
-  nn::write_checkpoint(dir / "rm.h5", c);
-  const HfExport done = export_hf(dir / "rm.h5", dir / "folder");
-  CHECK(done.reward);
-  const json j = json::parse(read_text(dir / "folder/config.json"));
-  CHECK(j.at("architectures") == json::array({"LlamaForSequenceClassification"}));
+  c.tokenizer_json =
+      data::Tokenizer::bytes({"<|endoftext|>", "<|im_start|>", "<|im_end|>"}).to_json();
+  nn::write_checkpoint(dir / (name + ".h5"), c);
+  return c;
+}
+
+// The exported folder dir/name of reward checkpoint c: the language-model class's config.json keys
+// with the classifier's, every tensor but lm_head bit for bit, score.weight [1, d_model].
+void check_reward_folder(const TempDir& dir, const nn::Checkpoint& c, const std::string& name,
+                         HfArch arch, const std::string& classifier) {
+  const json j = json::parse(read_text(dir / (name + "/config.json")));
+  CHECK(j.at("architectures") == json::array({classifier}));
   CHECK(j.at("num_labels") == 1);
   CHECK(j.at("id2label") == json{{"0", "LABEL_0"}});
   CHECK(j.at("label2id") == json{{"LABEL_0", 0}});
-  CHECK(j.at("pad_token_id") == *tok.find_special(data::kImStart));  // 257: never a side's last token
-  CHECK(j.at("eos_token_id") == *tok.find_special(data::kEndOfText));
+  CHECK(j.at("pad_token_id") == 257);  // <|im_start|>: never a side's last token
+  CHECK(j.at("eos_token_id") == 256);  // <|endoftext|>
   CHECK(j.at("tie_word_embeddings") == false);
-  CHECK_FALSE(fs::exists(dir / "folder/generation_config.json"));
-  const SafetensorsFile f(dir / "folder/model.safetensors");
+  // Every other key is the language-model export's (model_type, q/k norm and expert keys).
+  json lm = json::parse(hf_config_json(c.config, arch, 256)), rest = j;
+  for (const char* k : {"architectures", "tie_word_embeddings"}) lm.erase(k);
+  for (const char* k : {"architectures", "tie_word_embeddings", "num_labels", "id2label",
+                        "label2id", "pad_token_id"}) {
+    rest.erase(k);
+  }
+  CHECK(rest == lm);
+  CHECK_FALSE(fs::exists(dir / (name + "/generation_config.json")));
+  const SafetensorsFile f(dir / (name + "/model.safetensors"));
   CHECK_FALSE(f.contains("lm_head.weight"));
   CHECK(shape_of(f, "score.weight") == Shape{1, 16});
-  CHECK(same_bits(f.read("score.weight"), c.model.at("score.weight")));
-  CHECK(f.entries().size() == c.model.size() - 1);  // every model.* tensor and score.weight
-  for (const auto& [name, t] : c.model) {
-    INFO(name);
-    if (name != "lm_head.weight") CHECK(same_bits(f.read(name), t));
+  CHECK(f.entries().size() == c.model.size() - c.model.count("lm_head.weight"));
+  for (const auto& [t_name, t] : c.model) {
+    INFO(t_name);
+    if (t_name != "lm_head.weight") CHECK(same_bits(f.read(t_name), t));
   }
   // Back in: refused in one line (a sequence classifier is not a language model).
-  CHECK_THROWS_WITH(import_hf(dir / "folder", dir / "back.h5", {}),
-                    Catch::Contains("\"LlamaForSequenceClassification\" is a sequence classifier"));
-  CHECK_FALSE(fs::exists(dir / "back.h5"));
-  // What the Llama class cannot express is refused before anything is written.
+  CHECK_THROWS_WITH(import_hf(dir / name, dir / (name + "_back.h5"), {}),
+                    Catch::Contains("\"" + classifier + "\" is a sequence classifier"));
+  CHECK_FALSE(fs::exists(dir / (name + "_back.h5")));
+}
+
+}  // namespace
+
+TEST_CASE("hf export of a reward model: the sequence classifier of its class, score.weight") {
+  TempDir dir("hf_reward");
+  for (const auto& [overrides, arch, classifier] :
+       std::vector<std::tuple<json, HfArch, std::string>>{
+           {kLlama, HfArch::Llama, "LlamaForSequenceClassification"},
+           {kQwen3, HfArch::Qwen3, "Qwen3ForSequenceClassification"},
+           {kQwen3Moe, HfArch::Qwen3Moe, "Qwen3MoeForSequenceClassification"}}) {
+    INFO(classifier);
+    const nn::Checkpoint c = reward_checkpoint(dir, overrides, classifier);
+    REQUIRE(c.model.count("score.weight"));
+    const HfExport done = export_hf(dir / (classifier + ".h5"), dir / classifier);
+    CHECK(done.reward);
+    CHECK(done.arch == arch);
+    check_reward_folder(dir, c, classifier, arch, classifier);
+  }
+  // What no sequence classifier expresses is refused before anything is written: learned
+  // positions (GPT2ForSequenceClassification is not an export target) and what the language-model
+  // export refuses, naming the same key.
   for (const auto& [extra, key] : std::vector<std::pair<json, std::string>>{
-           {{{"qk_norm", true}}, "qk_norm"},
-           {{{"qk_norm", true}, {"moe", {{"n_experts", 2}, {"top_k", 1}}}}, "moe"},
-           {{{"norm", "layernorm"}, {"pos", "learned"}, {"ffn_act", "gelu_tanh"}, {"bias", true},
+           {{{"norm", "layernorm"},
+             {"pos", "learned"},
+             {"ffn_act", "gelu_tanh"},
+             {"bias", true},
              {"n_kv_heads", 4}},
             "pos"},
-           {{{"attn_softcap", 30.0}}, "attn_softcap"}}) {
-    json o = overrides;
+           {{{"attn_softcap", 30.0}}, "attn_softcap"},
+           {{{"moe", {{"n_experts", 2}, {"top_k", 1}}}}, "qk_norm"},
+           {{{"qk_norm", true}, {"bias", true}}, "bias"}}) {
+    json o = kLlama;
     o.update(extra);
     INFO(o.dump());
-    const nn::ModelConfig bad = config(o);
-    nn::Checkpoint b;
-    b.config = bad;
-    b.model = nn::Transformer(bad, 11).state_dict();
-    const std::string path = dir / ("bad_" + key + ".h5");
-    nn::write_checkpoint(path, b);
-    CHECK_THROWS_WITH(export_hf(path, dir / ("out_" + key)), Catch::Contains("config key \"" + key + "\""));
+    reward_checkpoint(dir, o, "bad_" + key);
+    CHECK_THROWS_WITH(export_hf(dir / ("bad_" + key + ".h5"), dir / ("out_" + key)),
+                      Catch::Contains("config key \"" + key + "\""));
     CHECK_FALSE(fs::exists(dir / ("out_" + key)));
   }
 }
