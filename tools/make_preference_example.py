@@ -11,8 +11,9 @@ context (the default 3.3M model recalls neither authors nor endings, and its fin
 examples/chat/ does not copy them from the prompt either: both are at chance, see docs/align.md):
 - who:    "A fortune: <quote> -- <name>\nWho said it?" -> "That was <name>." against another
           author (authors quoted at least 8 times, drawn in proportion to their quotes);
-- ending: "A fortune: <fortune>\nFinish this fortune: <its first half> ..." -> "... <its
-          rest>" against the rest of another fortune of similar length (within a factor 1.5);
+- ending: "A fortune: <fortune>\nFinish this fortune: <all but its last word> ..." -> "... <its
+          last word>" against the last word of another fortune (one of the 20 nearest in
+          length, never the same word);
 - sum:    "What is 3 + 4?" -> "3 + 4 = 7." against the same sum off by 1 to 3 (digits 0-9).
 A tenth of the prompts open with a system message, another tenth with an earlier exchange.
 Three files: examples/align/fortune_pairs.jsonl (training), fortune_pairs_heldout.jsonl
@@ -32,6 +33,7 @@ import argparse
 import json
 import os
 import random
+import re
 import sys
 
 sys.dont_write_bytecode = True  # keep tools/ free of __pycache__
@@ -41,14 +43,6 @@ from make_chat_example import SYSTEMS, person, read_fortunes  # noqa: E402
 # (kind, training pairs, held-out pairs)
 PLAN = [("who", 500, 80), ("ending", 500, 80), ("sum", 500, 80)]
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
-
-
-def split_half(quote):
-    """(first half, rest): cut at the space nearest the middle, as the chat example's answers."""
-    middle = len(quote) // 2
-    spaces = [i for i, c in enumerate(quote) if c == " "]
-    cut = min(spaces, key=lambda i: (abs(i - middle), i))
-    return quote[:cut], quote[cut + 1:]
 
 
 def chat_text(path):
@@ -93,10 +87,17 @@ def ask_who(f, pool, rng):
     return q, "That was {}.".format(right), "That was {}.".format(wrong)
 
 
+def split_tail(quote):
+    """(all but the last word, the last word)."""
+    cut = [m.start() for m in re.finditer(r"\S+", quote)][-1]
+    return quote[:cut].rstrip(), quote[cut:]
+
+
 def ask_ending(f, pool, rng):
-    first, rest = split_half(f[1])
-    fits = [g for g in pool if g[1] != f[1] and len(rest) / 1.5 <= len(split_half(g[1])[1]) <= len(rest) * 1.5]
-    other = split_half(rng.choice(fits)[1])[1]
+    first, rest = split_tail(f[1])
+    others = [g for g in pool if split_tail(g[1])[1] != rest]  # never the same word twice
+    fits = sorted(others, key=lambda g: abs(len(split_tail(g[1])[1]) - len(rest)))[:20]
+    other = split_tail(rng.choice(fits)[1])[1]
     q = "A fortune: {}\nFinish this fortune: {} ...".format(f[1], first)
     return q, "... " + rest, "... " + other
 
