@@ -19,7 +19,6 @@ the text pairs: loss, gradient norm and margin within 1e-4 relative, accuracy ex
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -148,13 +147,10 @@ def check_case(ember, d, base_path, loss, lines, extra):
 
 
 def main():
-    if len(sys.argv) != 3:
-        print(__doc__)
+    started = cf.fresh_work_with_chat_tokenizer(__doc__)
+    if started is None:
         return 2
-    ember, work = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    tok_json, vocab = cf.chat_tokenizer(ember, work)
+    ember, work, tok_json, vocab = started
     raw = dict(CONFIG, vocab_size=vocab)
     base_path = os.path.join(work, "base.h5")
     cf.write_base(base_path, raw, ref.random_params(ref.resolve_config(raw), seed=5, std=0.3), tok_json)

@@ -98,6 +98,18 @@ def chat_tokenizer(ember, d):
     return json.dumps(j), len(j["model"]["vocab"])
 
 
+def fresh_work_with_chat_tokenizer(doc):
+    """argv [EMBER, WORK] -> (ember, work emptied, chat tokenizer JSON, its vocabulary size),
+    or None after printing doc when the arguments are not those two."""
+    if len(sys.argv) != 3:
+        print(doc)
+        return None
+    ember, work = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    return (ember, work) + tuple(chat_tokenizer(ember, work))
+
+
 def write_base(path, raw, params, tokenizer_json):
     with h5py.File(path, "w") as f:
         f.attrs["format"] = "ember-checkpoint"

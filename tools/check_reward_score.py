@@ -24,7 +24,6 @@ fails.
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -256,13 +255,10 @@ def check_refusals(ember, work, tok_json, vocab):
 
 
 def main():
-    if len(sys.argv) != 3:
-        print(__doc__)
+    started = cf.fresh_work_with_chat_tokenizer(__doc__)
+    if started is None:
         return 2
-    ember, work = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    tok_json, vocab = cf.chat_tokenizer(ember, work)
+    ember, work, tok_json, vocab = started
     tok = ft.Tokenizer(tok_json)
     data = os.path.join(work, "score.jsonl")
     with open(data, "w") as f:
