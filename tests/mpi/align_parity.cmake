@@ -8,7 +8,7 @@
 # read back from OUT/ref_logps.json); a bad pair line fails every rank with its message,
 # never a hang, and writes no --out.
 # Variables: EMBER, TOOL, MPIRUN, WORK.
-include(${CMAKE_CURRENT_LIST_DIR}/failed_job.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/pair_parity.cmake)
 file(REMOVE_RECURSE ${WORK})
 set(mpirun ${MPIRUN} --oversubscribe --bind-to none)
 
@@ -18,14 +18,7 @@ set(common align --base ${WORK}/base.h5 --data ${WORK}/pairs.jsonl --seq-len 32 
 set(final step_00000004.h5)
 
 # LoRA dpo.
-run("dpo W=1 B=4" ${EMBER} ${common} --batch-size 4 --out ${WORK}/dpo1)
-run("dpo W=1 B=2 A=2" ${EMBER} ${common} --batch-size 2 --grad-accum 2 --out ${WORK}/dpo1a2)
-run("dpo W=2 B=2" ${mpirun} -np 2 ${EMBER} ${common} --batch-size 2 --save-every 2 --check-every 1
-    --out ${WORK}/dpo2)
-run("dpo W=2 = W=1 B=4: steps" ${TOOL} metrics ${WORK}/dpo2 ${WORK}/dpo1)
-run("dpo W=2 = W=1 A=2: steps" ${TOOL} metrics ${WORK}/dpo2 ${WORK}/dpo1a2)
-run("dpo W=2 = W=1 B=4: adapters" ${TOOL} compare ${WORK}/dpo2/${final} ${WORK}/dpo1/${final})
-run("dpo W=2 = W=1 A=2: adapters" ${TOOL} compare ${WORK}/dpo2/${final} ${WORK}/dpo1a2/${final})
+w2_equals_w1("dpo" dpo adapters)
 file(READ ${WORK}/dpo1/ref_logps.json ref1)
 file(READ ${WORK}/dpo2/ref_logps.json ref2)
 if(NOT ref1 STREQUAL ref2)
@@ -58,18 +51,7 @@ if(NOT ref1 STREQUAL ref2)
 endif()
 
 # Resume the W = 2 dpo run's step 2 on one process with --batch-size 4.
-file(MAKE_DIRECTORY ${WORK}/resume)
-file(COPY ${WORK}/dpo2/step_00000002.h5 ${WORK}/dpo2/ref_logps.json DESTINATION ${WORK}/resume)
-file(WRITE ${WORK}/resume/latest "step_00000002.h5\n")
-run("resume at W=1" ${EMBER} align --resume ${WORK}/resume --batch-size 4)
-run("resumed = unbroken" ${TOOL} compare ${WORK}/resume/${final} ${WORK}/dpo1/${final})
+resume_w2_at_w1(align dpo ref_logps.json)
 
-file(WRITE ${WORK}/bad.jsonl "{\"prompt\": \"a\", \"chosen\": \"b\", \"rejected\": \"c\"}\n{not json\n")
-execute_process(COMMAND ${mpirun} -np 2 ${EMBER} align --base ${WORK}/base.h5 --data ${WORK}/bad.jsonl
-                        --seq-len 32 --out ${WORK}/bad
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
-check_failed_job("a bad pair line" "bad.jsonl line 2" "${rc}" "${out}${err}")
-if(EXISTS ${WORK}/bad)
-  message(FATAL_ERROR "a bad pair line: --out was written")
-endif()
+bad_pair_line_fails(align)
 file(REMOVE_RECURSE ${WORK})
