@@ -53,10 +53,23 @@ int64_t PairLoader::pair(int64_t step, int64_t micro, int64_t b) const {
   return opt_.sequential ? slot % num_pairs() : shuffle_(slot);
 }
 
-PairBatch PairLoader::batch(int64_t step, int64_t micro) const {
+std::vector<PairBatch> pair_halves(const std::vector<PreferencePair>& pairs,
+                                   const std::vector<int64_t>& index, int64_t seq_len) {
+  const auto middle = index.begin() + static_cast<std::ptrdiff_t>((index.size() + 1) / 2);
+  std::vector<PairBatch> halves;
+  halves.push_back(pair_batch(pairs, {index.begin(), middle}, seq_len));
+  if (middle != index.end()) halves.push_back(pair_batch(pairs, {middle, index.end()}, seq_len));
+  return halves;
+}
+
+std::vector<int64_t> PairLoader::batch_pairs(int64_t step, int64_t micro) const {
   std::vector<int64_t> index;
   for (int64_t b = 0; b < opt_.batch; ++b) index.push_back(pair(step, micro, b));
-  return pair_batch(*pairs_, index, opt_.seq_len);
+  return index;
+}
+
+PairBatch PairLoader::batch(int64_t step, int64_t micro) const {
+  return pair_batch(*pairs_, batch_pairs(step, micro), opt_.seq_len);
 }
 
 }  // namespace ember::data

@@ -27,11 +27,20 @@ struct PairBatch {
 PairBatch pair_batch(const std::vector<PreferencePair>& pairs, const std::vector<int64_t>& index,
                      int64_t seq_len);
 
+// The same pairs as pair_batch(pairs, index, seq_len), in two batches: the first ceil(n / 2) of
+// the n pairs, then the rest (one batch when n is 1). Training and scoring run a step's pairs
+// through the model half by half, so that at most n + 1 rows are live at once, as in a
+// fine-tune step of n rows.
+std::vector<PairBatch> pair_halves(const std::vector<PreferencePair>& pairs,
+                                   const std::vector<int64_t>& index, int64_t seq_len);
+
 class PairLoader {
  public:
   // options.seq_len is T, every side at most T+1 ids; an Error when there is no pair.
   PairLoader(std::shared_ptr<const std::vector<PreferencePair>> pairs, BatchLoaderOptions options);
   PairBatch batch(int64_t step, int64_t micro) const;
+  // The pairs that batch(step, micro) holds, in its order.
+  std::vector<int64_t> batch_pairs(int64_t step, int64_t micro) const;
   // The pair read by pair b of (step, micro) on this rank.
   int64_t pair(int64_t step, int64_t micro, int64_t b) const;
   int64_t num_pairs() const { return shuffle_.size(); }

@@ -4,6 +4,10 @@
 // reducer averages gradients over ranks, so micro-steps and ranks add up to the mean over P);
 // and the held-out pairs in eval mode without a graph. batch_loss(batch, pairs, norm) returns
 // a result with the differentiable `loss` and `sums` that add (+=) over batches.
+// A micro-batch of B pairs (2B rows) goes through the model in two halves of ceil(B / 2) and
+// floor(B / 2) pairs, each forward then backward: at most B + 1 rows' activations are live at a
+// time, as in a fine-tune step of B rows, for the same arithmetic (the pair losses are
+// independent, so the gradients of the halves add up to the micro-batch's).
 #pragma once
 #include <algorithm>
 #include <vector>
@@ -16,7 +20,7 @@
 
 namespace ember::apps {
 
-// Every micro-batch of the step (the reducer syncs on the last): this rank's sums.
+// Every micro-batch of the step, in halves (the reducer syncs on the last): this rank's sums.
 template <class Sums, class BatchLoss>
 Sums pair_forward_backward(TrainRun& run, BatchLoss&& batch_loss) {
   const int64_t A = run.o.grad_accum;
@@ -25,17 +29,21 @@ Sums pair_forward_backward(TrainRun& run, BatchLoss&& batch_loss) {
   {
     EMBER_PROFILE_PHASE(kDataPhase);
     EMBER_PROFILE_SCOPE(kDataFamily);
-    for (int64_t u = 0; u < A; ++u) batches.push_back(run.pair_loader->batch(run.step, u));
+    for (int64_t u = 0; u < A; ++u) {
+      const std::vector<int64_t> index = run.pair_loader->batch_pairs(run.step, u);
+      for (data::PairBatch& h : data::pair_halves(*run.pairs, index, run.o.seq_len))
+        batches.push_back(std::move(h));
+    }
   }
   const double norm = static_cast<double>(run.o.batch_size * A);  // P / W
   Sums sums;
   {
     AutocastGuard mixed(run.autocast);  // forward and backward only
-    for (int64_t u = 0; u < A; ++u) {
-      if (reducer) reducer->set_sync(u == A - 1);
+    for (size_t u = 0; u < batches.size(); ++u) {
+      if (reducer) reducer->set_sync(u + 1 == batches.size());
       auto l = [&] {
         EMBER_PROFILE_PHASE(kForwardPhase);
-        return batch_loss(batches[static_cast<size_t>(u)], *run.pairs, norm);
+        return batch_loss(batches[u], *run.pairs, norm);
       }();
       {
         EMBER_PROFILE_PHASE(kBackwardPhase);
@@ -51,7 +59,7 @@ Sums pair_forward_backward(TrainRun& run, BatchLoss&& batch_loss) {
   return sums;
 }
 
-// The held-out pairs in batches of W x B pairs, norm = their count: the sums.
+// The held-out pairs in batches of W x B pairs (in halves), norm = their count: the sums.
 template <class Sums, class BatchLoss>
 Sums pair_validation(TrainRun& run, BatchLoss&& batch_loss) {
   const std::vector<data::PreferencePair>& pairs = *run.val_pairs;
@@ -65,8 +73,8 @@ Sums pair_validation(TrainRun& run, BatchLoss&& batch_loss) {
   for (int64_t start = 0; start < n; start += per_batch) {
     std::vector<int64_t> index;
     for (int64_t i = start; i < std::min(start + per_batch, n); ++i) index.push_back(i);
-    sums += batch_loss(data::pair_batch(pairs, index, run.o.seq_len), pairs, static_cast<double>(n))
-                .sums;
+    for (const data::PairBatch& half : data::pair_halves(pairs, index, run.o.seq_len))
+      sums += batch_loss(half, pairs, static_cast<double>(n)).sums;
   }
   run.model->train(training);
   return sums;

@@ -2,9 +2,10 @@
 // for every training and held-out pair, each side's sum of log softmax(z_{t-1})[x_t] over its
 // scored tokens under the reference model (--ref's, else the starting model: for LoRA/QLoRA the
 // base with its adapters switched off, no second copy), computed once before the first step in
-// batches of --batch-size pairs, in eval mode (no dropout) and without a graph, each rank a share
-// of the batches. Rank 0 keeps them with the run in OUT/ref_logps.json (written atomically), so
-// --resume reads them back instead of recomputing them. simpo and orpo read none.
+// batches of --batch-size pairs (each in halves, as training reads them), in eval mode (no
+// dropout) and without a graph, each rank a share of the batches. Rank 0 keeps them with the run
+// in OUT/ref_logps.json (written atomically), so --resume reads them back instead of recomputing
+// them. simpo and orpo read none.
 #include <filesystem>
 
 #include "apps/common/model_io.h"
@@ -39,14 +40,15 @@ std::vector<double> side_logps(TrainRun& run, nn::Transformer& model,
     for (int64_t start = B * run.comm.rank(); start < n; start += B * run.world) {
       std::vector<int64_t> index;
       for (int64_t i = start; i < std::min(start + B, n); ++i) index.push_back(i);
-      const data::PairBatch b = data::pair_batch(pairs, index, T);
-      const Tensor x = b.tokens.narrow(1, 0, T).contiguous(), y = b.tokens.narrow(1, 1, T).contiguous();
-      const nn::SequenceLogprobs s = nn::sequence_logprobs(model.forward(x).logits, y, b.scored);
-      const std::vector<double> v = s.logp.data().to(DType::Float64).to_vector<double>();
-      const size_t k = index.size();
-      for (size_t i = 0; i < k; ++i) {
-        out[static_cast<size_t>(2 * index[i])] = v[i];
-        out[static_cast<size_t>(2 * index[i] + 1)] = v[k + i];
+      for (const data::PairBatch& b : data::pair_halves(pairs, index, T)) {  // as training's rows
+        const Tensor x = b.tokens.narrow(1, 0, T).contiguous(), y = b.tokens.narrow(1, 1, T).contiguous();
+        const nn::SequenceLogprobs s = nn::sequence_logprobs(model.forward(x).logits, y, b.scored);
+        const std::vector<double> v = s.logp.data().to(DType::Float64).to_vector<double>();
+        const size_t k = b.pairs.size();
+        for (size_t i = 0; i < k; ++i) {
+          out[static_cast<size_t>(2 * b.pairs[i])] = v[i];
+          out[static_cast<size_t>(2 * b.pairs[i] + 1)] = v[k + i];
+        }
       }
     }
     model.train(training);
