@@ -12,32 +12,17 @@
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
-#include "core/kernels/fast_math.h"
-#include "core/simd.h"
+#include "autograd/ops/loss_rows.h"
 #include "core/threads.h"
 
 namespace ember {
 namespace {
 
-// log(sum_i exp(x_i)) of one row: max, then the shifted exponentials summed
-// in double; vectorised (fast::exp) and compiled per ISA.
+// log(sum_i exp(x_i)) of one row: max, then the shifted exponentials summed in double.
 template <class T>
-EMBER_TARGET_CLONES double row_logsumexp(const T* __restrict x, int64_t V) {
-  T m = x[0];
-#pragma omp simd reduction(max : m)
-  for (int64_t i = 0; i < V; ++i) m = x[i] > m ? x[i] : m;
-  double s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t i = 0; i < V; ++i) s += static_cast<double>(kernels::fast::exp(x[i] - m));
-  return static_cast<double>(m) + std::log(s);
-}
-
-// d[i] = exp(x[i] - lse) * k: the softmax scaled, one row.
-template <class T>
-EMBER_TARGET_CLONES void row_scaled_softmax(const T* __restrict x, T lse, T k, T* __restrict d,
-                                            int64_t V) {
-#pragma omp simd
-  for (int64_t i = 0; i < V; ++i) d[i] = kernels::fast::exp(x[i] - lse) * k;
+double row_logsumexp(const T* x, int64_t V) {
+  const T m = loss_rows::row_max(x, V);
+  return static_cast<double>(m) + std::log(loss_rows::row_sum_exp(x, m, V));
 }
 
 // Sums over the rows of w_n ce_n and w_n z_n (w null: every weight 1); a row
@@ -80,7 +65,7 @@ void cross_entropy_backward(const T* x, const I* y, const double* w, const T* ls
     const T l = lse[n];
     // d/dx of ce + coef * lse^2 is softmax * (1 + 2 coef lse) - onehot.
     const T k = static_cast<T>(s * (1.0 + 2.0 * coef * static_cast<double>(l)));
-    row_scaled_softmax(x + n * V, l, k, d, V);
+    loss_rows::row_scaled_softmax(x + n * V, l, k, d, V);
     d[y[n]] -= static_cast<T>(s);
   }
 }
@@ -113,39 +98,9 @@ void token_logprobs_backward(const T* x, const I* y, const double* w, const T* l
       continue;
     }
     const T s = static_cast<T>(static_cast<double>(g[n]) * w[n]);
-    row_scaled_softmax(x + n * V, lse[n], static_cast<T>(-s), d, V);
+    loss_rows::row_scaled_softmax(x + n * V, lse[n], static_cast<T>(-s), d, V);
     d[y[n]] += s;
   }
-}
-
-// Shapes, and every target (of a row with a non-zero weight when w is given) inside [0, V).
-void check_row_targets(const char* op, const Variable& logits, const Tensor& y, const double* w) {
-  EMBER_CHECK(logits.dim() == 2, op, ": logits must be [N, V], got ", shape_str(logits.shape()));
-  const int64_t N = logits.size(0), V = logits.size(1);
-  EMBER_CHECK(y.dim() == 1 && y.size(0) == N, op, ": targets of shape ", shape_str(y.shape()),
-              " do not match logits of shape ", shape_str(logits.shape()));
-  EMBER_CHECK(N > 0 && V > 0, op, ": empty logits ", shape_str(logits.shape()));
-  dispatch_index(y.dtype(), op, [&](auto itag) {
-    using I = decltype(itag);
-    const I* yp = y.data<I>();
-    for (int64_t n = 0; n < N; ++n) {
-      if (w != nullptr && w[n] == 0) continue;
-      EMBER_CHECK(yp[n] >= 0 && yp[n] < V, op, ": target ", static_cast<int64_t>(yp[n]),
-                  " at row ", n, " is outside the vocabulary [0, ", V, ")");
-    }
-  });
-}
-
-// weight as float64 [N], every value finite, N = logits' rows.
-Tensor row_weights(const char* op, const Variable& logits, const Tensor& weight) {
-  EMBER_CHECK(logits.dim() == 2 && weight.defined() && weight.numel() == logits.size(0), op,
-              ": weight of shape ", shape_str(weight.shape()),
-              " does not hold one value per row of logits of shape ", shape_str(logits.shape()));
-  const Tensor w = weight.to(DType::Float64).contiguous();
-  const double* wp = w.data<double>();
-  for (int64_t n = 0; n < w.numel(); ++n)
-    EMBER_CHECK(std::isfinite(wp[n]), op, ": weight ", wp[n], " at row ", n, " is not finite");
-  return w;
 }
 
 // Both forms: w (float64 [N], or undefined for every weight 1) and the normaliser.
@@ -153,8 +108,9 @@ CrossEntropyResult cross_entropy_impl(const Variable& logits, const Tensor& targ
                                       double norm, double z_loss_coef) {
   const double* wp = w.defined() ? w.data<double>() : nullptr;
   const Tensor y = targets.contiguous();
-  check_row_targets("cross_entropy", logits, y, wp);
+  loss_rows::check_rows("cross_entropy", logits, y);
   const int64_t N = logits.size(0), V = logits.size(1);
+  loss_rows::check_targets("cross_entropy", y, wp, V);
   const Tensor x = logits.data().contiguous();
   Tensor lse = Tensor::empty({N}, x.dtype());
   double ce_sum = 0, z_sum = 0;
@@ -192,6 +148,51 @@ CrossEntropyResult cross_entropy_impl(const Variable& logits, const Tensor& targ
 
 }  // namespace
 
+namespace loss_rows {
+
+void check_rows(const char* op, const Variable& logits, const Tensor& targets) {
+  EMBER_CHECK(logits.dim() == 2, op, ": logits must be [N, V], got ", shape_str(logits.shape()));
+  EMBER_CHECK(targets.dim() == 1 && targets.size(0) == logits.size(0), op, ": targets of shape ",
+              shape_str(targets.shape()), " do not match logits of shape ",
+              shape_str(logits.shape()));
+  EMBER_CHECK(logits.size(0) > 0 && logits.size(1) > 0, op, ": empty logits ",
+              shape_str(logits.shape()));
+}
+
+void check_targets(const char* op, const Tensor& targets, const double* w, int64_t V) {
+  dispatch_index(targets.dtype(), op, [&](auto itag) {
+    using I = decltype(itag);
+    const I* yp = targets.data<I>();
+    for (int64_t n = 0; n < targets.numel(); ++n) {
+      if (w != nullptr && w[n] == 0) continue;
+      EMBER_CHECK(yp[n] >= 0 && yp[n] < V, op, ": target ", static_cast<int64_t>(yp[n]),
+                  " at row ", n, " is outside the vocabulary [0, ", V, ")");
+    }
+  });
+}
+
+Tensor row_weights(const char* op, const Variable& logits, const Tensor& weight) {
+  EMBER_CHECK(logits.dim() == 2 && weight.defined() && weight.numel() == logits.size(0), op,
+              ": weight of shape ", shape_str(weight.shape()),
+              " does not hold one value per row of logits of shape ", shape_str(logits.shape()));
+  const Tensor w = weight.to(DType::Float64).contiguous();
+  const double* wp = w.data<double>();
+  for (int64_t n = 0; n < w.numel(); ++n)
+    EMBER_CHECK(std::isfinite(wp[n]), op, ": weight ", wp[n], " at row ", n, " is not finite");
+  return w;
+}
+
+double weighted_norm(const char* op, const Tensor& w, double norm) {
+  const double* wp = w.data<double>();
+  bool any = false;
+  for (int64_t n = 0; n < w.numel(); ++n) any = any || wp[n] != 0;
+  EMBER_CHECK(!any || norm > 0, op, ": the normaliser must be > 0 (got ", norm,
+              ") when some weight is non-zero");
+  return any ? norm : 0.0;
+}
+
+}  // namespace loss_rows
+
 CrossEntropyResult cross_entropy(const Variable& logits, const Tensor& targets, double z_loss_coef) {
   EMBER_PROFILE_SCOPE(kLossFamily);
   EMBER_CHECK(logits.dim() == 2, "cross_entropy: logits must be [N, V], got ", shape_str(logits.shape()));
@@ -201,21 +202,18 @@ CrossEntropyResult cross_entropy(const Variable& logits, const Tensor& targets, 
 CrossEntropyResult cross_entropy(const Variable& logits, const Tensor& targets,
                                  const Tensor& weight, double norm, double z_loss_coef) {
   EMBER_PROFILE_SCOPE(kLossFamily);
-  const Tensor w = row_weights("cross_entropy", logits, weight);
-  const double* wp = w.data<double>();
-  bool any = false;
-  for (int64_t n = 0; n < w.numel(); ++n) any = any || wp[n] != 0;
-  EMBER_CHECK(!any || norm > 0, "cross_entropy: the normaliser must be > 0 (got ", norm,
-              ") when some weight is non-zero");
-  return cross_entropy_impl(logits, targets, w, any ? norm : 0.0, z_loss_coef);
+  const Tensor w = loss_rows::row_weights("cross_entropy", logits, weight);
+  return cross_entropy_impl(logits, targets, w, loss_rows::weighted_norm("cross_entropy", w, norm),
+                            z_loss_coef);
 }
 
 Variable token_logprobs(const Variable& logits, const Tensor& targets, const Tensor& weight) {
   EMBER_PROFILE_SCOPE(kLossFamily);
-  const Tensor w = row_weights("token_logprobs", logits, weight);
+  const Tensor w = loss_rows::row_weights("token_logprobs", logits, weight);
   const Tensor y = targets.contiguous();
-  check_row_targets("token_logprobs", logits, y, w.data<double>());
+  loss_rows::check_rows("token_logprobs", logits, y);
   const int64_t N = logits.size(0), V = logits.size(1);
+  loss_rows::check_targets("token_logprobs", y, w.data<double>(), V);
   const Tensor x = logits.data().contiguous();
   Tensor out = Tensor::empty({N}, x.dtype()), lse = Tensor::empty({N}, x.dtype());
   dispatch_float(x.dtype(), "token_logprobs", [&](auto tag) {
