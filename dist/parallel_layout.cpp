@@ -36,10 +36,10 @@ int ParallelLayout::stage(int rank) const {
 }
 
 int ParallelLayout::rank_of(int tensor, int data, int stage_index) const {
-  EMBER_CHECK(tensor >= 0 && tensor < tp && data >= 0 && data < dp && stage_index >= 0 &&
-                  stage_index < pp,
-              "ParallelLayout: no rank has tensor index ", tensor, ", data index ", data,
-              " and stage ", stage_index, " with T = ", tp, ", D = ", dp, ", P = ", pp);
+  EMBER_CHECK(
+      tensor >= 0 && tensor < tp && data >= 0 && data < dp && stage_index >= 0 && stage_index < pp,
+      "ParallelLayout: no rank has tensor index ", tensor, ", data index ", data, " and stage ",
+      stage_index, " with T = ", tp, ", D = ", dp, ", P = ", pp);
   return tensor + tp * (data + dp * stage_index);
 }
 

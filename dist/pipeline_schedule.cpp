@@ -26,12 +26,12 @@ std::string to_string(const PipelineOp& op) {
 
 std::vector<PipelineOp> schedule(ScheduleKind kind, int stages, int stage, int micro_batches) {
   EMBER_CHECK(stages >= 1, "pipeline schedule: the stage count must be at least 1, got ", stages);
-  EMBER_CHECK(stage >= 0 && stage < stages, "pipeline schedule: stage ", stage,
-              " is outside 0 .. ", stages - 1);
+  EMBER_CHECK(stage >= 0 && stage < stages, "pipeline schedule: stage ", stage, " is outside 0 .. ",
+              stages - 1);
   EMBER_CHECK(micro_batches >= 1, "pipeline schedule: --micro-batches must be at least 1, got ",
               micro_batches);
-  const int warmup = kind == ScheduleKind::GPipe ? micro_batches
-                                                 : std::min(stages - stage - 1, micro_batches);
+  const int warmup =
+      kind == ScheduleKind::GPipe ? micro_batches : std::min(stages - stage - 1, micro_batches);
   std::vector<PipelineOp> ops;
   int forwards = 0, backwards = 0;
   while (forwards < warmup) ops.push_back({Pass::Forward, forwards++});
@@ -43,7 +43,8 @@ std::vector<PipelineOp> schedule(ScheduleKind kind, int stages, int stage, int m
   return ops;
 }
 
-std::vector<std::vector<PipelineOp>> schedule_all(ScheduleKind kind, int stages, int micro_batches) {
+std::vector<std::vector<PipelineOp>> schedule_all(ScheduleKind kind, int stages,
+                                                  int micro_batches) {
   std::vector<std::vector<PipelineOp>> all;
   for (int s = 0; s < stages; ++s) all.push_back(schedule(kind, stages, s, micro_batches));
   return all;
@@ -77,7 +78,8 @@ struct Finished {
   }
 };
 
-// The earliest start of `op` on stage s given what has finished, or false when a dependency has not.
+// The earliest start of `op` on stage s given what has finished, or false when a dependency has
+// not.
 bool ready(const Finished& done, int s, int last, const PipelineOp& op, double& start) {
   const int m = op.micro_batch;
   if (op.pass == Pass::Forward) return s == 0 || done.end_of(s - 1, Pass::Forward, m, start);

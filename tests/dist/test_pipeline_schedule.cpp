@@ -190,8 +190,7 @@ TEST_CASE("f = 1, b = 2: the bubble is (P - 1)(f + b) of (M + P - 1)(f + b)", "[
 TEST_CASE("per-stage costs: a slower second stage", "[dist]") {
   // P = 2 M = 1, stage 1 twice as slow: F0 [0, 1], then [1, 3] and B0 [3, 5] on stage 1, B0
   // [5, 6] on stage 0; idle 4 of 6 on stage 0, 2 of 6 on stage 1.
-  const PipelineTimeline t =
-      simulate(schedule_all(ScheduleKind::OneFOneB, 2, 1), {{1, 1}, {2, 2}});
+  const PipelineTimeline t = simulate(schedule_all(ScheduleKind::OneFOneB, 2, 1), {{1, 1}, {2, 2}});
   CHECK(timeline_str(t.stages[0]) == "F0 0 1, B0 5 6");
   CHECK(timeline_str(t.stages[1]) == "F0 1 3, B0 3 5");
   CHECK(t.stages[0].idle == 4);
@@ -202,8 +201,7 @@ TEST_CASE("per-stage costs: a slower second stage", "[dist]") {
                     "per stage)");
 }
 
-TEST_CASE("a list that cannot finish is a deadlock error naming the blocked operations",
-          "[dist]") {
+TEST_CASE("a list that cannot finish is a deadlock error naming the blocked operations", "[dist]") {
   // Stage 1 wants F1 first, which needs stage 0's F1, which comes after stage 0's B0, which
   // needs stage 1's B0, which needs stage 1's F0: a cycle.
   CHECK_THROWS_WITH(simulate({parse_ops("F0 B0 F1 B1"), parse_ops("F1 F0 B0 B1")}),
