@@ -1,7 +1,7 @@
 // dist::Group: a sub-communicator of the world (Communicator::split), the ember::ParallelGroup
 // the tensor-parallel ops reduce over, plus point-to-point sends and receives between its ranks
 // for the pipeline; and the tensor, data and pipeline groups of a rank in a ParallelLayout
-// (docs/scaling.md, "Rank layout and pipeline schedules").
+// (docs/scaling.md#rank-layout-and-pipeline-schedules).
 #pragma once
 #include "autograd/parallel_group.h"
 #include "dist/communicator.h"

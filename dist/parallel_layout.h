@@ -1,5 +1,5 @@
 // ParallelLayout: where a world rank sits when N = T * P * D ranks run tensor (T), pipeline (P)
-// and data (D) parallelism together (docs/scaling.md, "Rank layout and pipeline schedules"):
+// and data (D) parallelism together (docs/scaling.md#rank-layout-and-pipeline-schedules):
 // tensor index r mod T, data index (r div T) mod D, stage r div (T * D), and the world ranks of
 // the rank's tensor group, data group and pipeline neighbours. Pure arithmetic, no MPI.
 #pragma once

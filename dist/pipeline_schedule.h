@@ -1,4 +1,4 @@
-// Pipeline schedules (docs/scaling.md, "Rank layout and pipeline schedules"): the ordered
+// Pipeline schedules (docs/scaling.md#rank-layout-and-pipeline-schedules): the ordered
 // forwards and backwards of micro-batches that one stage runs under 1F1B or GPipe, and a pure
 // simulation of P stages running their lists with given per-operation costs (each stage's
 // timeline, peak in-flight micro-batches and idle fraction). No MPI.
