@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "core/threads.h"
+#include "dist/group.h"
 
 namespace ember::dist {
 
@@ -24,6 +25,7 @@ struct Communicator::Impl {
   std::vector<MPI_Request> requests;
   std::vector<std::vector<int>> counts;  // a request's count array lives until it completes
   std::vector<int> free_slots;
+  std::vector<MPI_Comm> groups;  // the Groups' sub-communicators (MPI_COMM_NULL once freed)
 
   int add(MPI_Request request, std::vector<int> request_counts) {
     if (free_slots.empty()) {
@@ -178,6 +180,9 @@ Communicator::~Communicator() {
                  rank_);
     std::fflush(stderr);
     MPI_Abort(impl_->world, 1);
+  }
+  for (MPI_Comm& group : impl_->groups) {
+    if (group != MPI_COMM_NULL) MPI_Comm_free(&group);
   }
   if (impl_->gathers != MPI_COMM_NULL) MPI_Comm_free(&impl_->gathers);
   MPI_Comm_free(&impl_->world);
@@ -381,6 +386,77 @@ Request Communicator::iall_gather_in_place(const Tensor& buffer,
             "MPI_Iallgatherv", rank_);
   r.slot_ = impl_->add(req, std::move(n));
   return r;
+}
+
+Group Communicator::split(int color, int key) {
+  EMBER_PROFILE_SCOPE(kCommFamily);
+  EMBER_CHECK(color >= 0, "Communicator::split: the color must be at least 0, got ", color);
+  if (!mpi_) return Group(this, -1, 0, 1);
+  MPI_Comm sub = MPI_COMM_NULL;
+  mpi_check(MPI_Comm_split(impl_->world, color, key, &sub), "MPI_Comm_split", rank_);
+  MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(sub, &rank);
+  MPI_Comm_size(sub, &size);
+  impl_->groups.push_back(sub);
+  return Group(this, static_cast<int>(impl_->groups.size()) - 1, rank, size);
+}
+
+void Communicator::group_all_reduce(int handle, const Tensor& t, ReduceOp op) const {
+  EMBER_PROFILE_SCOPE(kCommFamily);
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, t.raw_data(), checked_count(t.numel(), "Group::all_reduce"),
+                          mpi_type(t.dtype()), mpi_op(op), impl_->groups[handle]),
+            "MPI_Allreduce", rank_);
+  t.bump_version();
+}
+
+void Communicator::group_send(int handle, const Tensor& t, int peer, int tag) const {
+  EMBER_PROFILE_SCOPE(kCommFamily);
+  mpi_check(MPI_Send(t.raw_data(), checked_count(t.numel(), "Group::send"), mpi_type(t.dtype()),
+                     peer, tag, impl_->groups[handle]),
+            "MPI_Send", rank_);
+}
+
+void Communicator::group_recv(int handle, const Tensor& t, int peer, int tag) const {
+  EMBER_PROFILE_SCOPE(kCommFamily);
+  const int count = checked_count(t.numel(), "Group::recv");
+  MPI_Status status;
+  mpi_check(
+      MPI_Recv(t.raw_data(), count, mpi_type(t.dtype()), peer, tag, impl_->groups[handle], &status),
+      "MPI_Recv", rank_);
+  int received = 0;
+  MPI_Get_count(&status, mpi_type(t.dtype()), &received);
+  EMBER_CHECK(received == count, "Group::recv: expected ", count, " elements from group rank ",
+              peer, ", got ", received);
+  t.bump_version();
+}
+
+Request Communicator::group_isend(int handle, const Tensor& t, int peer, int tag) {
+  EMBER_PROFILE_SCOPE(kCommFamily);
+  MPI_Request req;
+  mpi_check(MPI_Isend(t.raw_data(), checked_count(t.numel(), "Group::isend"), mpi_type(t.dtype()),
+                      peer, tag, impl_->groups[handle], &req),
+            "MPI_Isend", rank_);
+  Request r;
+  r.slot_ = impl_->add(req, {});
+  return r;
+}
+
+Request Communicator::group_irecv(int handle, const Tensor& t, int peer, int tag) {
+  EMBER_PROFILE_SCOPE(kCommFamily);
+  MPI_Request req;
+  mpi_check(MPI_Irecv(t.raw_data(), checked_count(t.numel(), "Group::irecv"), mpi_type(t.dtype()),
+                      peer, tag, impl_->groups[handle], &req),
+            "MPI_Irecv", rank_);
+  t.bump_version();
+  Request r;
+  r.slot_ = impl_->add(req, {});
+  return r;
+}
+
+void Communicator::group_free(int handle) {
+  if (!impl_ || handle < 0 || impl_->groups[handle] == MPI_COMM_NULL) return;
+  MPI_Comm_free(&impl_->groups[handle]);
 }
 
 bool Communicator::test(Request& request) {

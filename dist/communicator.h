@@ -2,7 +2,8 @@
 // mpirun it initialises MPI (MPI_THREAD_FUNNELED: only the main thread calls
 // MPI) and finalizes it; run plainly it is world size 1 and never calls MPI.
 // Collectives on contiguous Tensors, non-blocking all-reduce / reduce-scatter
-// behind opaque Requests, and the two fault primitives (see docs/scaling.md).
+// behind opaque Requests, sub-communicators (split into a dist::Group) and
+// the two fault primitives (see docs/scaling.md).
 #pragma once
 #include <cstdint>
 #include <exception>
@@ -18,6 +19,8 @@ namespace ember::dist {
 extern const prof::Family kCommFamily;
 
 enum class ReduceOp { Sum, Average, Max, Min };
+
+class Group;  // dist/group.h
 
 // How the Communicator decides whether to start MPI.
 enum class Launch {
@@ -101,7 +104,15 @@ class Communicator {
   // parameter gathers): its calls need not be ordered with the others
   // (iall_reduce_sum's), only among themselves.
   Request iall_gather_in_place(const Tensor& buffer, const std::vector<int64_t>& counts);
+  // --- sub-communicators -------------------------------------------------------
+  // MPI_Comm_split, collective (every rank calls it in the same order): the
+  // ranks passing the same color (>= 0) form one Group, ordered by key, then
+  // by world rank. In single mode a Group of size 1 without MPI. A Group must
+  // not outlive its Communicator.
+  Group split(int color, int key);
+
   // Drives progress; true (and the request no longer pending) once complete.
+  // Also completes a Group's isend / irecv.
   bool test(Request& request);
   void wait(Request& request);
 
@@ -121,6 +132,16 @@ class Communicator {
   int fail(const std::exception& error, const std::string& prefix = "") const;
 
  private:
+  friend class Group;
+  // The MPI side of a Group, addressed by its handle (an index into Impl's
+  // sub-communicators); Group checks the arguments and handles size 1.
+  void group_all_reduce(int handle, const Tensor& t, ReduceOp op) const;
+  void group_send(int handle, const Tensor& t, int peer, int tag) const;
+  void group_recv(int handle, const Tensor& t, int peer, int tag) const;
+  Request group_isend(int handle, const Tensor& t, int peer, int tag);
+  Request group_irecv(int handle, const Tensor& t, int peer, int tag);
+  void group_free(int handle);
+
   struct Impl;
   Impl* impl_ = nullptr;  // MPI handles; null in single mode
   bool mpi_ = false;
