@@ -136,7 +136,7 @@ CommandRunner add_info_command(CLI::App& app) {
       "layout instead: its memory per rank of each stage and the pipeline bubble (docs/scaling.md,\n"
       "Choosing T, P and D). `ember train` does not take --tp or --pp yet.");
   sub->add_option("--config", opt->config, "model config JSON file")->check(CLI::ExistingFile);
-  sub->add_option("--preset", opt->preset, "shipped preset (dense-small, moe-small, gpt2-small)");
+  sub->add_option("--preset", opt->preset, "shipped preset (dense-small, moe-small, gpt2-small, llama-1b)");
   sub->add_option("--checkpoint", opt->checkpoint, "checkpoint whose config to describe")->check(CLI::ExistingFile);
   sub->add_option("--batch-size", opt->batch, "batch size for the memory estimate")->capture_default_str();
   sub->add_option("--seq-len", opt->seq_len, "sequence length (0: the model's max_seq_len)");

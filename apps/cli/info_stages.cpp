@@ -3,6 +3,7 @@
 // a layout: `ember train` does not take --tp or --pp yet.
 #include "apps/cli/info_stages.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <utility>
@@ -41,10 +42,10 @@ std::string format(const char* fmt, auto... args) {
 
 std::string mib(int64_t bytes) { return format("%.1f", static_cast<double>(bytes) / (1 << 20)); }
 
-// "  name" then one right-aligned cell per stage.
-std::string row(const char* name, const std::vector<std::string>& cells) {
+// "  name" then one right-aligned cell per stage, at least 10 wide.
+std::string row(const char* name, const std::vector<std::string>& cells, int width) {
   std::string line = format("  %-19s", name);
-  for (const std::string& c : cells) line += format(" %10s", c.c_str());
+  for (const std::string& c : cells) line += format(" %*s", width, c.c_str());
   return line + "\n";
 }
 
@@ -76,8 +77,10 @@ std::string table(const std::vector<nn::StageMemory>& stages) {
     held.push_back(std::to_string(st.in_flight));
     elements.push_back(std::to_string(st.rank_params));
   }
-  std::string out = row("", names) + row("blocks", blocks) + row("micro-batches held", held) +
-                    row("parameter elements", elements);
+  int width = 10;
+  for (const std::string& e : elements) width = std::max(width, static_cast<int>(e.size()));
+  std::string out = row("", names, width) + row("blocks", blocks, width) + row("micro-batches held", held, width) +
+                    row("parameter elements", elements, width);
   const std::pair<const char*, int64_t nn::RankMemory::*> parts[] = {
       {"parameters", &nn::RankMemory::parameters},     {"gradients", &nn::RankMemory::gradients},
       {"optimizer state", &nn::RankMemory::optimizer}, {"activations", &nn::RankMemory::activations},
@@ -86,11 +89,11 @@ std::string table(const std::vector<nn::StageMemory>& stages) {
   for (const auto& [name, member] : parts) {
     std::vector<std::string> cells;
     for (const nn::StageMemory& st : stages) cells.push_back(mib(st.memory.*member));
-    out += row(name, cells);
+    out += row(name, cells, width);
   }
   std::vector<std::string> totals;
   for (const nn::StageMemory& st : stages) totals.push_back(mib(st.memory.total()));
-  return out + row("total", totals);
+  return out + row("total", totals, width);
 }
 
 }  // namespace
