@@ -1,6 +1,7 @@
 // `ember info`: what a config costs: parameters (total and active per token),
 // FLOPs per token, KV-cache bytes per token, training-step and inference memory,
-// and whether this machine's memory holds them. Every count is exact (nn/sizing/model_stats.h).
+// and whether this machine's memory holds them. Every count is exact (nn/sizing/model_stats.h);
+// with --world-size/--zero one rank's memory, with --tp/--pp each stage's (info_stages.h).
 #include <algorithm>
 #include <cstdio>
 
