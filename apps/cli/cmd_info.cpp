@@ -1,11 +1,13 @@
 // `ember info`: what a config costs: parameters (total and active per token),
 // FLOPs per token, KV-cache bytes per token, training-step and inference memory,
-// and whether this machine's memory holds them. Every count is exact (nn/sizing/model_stats.h).
+// and whether this machine's memory holds them. Every count is exact (nn/sizing/model_stats.h);
+// with --world-size/--zero one rank's memory, with --tp/--pp each stage's (info_stages.h).
 #include <algorithm>
 #include <cstdio>
 
 #include "nn/checkpoint_file.h"
 #include "apps/cli/commands.h"
+#include "apps/cli/info_stages.h"
 #include "nn/presets.h"
 #include "core/system_memory.h"
 #include "dist/reducer.h"
@@ -21,6 +23,7 @@ struct InfoOptions {
   // The per-rank plan, printed when one of its options is given.
   int64_t world_size = 1, zero = 0, checkpoint_every = 0, bucket_mb = 25;
   bool checkpoint_activations = false;
+  StageOptions stages;  // --tp, --pp, ...: the per-stage table instead of the per-rank one
 };
 
 std::string human(double v) {
@@ -129,21 +132,27 @@ CommandRunner add_info_command(CLI::App& app) {
       "multiplies with, lm_head included, embedding lookups excluded) + 12 x n_layers x n_heads x\n"
       "head_dim x context (PaLM, appendix B; context = min(T, window) on sliding-window layers).\n"
       "--world-size, --zero, --checkpoint-activations/--checkpoint-every or --bucket-mb add the peak\n"
-      "memory of one rank of that `ember train` run, part by part (docs/scaling.md, Per-rank memory).");
+      "memory of one rank of that `ember train` run, part by part (docs/scaling.md, Per-rank memory).\n"
+      "--tp, --pp, --micro-batches, --pp-layers or --pp-schedule plan a tensor- and pipeline-parallel\n"
+      "layout instead: its memory per rank of each stage and the pipeline bubble (docs/scaling.md,\n"
+      "Choosing T, P and D). `ember train` does not take --tp or --pp yet.");
   sub->add_option("--config", opt->config, "model config JSON file")->check(CLI::ExistingFile);
-  sub->add_option("--preset", opt->preset, "shipped preset (dense-small, moe-small, gpt2-small)");
+  sub->add_option("--preset", opt->preset, "shipped preset (dense-small, moe-small, gpt2-small, llama-1b)");
   sub->add_option("--checkpoint", opt->checkpoint, "checkpoint whose config to describe")->check(CLI::ExistingFile);
   sub->add_option("--batch-size", opt->batch, "batch size for the memory estimate")->capture_default_str();
   sub->add_option("--seq-len", opt->seq_len, "sequence length (0: the model's max_seq_len)");
   add_plan_options(sub, *opt);
+  add_stage_options(sub, opt->stages);
   return [opt, sub]() {
     const nn::ModelConfig cfg = resolve_model_config(opt->config, opt->preset, opt->checkpoint);
     EMBER_CHECK(opt->batch > 0, "--batch-size must be positive, got ", opt->batch);
     EMBER_CHECK(opt->seq_len >= 0 && opt->seq_len <= cfg.max_seq_len, "--seq-len must be between 1 and the model's "
                 "max_seq_len ", cfg.max_seq_len, " (or 0: max_seq_len), got ", opt->seq_len);
     const int64_t T = opt->seq_len > 0 ? opt->seq_len : cfg.max_seq_len;
-    const bool want_plan = plan_requested(sub);
+    const bool want_stages = stage_plan_requested(sub);
+    const bool want_plan = plan_requested(sub) || want_stages;
     const nn::TrainingPlan plan = want_plan ? training_plan(sub, *opt, T) : nn::TrainingPlan{};
+    const std::string stages = want_stages ? stage_report(cfg, plan, sub, opt->stages) : "";
     const nn::ModelStats s = nn::model_stats(cfg, opt->batch, T);
     std::printf("parameters            %s (%lld)\n", human(static_cast<double>(s.total_params)).c_str(),
                 static_cast<long long>(s.total_params));
@@ -162,7 +171,11 @@ CommandRunner add_info_command(CLI::App& app) {
     std::printf("inference memory      %s bytes (float32 weights and position tables)\n",
                 human(static_cast<double>(run.total())).c_str());
     std::printf("this machine          %s\n", machine_verdict(run, train).c_str());
-    if (want_plan) print_rank_memory(cfg, plan);
+    if (want_stages) {
+      std::fputs(stages.c_str(), stdout);
+    } else if (want_plan) {
+      print_rank_memory(cfg, plan);
+    }
     return 0;
   };
 }

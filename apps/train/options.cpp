@@ -69,7 +69,7 @@ bool is_path_key(const std::string& key) {
 const std::vector<Field>& fields() {
   static const std::vector<Field> table = {
       {"--config", &O::config, "model config JSON (docs/model.md)", OnResume::NotSaved, kAny, true},
-      {"--preset", &O::preset, "shipped model: dense-small, moe-small, gpt2-small", OnResume::NotSaved, kAny},
+      {"--preset", &O::preset, "shipped model: dense-small, moe-small, gpt2-small, llama-1b", OnResume::NotSaved, kAny},
       {"--init-from", &O::init_from, "start from this checkpoint's weights (fine-tuning)", OnResume::NotSaved, kAny,
        true},
       {"--resume", &O::resume, "continue the run in this folder from its newest complete checkpoint "

@@ -42,16 +42,6 @@ struct Sizes {
   int64_t save_gather = 0;       // bytes rank 0 keeps from gathering the moments to save (ZeRO)
 };
 
-// The sum of one caching-allocator block per size class the tensors fall in: what stays
-// resident after they were allocated and freed one at a time.
-int64_t size_class_bytes(const std::vector<int64_t>& numels) {
-  std::set<size_t> classes;
-  for (int64_t n : numels) classes.insert(allocator_bucket_size(static_cast<size_t>(n * kFloat)));
-  int64_t bytes = 0;
-  for (size_t c : classes) bytes += static_cast<int64_t>(c);
-  return bytes;
-}
-
 Sizes sizes_of(const ModelConfig& cfg, const TrainingPlan& plan) {
   Sizes s;
   std::vector<int64_t> numels, per_block(static_cast<size_t>(cfg.n_layers), 0);
@@ -63,14 +53,8 @@ Sizes sizes_of(const ModelConfig& cfg, const TrainingPlan& plan) {
     if (p.block == kTokenTable) s.table += p.numel;
   }
   for (int64_t b : per_block) s.largest_block = std::max(s.largest_block, b);
-  // dist::Reducer: rank r owns [N r / W, N (r+1) / W), cut at multiples of 16 elements.
   const int64_t w = plan.world_size;
-  for (int64_t r = 0; r < w; ++r) {
-    auto start = [&](int64_t rank) {  // 128-bit: P x W exceeds int64 for P near 2^48
-      return rank == w ? s.params : static_cast<int64_t>(static_cast<__int128>(s.params) * rank / w) / 16 * 16;
-    };
-    s.shard = std::max(s.shard, start(r + 1) - start(r));
-  }
+  s.shard = largest_shard(s.params, w);
   // ZeRO-3's buckets are its units (a block; the final norm and head; the position table; the
   // token table); the others are cut by bytes.
   std::vector<int64_t> units;
@@ -100,12 +84,7 @@ int64_t staging_bytes(const Sizes& s) { return size_class_bytes(s.staged); }
 // starts; more are in flight when backward outpaces the all-reduces), each at most a piece.
 // (plan.message_bytes: a larger bucket is all-reduced in pieces of that size).
 int64_t mpi_temporaries(const Sizes& s, const TrainingPlan& plan) {
-  if (plan.world_size == 1) return 0;
-  std::vector<int64_t> b = s.buckets;
-  std::sort(b.rbegin(), b.rend());
-  int64_t bytes = 0;
-  for (size_t i = 0; i < std::min<size_t>(2, b.size()); ++i) bytes += std::min(b[i] * kFloat, plan.message_bytes);
-  return bytes;
+  return mpi_temporary_bytes(s.buckets, plan.world_size, plan.message_bytes);
 }
 
 // --zero 3: parameters sharded 4P/W; a block's parameters all-gathered before its forward
@@ -126,6 +105,35 @@ void zero3_parameters(const Sizes& s, int64_t world, RankMemory& m) {
 }
 
 }  // namespace
+
+int64_t size_class_bytes(const std::vector<int64_t>& numels) {
+  std::set<size_t> classes;
+  for (int64_t n : numels) classes.insert(allocator_bucket_size(static_cast<size_t>(n * kFloat)));
+  int64_t bytes = 0;
+  for (size_t c : classes) bytes += static_cast<int64_t>(c);
+  return bytes;
+}
+
+int64_t largest_shard(int64_t elements, int64_t ranks) {
+  // dist::Reducer: rank r owns [N r / W, N (r+1) / W), cut at multiples of 16 elements.
+  int64_t shard = 0;
+  for (int64_t r = 0; r < ranks; ++r) {
+    auto start = [&](int64_t rank) {  // 128-bit: P x W exceeds int64 for P near 2^48
+      return rank == ranks ? elements
+                           : static_cast<int64_t>(static_cast<__int128>(elements) * rank / ranks) / 16 * 16;
+    };
+    shard = std::max(shard, start(r + 1) - start(r));
+  }
+  return shard;
+}
+
+int64_t mpi_temporary_bytes(std::vector<int64_t> buckets, int64_t ranks, int64_t message_bytes) {
+  if (ranks == 1) return 0;
+  std::sort(buckets.rbegin(), buckets.rend());
+  int64_t bytes = 0;
+  for (size_t i = 0; i < std::min<size_t>(2, buckets.size()); ++i) bytes += std::min(buckets[i] * kFloat, message_bytes);
+  return bytes;
+}
 
 int64_t RankMemory::total() const {
   int64_t sum = 0;

@@ -53,6 +53,18 @@ RankMemory rank_memory(const ModelConfig& cfg, const TrainingPlan& plan);
 // at a time (the largest counted once). checkpoint_every = 0 gives model_stats().activation_bytes.
 int64_t activation_bytes(const ModelConfig& cfg, int64_t batch, int64_t seq_len, int64_t checkpoint_every);
 
+// The sum of one caching-allocator block per size class float32 tensors of these element counts
+// fall in: what stays resident after they were allocated and freed one at a time (a ZeRO save).
+int64_t size_class_bytes(const std::vector<int64_t>& numels);
+
+// The largest rank's part of `elements` cut over `ranks` as dist::Reducer cuts its flat buffer
+// (rank r owns [N r / W, N (r+1) / W), at multiples of 16 elements): a ZeRO shard.
+int64_t largest_shard(int64_t elements, int64_t ranks);
+
+// Open MPI's temporaries for the two largest of these buckets (elements) in flight, each at
+// most message_bytes; 0 at one rank.
+int64_t mpi_temporary_bytes(std::vector<int64_t> buckets, int64_t ranks, int64_t message_bytes);
+
 // The fixed footprint of the `ember train` process with a model of a few thousand
 // parameters (measured peak RSS; docs/scaling.md, "Per-rank memory"): one process, or a
 // rank of an mpirun job.

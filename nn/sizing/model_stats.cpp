@@ -37,12 +37,17 @@ class Count {
 
 }  // namespace
 
-int64_t block_activation_floats(const ModelConfig& c, int64_t layer) {
+BlockActivations block_activation_parts(const ModelConfig& c, int64_t layer) {
   const Count d = c.d_model, qd = Count(c.n_heads) * c.head_dim, kvd = Count(c.n_kv_heads) * c.head_dim;
   const Count hidden_live = c.layer_is_moe(layer) ? Count(c.moe->top_k + c.moe->n_shared) * c.moe->expert_hidden
                                                   : Count(c.ffn_hidden);
   // Kept for backward per token: norm inputs, q/k/v, attention out, FFN hidden (x3 for gated).
-  return (Count(4) * d + qd + Count(2) * kvd + qd + Count(c.gated_ffn() ? 3 : 2) * hidden_live).value();
+  return {(Count(4) * d).value(), (qd + Count(2) * kvd + qd + Count(c.gated_ffn() ? 3 : 2) * hidden_live).value()};
+}
+
+int64_t block_activation_floats(const ModelConfig& c, int64_t layer) {
+  const BlockActivations parts = block_activation_parts(c, layer);
+  return (Count(parts.whole) + parts.split).value();
 }
 
 ModelStats model_stats(const ModelConfig& c, int64_t B, int64_t T) {

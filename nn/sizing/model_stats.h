@@ -41,6 +41,12 @@ ModelStats model_stats(const ModelConfig& cfg, int64_t batch = 8, int64_t seq_le
 // Floats per token that block `layer`'s forward keeps for backward (the estimate inside
 // ModelStats::activation_bytes): norm inputs, q/k/v, attention out, FFN hidden (x3 gated).
 int64_t block_activation_floats(const ModelConfig& cfg, int64_t layer);
+// Its two parts: what tensor parallelism splits over the T ranks (q, k, v, the attention
+// output, the FFN or experts' hidden) and what every tensor rank keeps whole (the norms' inputs).
+struct BlockActivations {
+  int64_t whole = 0, split = 0;
+};
+BlockActivations block_activation_parts(const ModelConfig& cfg, int64_t layer);
 
 // Bytes a model needs (an estimate): weights and position tables to run it; for a
 // training step (float32) also gradients, AdamW's two moments and activations.
