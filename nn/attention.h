@@ -6,6 +6,7 @@
 #pragma once
 #include <memory>
 
+#include "autograd/parallel_group.h"
 #include "nn/config.h"
 #include "nn/layers.h"
 #include "nn/rotary.h"
@@ -31,9 +32,14 @@ class Attention : public Module {
             DType dtype = DType::Float32);
   Variable forward(const Variable& x) const;
   const AttentionOptions& options() const { return opt_; }
+  // Tensor parallelism (nn/tensor_parallel.h), once the projections hold this rank's shards:
+  // n_heads / T query and n_kv_heads / T key/value heads, o_proj row-parallel.
+  void set_tensor_parallel(const ParallelGroup* group);
 
  private:
   AttentionOptions opt_;
+  const ParallelGroup* tp_ = nullptr;
+  int64_t heads_ = 0, kv_heads_ = 0;  // this rank's: opt_'s over the group size
   std::shared_ptr<const RotaryEmbedding> rotary_;
   // Linear, or a LoRALinear / Nf4Linear once fine-tuning replaced them (Module::replace_module).
   std::shared_ptr<UnaryModule> q_proj_, k_proj_, v_proj_, o_proj_;

@@ -2,6 +2,8 @@
 #include "nn/ffn.h"
 
 #include "autograd/ops.h"
+#include "autograd/parallel_ops.h"
+#include "nn/tensor_parallel.h"
 
 namespace ember::nn {
 
@@ -30,8 +32,10 @@ Variable FFN::activate(const Variable& gate, const Variable& up) const {
 }
 
 Variable FFN::forward(const Variable& x) const {
-  const Variable gate = gated() ? gate_proj_->forward(x) : Variable();
-  return down_proj_->forward(activate(gate, up_proj_->forward(x)));
+  const Variable in = tp_ ? copy_to_group(x, *tp_) : x;  // column-parallel gate and up
+  const Variable gate = gated() ? gate_proj_->forward(in) : Variable();
+  const Variable hidden = activate(gate, up_proj_->forward(in));
+  return tp_ ? row_parallel_forward(*down_proj_, hidden, *tp_) : down_proj_->forward(hidden);
 }
 
 }  // namespace ember::nn

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "autograd/parallel_group.h"
 #include "nn/layers.h"
 
 namespace ember::nn {
@@ -22,9 +23,13 @@ class FFN : public UnaryModule {
   const UnaryModule* gate_proj() const { return gate_proj_.get(); }
   const UnaryModule& up_proj() const { return *up_proj_; }
   const UnaryModule& down_proj() const { return *down_proj_; }
+  // Tensor parallelism (nn/tensor_parallel.h), once gate and up hold this rank's rows and
+  // down its columns: the input copied to the group, down_proj row-parallel.
+  void set_tensor_parallel(const ParallelGroup* group) { tp_ = group && group->size() > 1 ? group : nullptr; }
 
  private:
   std::string act_;
+  const ParallelGroup* tp_ = nullptr;
   std::shared_ptr<UnaryModule> gate_proj_, up_proj_, down_proj_;
 };
 

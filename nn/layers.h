@@ -69,6 +69,8 @@ class RMSNorm : public UnaryModule {
  public:
   RMSNorm(int64_t dim, double eps, DType dtype = DType::Float32);
   Variable forward(const Variable& x) const override;
+  const Variable& weight() const { return weight_; }
+  double eps() const { return eps_; }
 
  private:
   Variable weight_;

@@ -7,6 +7,7 @@
 #include "autograd/recompute.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
+#include "autograd/parallel_ops.h"
 #include "nn/sizing/model_stats.h"
 
 namespace ember::nn {
@@ -54,6 +55,12 @@ TransformerBlock::TransformerBlock(const ModelConfig& cfg, int64_t layer,
   ffn_dropout_ = register_module("mlp_dropout", std::make_shared<Dropout>(cfg.dropout, std::move(dropout_gen)));
 }
 
+void TransformerBlock::set_tensor_parallel(const ParallelGroup* group) {
+  EMBER_CHECK(!moe_, "tensor parallelism of MoE layers is not available yet: use --tp 1");
+  attn_->set_tensor_parallel(group);
+  ffn_->set_tensor_parallel(group);
+}
+
 Variable TransformerBlock::mlp_forward(const Variable& h, std::vector<MoEAux>& moe_aux,
                                        const Tensor& real) const {
   if (moe_) {
@@ -75,8 +82,8 @@ Variable TransformerBlock::forward(const Variable& x, std::vector<MoEAux>& moe_a
   return x1 + mlp_forward(post_norm_->forward(x1), moe_aux, real);
 }
 
-Transformer::Transformer(const ModelConfig& cfg, uint64_t seed, DType dtype)
-    : cfg_(cfg), dtype_(dtype), dropout_gen_(std::make_shared<Generator>(seed ^ 0x9e3779b97f4a7c15ull)) {
+Transformer::Transformer(const ModelConfig& cfg, uint64_t seed, DType dtype, TensorParallel tp)
+    : cfg_(cfg), dtype_(dtype), tp_(tp), dropout_gen_(std::make_shared<Generator>(seed ^ 0x9e3779b97f4a7c15ull)) {
   require_fits_in_memory(inference_memory(cfg, dtype));  // before any layer is allocated
   Generator init_gen(seed);
   auto model = register_module("model", std::make_shared<Group>());
@@ -101,6 +108,15 @@ Transformer::Transformer(const ModelConfig& cfg, uint64_t seed, DType dtype)
     register_replaceable("lm_head", lm_head_);
   }
   if (!cfg.reward.empty()) add_score_head(init_gen, cfg.reward);  // drawn last
+  if (tp_.active()) shard_for_tensor_parallel();
+}
+
+void Transformer::shard_for_tensor_parallel() {
+  check_tensor_parallel(cfg_, tp_.size());
+  EMBER_CHECK(!score_head_, "tensor parallelism of a reward model is not available yet: use --tp 1");
+  for (auto& [name, p] : named_parameters())
+    p.set_data(tensor_shard(p.data(), tensor_split(name), tp_.rank(), tp_.size()));
+  for (const auto& block : blocks_) block->set_tensor_parallel(tp_.group);
 }
 
 void Transformer::add_score_head(Generator& gen, const std::string& reward) {
@@ -139,7 +155,17 @@ Variable Transformer::add_positions(const Variable& x, int64_t T) const {
 Variable Transformer::head(const Variable& h) const {
   std::function<void()> table_read;
   if (residency_) table_read = [r = residency_] { r->tied_table_read(); };
-  Variable logits = lm_head_ ? lm_head_->forward(h) : embed_tokens_->project(h, std::move(table_read));
+  Variable logits;
+  if (tp_.active()) {  // this rank's vocabulary rows of the table
+    EMBER_CHECK(!residency_ && !tied_head_adapter_ && !embed_tokens_->added_rows().defined(),
+                "tensor parallelism: the head takes no ZeRO-3, adapter or added rows");
+    const auto* linear = dynamic_cast<const Linear*>(lm_head_.get());
+    EMBER_CHECK(!lm_head_ || linear, "tensor parallelism: lm_head must be a plain Linear");
+    logits = matmul(copy_to_group(h, *tp_.group), linear ? linear->weight() : embed_tokens_->weight(),
+                    false, true);
+  } else {
+    logits = lm_head_ ? lm_head_->forward(h) : embed_tokens_->project(h, std::move(table_read));
+  }
   if (tied_head_adapter_) logits = logits + tied_head_adapter_->forward(h);
   if (cfg_.final_softcap > 0) {
     logits = tanh(logits / cfg_.final_softcap) * cfg_.final_softcap;
@@ -154,7 +180,9 @@ Variable Transformer::trunk(const Tensor& ids, const Tensor& real,
   EMBER_CHECK(T <= cfg_.max_seq_len, "Transformer: sequence length ", T, " exceeds max_seq_len ",
               cfg_.max_seq_len);
   if (residency_) residency_->forward_begins();
-  Variable x = add_positions(embed_tokens_->forward(ids), T);  // [B, T, C]
+  const Variable tokens = tp_.active() ? vocab_parallel_embedding(embed_tokens_->weight(), ids, *tp_.group)
+                                       : embed_tokens_->forward(ids);
+  Variable x = add_positions(tokens, T);  // [B, T, C]
   EMBER_CHECK(!real.defined() || real.shape() == ids.shape(),
               "Transformer: the real-token mask of shape ", shape_str(real.shape()),
               " does not match the ids' ", shape_str(ids.shape()));
@@ -221,12 +249,15 @@ Variable Transformer::flat_logits(const ModelOutput& out, const Tensor& targets)
   const Variable& logits = out.logits;
   EMBER_CHECK(targets.shape() == Shape({logits.size(0), logits.size(1)}), "loss: targets of shape ",
               shape_str(targets.shape()), " do not match logits of shape ", shape_str(logits.shape()));
-  return reshape(logits, {logits.size(0) * logits.size(1), cfg_.vocab_size});
+  return reshape(logits, {logits.size(0) * logits.size(1), logits.size(2)});
 }
 
 LossTerms Transformer::loss(const ModelOutput& out, const Tensor& targets) const {
-  const CrossEntropyResult ce = cross_entropy(flat_logits(out, targets),
-                                              targets.reshape({targets.numel()}), cfg_.z_loss_coef);
+  const Tensor flat_targets = targets.reshape({targets.numel()});
+  const CrossEntropyResult ce =
+      tp_.active() ? vocab_parallel_cross_entropy(flat_logits(out, targets), flat_targets,
+                                                  cfg_.vocab_size, *tp_.group, cfg_.z_loss_coef)
+                   : cross_entropy(flat_logits(out, targets), flat_targets, cfg_.z_loss_coef);
   return with_moe_losses(out, {ce.loss, ce.ce, ce.z}, 1.0);
 }
 
@@ -236,9 +267,13 @@ LossTerms Transformer::loss(const ModelOutput& out, const Tensor& targets, const
               shape_str(weight.shape()), " does not match targets of shape ",
               shape_str(targets.shape()));
   const int64_t N = targets.numel();
+  const Tensor flat_weight = weight.contiguous().reshape({N});
   const CrossEntropyResult ce =
-      cross_entropy(flat_logits(out, targets), targets.reshape({N}),
-                    weight.contiguous().reshape({N}), norm, cfg_.z_loss_coef);
+      tp_.active() ? vocab_parallel_cross_entropy(flat_logits(out, targets), targets.reshape({N}),
+                                                  cfg_.vocab_size, flat_weight, norm, *tp_.group,
+                                                  cfg_.z_loss_coef)
+                   : cross_entropy(flat_logits(out, targets), targets.reshape({N}), flat_weight,
+                                   norm, cfg_.z_loss_coef);
   return with_moe_losses(out, {ce.loss, ce.ce, ce.z}, moe_scale);
 }
 

@@ -14,6 +14,7 @@
 #include "nn/config.h"
 #include "nn/moe.h"
 #include "nn/layers.h"
+#include "nn/tensor_parallel.h"
 
 namespace ember::nn {
 
@@ -28,6 +29,8 @@ class TransformerBlock : public Module {
   Variable forward(const Variable& x, std::vector<MoEAux>& moe_aux,
                    const Tensor& real = Tensor()) const;
   const std::shared_ptr<MoE>& moe() const { return moe_; }
+  // Tensor parallelism of the attention and the dense MLP (nn/tensor_parallel.h).
+  void set_tensor_parallel(const ParallelGroup* group);
 
  private:
   Variable mlp_forward(const Variable& h, std::vector<MoEAux>& moe_aux, const Tensor& real) const;
@@ -54,7 +57,12 @@ class Transformer : public Module {
  public:
   // Weights drawn from a Generator seeded with `seed`: normal(0, 0.02), o_proj and
   // down_proj with std 0.02 / sqrt(2 n_layers), norms 1, biases 0.
-  explicit Transformer(const ModelConfig& cfg, uint64_t seed = 0, DType dtype = DType::Float32);
+  // With tp active (nn/tensor_parallel.h: the group outlives the model), the weights are drawn
+  // whole as above, then each parameter keeps its tensor rank's shard; logits are then this
+  // rank's vocabulary shard [B, T, padded V / T] and the losses vocabulary-parallel. An Error
+  // for a config --tp does not divide, MoE layers and a reward model's head.
+  explicit Transformer(const ModelConfig& cfg, uint64_t seed = 0, DType dtype = DType::Float32,
+                       TensorParallel tp = {});
   // real: optional float32 [B, T] mask of the real (non-padding) ids; the MoE losses are then
   // taken over those only (docs/model.md#loss-of-a-step).
   ModelOutput forward(const Tensor& ids, const Tensor& real = Tensor()) const;
@@ -62,6 +70,7 @@ class Transformer : public Module {
   // these, bit for bit): what a score or value head reads (nn/alignment/reward_model.h).
   Variable hidden_states(const Tensor& ids, const Tensor& real = Tensor()) const;
   DType dtype() const { return dtype_; }
+  const TensorParallel& tensor_parallel() const { return tp_; }
   // ce + z_loss_coef z + aux_loss_coef mean(aux) + router_z_loss_coef mean(router_z)
   // for targets [B, T].
   LossTerms loss(const ModelOutput& out, const Tensor& targets) const;
@@ -114,6 +123,7 @@ class Transformer : public Module {
  private:
   ModelConfig cfg_;
   DType dtype_;
+  TensorParallel tp_;
   std::shared_ptr<Generator> dropout_gen_;
   std::shared_ptr<Embedding> embed_tokens_, embed_positions_;
   Tensor sinusoidal_;
@@ -139,6 +149,8 @@ class Transformer : public Module {
   Variable trunk(const Tensor& ids, const Tensor& real, std::vector<MoEAux>& moe_aux) const;
   // lm_head (tied or not) and final soft-cap on the final norm's output: [B, T, C] -> [B, T, V].
   Variable head(const Variable& h) const;
+  // Each parameter replaced by its tensor rank's shard; the layers told (the constructor's).
+  void shard_for_tensor_parallel();
   // logits [B, T, V] as [B T, V], after checking targets [B, T].
   Variable flat_logits(const ModelOutput& out, const Tensor& targets) const;
   // terms (the cross-entropy's) plus moe_scale x (aux_loss_coef mean(aux) + router_z_loss_coef
