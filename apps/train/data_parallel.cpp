@@ -15,7 +15,7 @@ Optimization make_optimization(dist::Communicator& comm, nn::Transformer& model,
   Optimization r;
   std::vector<Variable> params;
   for (const auto& [name, v] : named) params.push_back(v);
-  if (comm.world_size() > 1 || o.zero) {
+  if (comm.world_size() / o.tp > 1 || o.zero) {  // data-parallel ranks (--tp T: world / T)
     dist::ReducerOptions ro;
     ro.bucket_bytes = o.bucket_mb << 20;
     ro.first_bucket_bytes = std::min<int64_t>(ro.first_bucket_bytes, ro.bucket_bytes);
@@ -56,9 +56,8 @@ HeldParameters::~HeldParameters() {
   if (sharded_) sharded_->release_all();
 }
 
-void note_global_batch_change(const dist::Communicator& comm, int64_t saved_world, int64_t saved_batch,
+void note_global_batch_change(const dist::Communicator& comm, int64_t saved_world, int64_t saved_batch, int64_t world,
                               int64_t batch) {
-  const int64_t world = comm.world_size();
   const long long saved_rows = saved_world * saved_batch, rows = world * batch;
   if (!comm.is_root() || saved_batch <= 0 || saved_rows == rows) return;
   std::printf("note: the checkpoint was written by %lld rank(s) x batch %lld = %lld rows per micro-step; this run "

@@ -47,8 +47,8 @@ class HeldParameters {
 };
 
 // Rank 0 prints what changed when the checkpoint's global batch (saved_world
-// x saved_batch rows) differs from this run's (world x batch).
+// x saved_batch rows) differs from this run's (world x batch; world: its data-parallel ranks).
 void note_global_batch_change(const dist::Communicator& comm, int64_t saved_world, int64_t saved_batch,
-                              int64_t batch);
+                              int64_t world, int64_t batch);
 
 }  // namespace ember::apps

@@ -21,6 +21,7 @@
 #include "core/profiler.h"
 #include "dist/consistency.h"
 #include "optim/clip.h"
+#include "apps/train/tensor_parallel_run.h"
 
 namespace ember::apps {
 namespace {
@@ -85,6 +86,9 @@ void clip_gradients(TrainRun& run, StepResult& s) {
   EMBER_PROFILE_PHASE(kClipPhase);
   if (run.o.zero) {
     s.norm = run.optimization.reducer->clip_grad_norm(run.o.clip);
+  } else if (run.tp_group) {  // each parameter counted once over the tensor ranks
+    s.norm = tensor_parallel_grad_norm(run);
+    s.grad_scale = optim::clip_coefficient(s.norm, run.o.clip);
   } else {
     s.norm = optim::grad_norm(run.params);
     s.grad_scale = optim::clip_coefficient(s.norm, run.o.clip);
@@ -139,7 +143,7 @@ StepResult train_step(TrainRun& run) {
 // evaluation, so the blocks gather their parameters one at a time (the
 // model's residency hooks are collective) rather than all 4P on every rank.
 void evaluate_step(TrainRun& run, RunTally& tally, json& record) {
-  const bool every_rank = run.optimization.sharded != nullptr;
+  const bool every_rank = run.optimization.sharded || run.tp_group;  // a collective forward
   agreed(run.comm, [&] {
     if (!run.root && !every_rank) return;
     const ShardLoss result = validation_loss(run, tally, record);
@@ -263,7 +267,8 @@ void log_step(TrainRun& run, RunTally& tally, MetricsLog& metrics, TrainProgress
   const bool eval_now =
       has_validation(run) && (every(o.eval_every, run.step) || run.step == o.steps);
   // ZeRO-3 keeps one copy of each parameter (every rank gathers the same): nothing can diverge.
-  const bool check_now = run.world > 1 && o.check_every > 0 && !run.optimization.sharded &&
+  // --tp: tensor ranks hold different shards (only the data ranks of a shard could be compared).
+  const bool check_now = run.world > 1 && o.check_every > 0 && !run.optimization.sharded && !run.tp_group &&
                          (run.step % o.check_every == 0 || run.step == o.steps);
   if (eval_now) evaluate_step(run, tally, m);
   if (check_now) dist::check_parameters_consistent(run.comm, run.params, run.step);
@@ -342,7 +347,7 @@ ShardLoss validation_loss(TrainRun& run, RunTally& tally, json& record) {
 ShardLoss validation_loss(TrainRun& run) {
   AutocastGuard eval_mixed(run.autocast);
   if (run.chat_val_rows) {
-    return chat_shard_loss(*run.model, run.chat_val_rows, run.world * run.o.batch_size,
+    return chat_shard_loss(*run.model, run.chat_val_rows, run.data_world * run.o.batch_size,
                          run.token_bytes);
   }
   return shard_loss(*run.model, *run.val_loader, run.eval_batches, run.token_bytes);

@@ -134,6 +134,10 @@ const std::vector<Field>& fields() {
        "under mpirun: 1 shards the AdamW moments across ranks (ZeRO-1), 2 the gradients too (ZeRO-2), "
        "3 the parameters too (ZeRO-3)",
        OnResume::Free, between(0, 3)},
+      {"--tp", &O::tp,
+       "under mpirun: Megatron-style tensor parallelism over T ranks (each block's projections, "
+       "the embedding and the head split; mpirun -np T)",
+       OnResume::NotSaved, kPositive},
       {"--bucket-mb", &O::bucket_mb, "under mpirun: gradient all-reduce bucket size in MiB (the first is 1 MiB)",
        OnResume::Free, kPositive},
       {"--check-every", &O::check_every,

@@ -53,6 +53,7 @@ struct TrainOptions {
   // Data parallel (under mpirun): ZeRO-1 (0/1), gradient bucket size, and how
   // often the ranks compare parameter checksums (0: never).
   int64_t zero = 0;
+  int64_t tp = 1;  // --tp: tensor-parallel ranks (train only)
   int64_t bucket_mb = 25;
   int64_t check_every = 100;
   // Print a profile (time by phase and op family, core/profiler.h) at the end and write OUT/profile.json.

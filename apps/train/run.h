@@ -5,6 +5,7 @@
 // apps/train/data_parallel.h); loop.cpp trains (chat_step.cpp: a chat step's loss);
 // save.cpp writes a checkpoint; summary.cpp prints the run's first and last lines.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -27,6 +28,7 @@
 #include "data/chat_loader.h"
 #include "data/preference_loader.h"
 #include "dist/communicator.h"
+#include "dist/group.h"
 #include "nn/alignment/preference_loss.h"
 #include "nn/sizing/model_stats.h"
 #include "nn/transformer.h"
@@ -36,12 +38,18 @@ namespace ember::apps {
 
 struct TrainRun {
   TrainRun(TrainOptions options, dist::Communicator& communicator)
-      : o(std::move(options)), comm(communicator), root(comm.is_root()), world(comm.world_size()) {}
+      : o(std::move(options)), comm(communicator), root(comm.is_root()), world(comm.world_size()),
+        data_world(std::max<int64_t>(1, world / std::max<int64_t>(1, o.tp))),
+        data_rank(comm.rank() / std::max<int64_t>(1, o.tp) % data_world) {}
 
   TrainOptions o;
   dist::Communicator& comm;
   const bool root;
   const int64_t world;
+  // The data-parallel ranks D = world / --tp and this rank's index among them: every rank of one
+  // tensor group reads the same rows (apps/train/tensor_parallel_run.h).
+  const int64_t data_world, data_rank;
+  std::unique_ptr<dist::Group> tp_group;  // --tp T > 1: this rank's tensor group
 
   // Where the model comes from (resolve_model_source).
   nn::Checkpoint start;  // weights (and state) to start from, if any; its tensors freed once loaded

@@ -14,6 +14,7 @@
 #include "apps/train/run.h"
 #include "apps/train/run_paths.h"
 #include "apps/train/step_phases.h"
+#include "apps/train/tensor_parallel_run.h"
 #include "core/profiler.h"
 #include "nn/adapters/adapters.h"
 
@@ -27,7 +28,7 @@ std::string train_state(const TrainRun& run, int64_t at_step) {
                     {"tokens_seen", run.tokens_seen},
                     {"dropout_offset", run.model->dropout_generator().offset},
                     {"dropout_seed", run.model->dropout_generator().seed},
-                    {"world_size", run.world},
+                    {"world_size", run.data_world},  // the global batch's data ranks
                     {"options", options_to_json(run.o)},
                     {"data_fingerprint", run.data_files}};
   if (run.o.finetune) st["finetune"] = {{"base", run.finetune_base}};  // marks a fine-tuning run
@@ -87,20 +88,26 @@ std::string save_checkpoint(TrainRun& run, int64_t at_step) {
                  run.cfg.lora ? nn::trainable_parameters(*run.model) : run.model->named_parameters());
   }
   nn::Checkpoint c;
+  // --tp: every tensor rank gathers each whole tensor from the shards (collective), rank 0
+  // writes them: the model's before the file is opened, the moments as it writes them.
+  if (run.tp_group) c.model = gather_model(run);
   // The optimizer state goes to rank 0 a tensor at a time while it writes them
   // (ZeRO: gathered from every rank, so the others take part with no sink).
   if (!run.root) {
     if (sharded) stream_sharded_model(run, at_step, {});
-    opt.stream_state({});
+    opt.stream_state(run.tp_group ? gathering_sink(run, {}) : optim::Optimizer::StateSink());
     run.comm.barrier();
     return name;
   }
-  c.optim_stream = [&opt](const nn::TensorPut& put) { opt.stream_state(put); };
+  c.optim_stream = [&run, &opt](const nn::TensorPut& put) {
+    opt.stream_state(run.tp_group ? gathering_sink(run, put) : optim::Optimizer::StateSink(put));
+  };
   c.config = run.cfg;
   if (run.o.align) c.config.align = align_config(run.o).dump();
   if (run.o.reward) c.config.reward = reward_config(run.o).dump();
   if (sharded) {
     c.model_stream = [&run, at_step](const nn::TensorPut& put) { stream_sharded_model(run, at_step, put); };
+  } else if (run.tp_group) {  // gathered above
   } else if (!run.cfg.lora) {
     c.model = run.model->state_dict();
   } else {  // LoRA: the trained tensors, naming the base (docs/formats.md#fine-tune-checkpoints)

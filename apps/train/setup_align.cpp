@@ -60,8 +60,8 @@ void open_preference_data(TrainRun& run) {
     run.pairs = train;
     if (!val->empty()) run.val_pairs = val;
     run.pair_loader = std::make_unique<data::PairLoader>(
-        run.pairs, data::BatchLoaderOptions{o.batch_size, o.seq_len, o.grad_accum, run.world,
-                                            run.comm.rank(), o.sequential, o.seed});
+        run.pairs, data::BatchLoaderOptions{o.batch_size, o.seq_len, o.grad_accum, run.data_world,
+                                            run.data_rank, o.sequential, o.seed});
   });
 }
 

@@ -107,8 +107,8 @@ void open_chat_data(TrainRun& run) {
     if (run.chat_val_rows && trained_targets(*run.chat_val_rows) == 0)
       run.chat_val_rows.reset();  // nothing to score
     run.chat_loader = std::make_unique<data::ChatLoader>(
-        run.chat_rows, data::BatchLoaderOptions{o.batch_size, o.seq_len, o.grad_accum, run.world,
-                                                run.comm.rank(), o.sequential, o.seed});
+        run.chat_rows, data::BatchLoaderOptions{o.batch_size, o.seq_len, o.grad_accum, run.data_world,
+                                                run.data_rank, o.sequential, o.seed});
   });
 }
 

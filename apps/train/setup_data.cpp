@@ -70,7 +70,7 @@ void open_validation(TrainRun& run, const std::string& spec) {
   EMBER_CHECK(static_cast<int64_t>(data::max_token_id(*val_set)) < run.cfg.vocab_size,
               "--val-data: a token id is outside the model's vocabulary");
   if (static_cast<int64_t>(val_set->size()) <= o.seq_len) return;
-  const int64_t rows = run.world * o.batch_size;
+  const int64_t rows = run.data_world * o.batch_size;
   run.val_loader =
       std::make_unique<data::BatchLoader>(val_set, data::BatchLoaderOptions{rows, o.seq_len, 1, 1, 0, true, 0});
   run.eval_batches =
@@ -97,8 +97,8 @@ void open_data(TrainRun& run) {
                 " is outside the model's vocabulary (vocab_size ", run.cfg.vocab_size, ")");
     check_tokenizer_covers(run.run_tokenizer, max_id, o.data);
     run.loader = std::make_unique<data::BatchLoader>(
-        run.train_set, data::BatchLoaderOptions{o.batch_size, o.seq_len, o.grad_accum, run.world,
-                                          run.comm.rank(), o.sequential, o.seed});
+        run.train_set, data::BatchLoaderOptions{o.batch_size, o.seq_len, o.grad_accum, run.data_world,
+                                          run.data_rank, o.sequential, o.seed});
     if (!data.val.empty()) open_validation(run, data.val);
   });
 }
@@ -110,7 +110,8 @@ void print_resume_notes(TrainRun& run) {
     for (const std::string& note : run.resume_notes) std::printf("%s\n", note.c_str());
     std::fflush(stdout);
   }
-  note_global_batch_change(run.comm, run.saved_world, run.saved_batch, run.o.batch_size);
+  note_global_batch_change(run.comm, run.saved_world, run.saved_batch, run.data_world,
+                           run.o.batch_size);
 }
 
 }  // namespace ember::apps

@@ -3,6 +3,7 @@
 // the optimizer's moments, the step, the tokens seen and the dropout stream's
 // offset, so that the run continues as an unbroken one would.
 #include "apps/train/run.h"
+#include "apps/train/tensor_parallel_run.h"
 #include "dist/consistency.h"
 
 namespace ember::apps {
@@ -13,8 +14,9 @@ void build_model_and_optimizer(TrainRun& run) {
   if (o.finetune) {
     trained = build_finetune_model(run);
   } else {
-    run.model = std::make_unique<nn::Transformer>(run.cfg, o.seed);
-    if (!run.start_path.empty()) run.model->load_state_dict(run.start.model);
+    run.model = std::make_unique<nn::Transformer>(run.cfg, o.seed, DType::Float32,
+                                                  nn::TensorParallel{run.tp_group.get()});
+    if (!run.start_path.empty()) run.model->load_state_dict(shard_state(run, run.start.model));
     trained = run.model->named_parameters();
   }
   run.model->set_activation_checkpointing(checkpoint_interval(o));
@@ -22,8 +24,9 @@ void build_model_and_optimizer(TrainRun& run) {
   run.token_bytes = run.tokenizer ? token_byte_lengths(*run.tokenizer, run.cfg.vocab_size)
                                   : std::vector<int64_t>();
   for (const auto& [name, v] : trained) run.params.push_back(v);
-  // Every rank starts from rank 0's weights (also after --init-from / --resume).
-  dist::broadcast_parameters(run.comm, run.params);
+  // Every rank starts from rank 0's weights (also after --init-from / --resume); under --tp each
+  // tensor rank holds its own shards (of the same whole weights).
+  if (!run.tp_group) dist::broadcast_parameters(run.comm, run.params);
   // Gradients are averaged across ranks by the reducer (none in a plain single-process run).
   run.optimization = make_optimization(run.comm, *run.model, trained, o);
 }
@@ -34,7 +37,8 @@ void restore_training_state(TrainRun& run) {
     if (o.resume.empty()) return;
     const nn::Checkpoint& start = run.start;
     EMBER_CHECK(start.optim_step, run.start_path, ": has no optimizer state");
-    run.optimization.optimizer->load_state(nn::CheckpointOptimReader(run.start_path),
+    const optim::Optimizer::StateSource whole = nn::CheckpointOptimReader(run.start_path);
+    run.optimization.optimizer->load_state(run.tp_group ? sharding_source(run, whole) : whole,
                                            *start.optim_step, start.optim_param_steps);
     with_train_state(run.start_path, *start.train_state, [&](const nlohmann::json& st) {
       run.step = st.at("step").get<int64_t>();
@@ -52,7 +56,7 @@ void restore_training_state(TrainRun& run) {
   run.schedule = optim::Schedule{o.schedule, o.lr, o.min_lr, o.warmup, o.steps, o.steps / 5};
   // ember align and reward: a pair is two rows (its chosen and rejected sides).
   const bool pairs = o.align || o.reward;
-  run.tokens_per_step = run.world * o.batch_size * o.seq_len * o.grad_accum * (pairs ? 2 : 1);
+  run.tokens_per_step = run.data_world * o.batch_size * o.seq_len * o.grad_accum * (pairs ? 2 : 1);
   run.stats = nn::model_stats(run.cfg, o.batch_size, o.seq_len);
   if (o.reward) {  // the score head (d FLOPs) stands in for the LM head's vocab x d products
     const int64_t head = run.cfg.vocab_size * run.cfg.d_model;
