@@ -1,6 +1,7 @@
 // The MoE layer (docs/model.md#mixture-of-experts): router, top-k experts with optional
-// renormalisation, shared experts, load-balancing loss and router z-loss.
-// x [..., C] -> [..., C]; N tokens, E experts, K = top_k.
+// renormalisation, shared experts, load-balancing loss and router z-loss; tensor-parallel
+// experts (docs/scaling.md#tensor-parallelism). x [..., C] -> [..., C]; N tokens, E experts,
+// K = top_k.
 #pragma once
 #include <memory>
 #include <string>
@@ -33,10 +34,26 @@ class MoE : public Module {
   Variable forward(const Variable& x, MoEAux& aux, const Tensor& real = Tensor()) const;
   // (token, slot) picks of each expert in the last forward pass.
   const std::vector<int64_t>& expert_counts() const { return counts_; }
+  // Tensor parallelism (nn/tensor_parallel.h), once every routed and shared expert holds this
+  // rank's rows of gate and up and columns of down: the router, whole, routes every token the
+  // same on every rank; the experts' input enters through copy_to_group and their partial
+  // outputs, combined, are summed over the group once (reduce_from_group), biases after.
+  void set_tensor_parallel(const ParallelGroup* group) { tp_ = group && group->size() > 1 ? group : nullptr; }
 
  private:
+  // One forward pass's routing: logits and probs [N, E], the weights [N, K] of the picks
+  // top_idx [N, K], the token of each row of the expert-sorted block (row_idx [N K]) and the
+  // row of each pick (slots [N, K]). Fills counts_.
+  struct Routing {
+    Variable logits, probs, weights;
+    Tensor top_idx, row_idx, slots;
+  };
+  Routing route(const Variable& xf) const;
   Variable experts_project(const UnaryModule& (*pick)(const FFN&), const Variable& in) const;
+  Variable parallel_down(const Variable& hidden, const Variable& xin, const Routing& r) const;
+  void fill_aux(const Routing& r, const Tensor& real, MoEAux& aux) const;
   MoEConfig cfg_;
+  const ParallelGroup* tp_ = nullptr;
   std::shared_ptr<Linear> router_;
   std::vector<std::shared_ptr<FFN>> experts_, shared_;
   mutable std::vector<int64_t> counts_;

@@ -56,9 +56,9 @@ TransformerBlock::TransformerBlock(const ModelConfig& cfg, int64_t layer,
 }
 
 void TransformerBlock::set_tensor_parallel(const ParallelGroup* group) {
-  EMBER_CHECK(!moe_, "tensor parallelism of MoE layers is not available yet: use --tp 1");
   attn_->set_tensor_parallel(group);
-  ffn_->set_tensor_parallel(group);
+  if (moe_) moe_->set_tensor_parallel(group);
+  if (ffn_) ffn_->set_tensor_parallel(group);
 }
 
 Variable TransformerBlock::mlp_forward(const Variable& h, std::vector<MoEAux>& moe_aux,

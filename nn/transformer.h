@@ -29,7 +29,7 @@ class TransformerBlock : public Module {
   Variable forward(const Variable& x, std::vector<MoEAux>& moe_aux,
                    const Tensor& real = Tensor()) const;
   const std::shared_ptr<MoE>& moe() const { return moe_; }
-  // Tensor parallelism of the attention and the dense MLP (nn/tensor_parallel.h).
+  // Tensor parallelism of the attention and the dense or MoE MLP (nn/tensor_parallel.h).
   void set_tensor_parallel(const ParallelGroup* group);
 
  private:
@@ -60,7 +60,7 @@ class Transformer : public Module {
   // With tp active (nn/tensor_parallel.h: the group outlives the model), the weights are drawn
   // whole as above, then each parameter keeps its tensor rank's shard; logits are then this
   // rank's vocabulary shard [B, T, padded V / T] and the losses vocabulary-parallel. An Error
-  // for a config --tp does not divide, MoE layers and a reward model's head.
+  // for a config --tp does not divide and for a reward model's head.
   explicit Transformer(const ModelConfig& cfg, uint64_t seed = 0, DType dtype = DType::Float32,
                        TensorParallel tp = {});
   // real: optional float32 [B, T] mask of the real (non-padding) ids; the MoE losses are then

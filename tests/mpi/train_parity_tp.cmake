@@ -3,7 +3,7 @@
 # the two ranks pad to 66, clipped at a norm every step reaches. The losses, gradient norms and
 # validation losses of every step (train_parity_tool metrics) and the final weights (relative
 # 1e-4 per tensor: the row-parallel sums add the two halves of each product in another order)
-# match; the checkpoint is whole: saved at T = 2 it resumes on one process to the one-process
+# match, and those of an MoE config; the checkpoint is whole: saved at T = 2 it resumes on one process to the one-process
 # run, saved on one process it resumes at T = 2 to the same, and at T = 2 it resumes bit for bit
 # to the unbroken T = 2 run. The combinations not available yet are refused in one line.
 # Variables: EMBER, TOOL, MPIRUN, WORK.
@@ -25,6 +25,20 @@ set(final step_00000010.h5)
 set(reassociated 1e-4)
 run("T=2 metrics = T=1" ${TOOL} metrics ${WORK}/t2 ${WORK}/t1)
 run("T=2 weights = T=1" ${TOOL} compare ${WORK}/t2/${final} ${WORK}/t1/${final} ${reassociated})
+
+# An MoE config (shared expert, both aux losses): the experts split, the router whole.
+file(WRITE ${WORK}/moe.json [=[
+{"vocab_size": 64, "d_model": 16, "n_layers": 2, "n_heads": 2, "ffn_hidden": 32, "max_seq_len": 16,
+ "dropout": 0, "moe": {"n_experts": 4, "top_k": 2, "expert_hidden": 8, "n_shared": 1,
+ "aux_loss_coef": 0.01, "router_z_loss_coef": 0.001}}
+]=])
+set(moe train --config ${WORK}/moe.json --data ${WORK}/train.bin --sequential --seq-len 16
+    --steps 6 --warmup 2 --lr 1e-2 --log-every 1 --eval-every 3 --batch-size 4)
+run("MoE T=1" ${EMBER} ${moe} --out ${WORK}/moe1)
+run("MoE T=2" ${mpirun} -np 2 ${EMBER} ${moe} --tp 2 --out ${WORK}/moe2)
+run("MoE T=2 metrics = T=1" ${TOOL} metrics ${WORK}/moe2 ${WORK}/moe1)
+run("MoE T=2 weights = T=1" ${TOOL} compare ${WORK}/moe2/step_00000006.h5 ${WORK}/moe1/step_00000006.h5
+    ${reassociated})
 
 # resume(name source-run tp): step 5 of source-run copied into WORK/name, resumed at --tp tp.
 function(resume name source tp)

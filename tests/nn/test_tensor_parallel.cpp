@@ -3,10 +3,13 @@
 // the shards of the one-rank model's weights; its loss equals the one-rank loss and each of its
 // gradients the shard of the one-rank gradient (float64; 1e-10), whatever the feature set
 // (GQA, QK-norm, z-loss, tied or untied head, biases, learned positions, parallel blocks, a
-// padded vocabulary, the weighted loss). The shard helpers against slices taken by hand.
+// padded vocabulary, the weighted loss, MoE layers with shared experts and both aux losses).
+// The shard helpers against slices taken by hand.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <functional>
 #include <map>
+#include <string>
 
 #include "nn/tensor_parallel.h"
 #include "nn/transformer.h"
@@ -21,24 +24,40 @@ Tensor random_ids(int64_t B, int64_t T, int64_t V, uint64_t seed) {
   return Tensor::rand({B, T}, seed, 0, DType::Float64, 0, static_cast<double>(V)).to(DType::Int64);
 }
 
-// What a rank (or the one-rank model) computed: the loss, ce, z and each parameter's data and
-// gradient, by name.
+// What a rank (or the one-rank model) computed: the loss, ce, z, the MoE aux and router_z and
+// each parameter's data and gradient (empty: none, as an expert no token picked), by name.
 struct Run {
-  double loss = 0, ce = 0, z = 0;
+  double loss = 0, ce = 0, z = 0, aux = 0, router_z = 0;
   std::map<std::string, std::vector<double>> data, grad;
 };
 
+// Biases start at 0; a bias added on every rank before the sum instead of once after it would
+// then go unseen. Each bias gets whole values 0.1 sin(i + 1 + h) (h from its name), sharded.
+void set_nonzero_biases(Transformer& model, TensorParallel tp) {
+  for (auto& [name, p] : model.named_parameters()) {
+    if (name.size() < 5 || name.compare(name.size() - 5, 5, ".bias") != 0) continue;
+    const TensorSplit split = tensor_split(name);
+    const int64_t n = split == TensorSplit::Rows ? p.numel() * tp.size() : p.numel();
+    const double h = static_cast<double>(std::hash<std::string>{}(name) % 97);
+    std::vector<double> whole(static_cast<size_t>(n));
+    for (size_t i = 0; i < whole.size(); ++i) whole[i] = 0.1 * std::sin(static_cast<double>(i) + 1 + h);
+    p.set_data(tensor_shard(Tensor::from_vector(whole), split, tp.rank(), tp.size()));
+  }
+}
+
 Run step(const ModelConfig& c, TensorParallel tp, bool weighted) {
   Transformer model(c, 3, DType::Float64, tp);
+  set_nonzero_biases(model, tp);
   const Tensor ids = random_ids(2, 5, c.vocab_size, 11), targets = random_ids(2, 5, c.vocab_size, 12);
   const Tensor weight = Tensor::from_vector(std::vector<double>{1, 0, 1, 1, 0, 1, 1, 1, 0, 1}, {2, 5});
-  const ModelOutput out = model.forward(ids);
+  // weighted: the weight is the real-token mask too (the MoE losses over the real tokens)
+  const ModelOutput out = weighted ? model.forward(ids, weight.to(DType::Float32)) : model.forward(ids);
   const LossTerms l = weighted ? model.loss(out, targets, weight, 7.0, 1.0) : model.loss(out, targets);
   l.total.backward();
-  Run r{l.total.item(), l.ce, l.z, {}, {}};
+  Run r{l.total.item(), l.ce, l.z, l.aux, l.router_z, {}, {}};
   for (const auto& [name, p] : model.named_parameters()) {
     r.data[name] = p.data().to_vector<double>();
-    r.grad[name] = p.grad().to_vector<double>();
+    r.grad[name] = p.grad().defined() ? p.grad().to_vector<double>() : std::vector<double>{};
   }
   return r;
 }
@@ -68,10 +87,16 @@ void check_parallel_equals_whole(const std::string& json, int T, bool weighted) 
     CHECK(got.loss == Approx(whole.loss).epsilon(1e-12));
     CHECK(got.ce == Approx(whole.ce).epsilon(1e-12));
     CHECK(got.z == Approx(whole.z).epsilon(1e-12).margin(1e-15));
+    CHECK(got.aux == Approx(whole.aux).epsilon(1e-12).margin(1e-15));
+    CHECK(got.router_z == Approx(whole.router_z).epsilon(1e-12).margin(1e-15));
     REQUIRE(got.grad.size() == whole.grad.size());
     for (const auto& [name, g] : whole.grad) {
       INFO("rank " << r << ": " << name);
       CHECK(got.data.at(name) == shard_of(c, name, whole.data.at(name), r, T));
+      if (g.empty()) {  // no gradient on one rank: none on any
+        CHECK(got.grad.at(name).empty());
+        continue;
+      }
       const std::vector<double> want = shard_of(c, name, g, r, T);
       const std::vector<double>& have = got.grad.at(name);
       REQUIRE(have.size() == want.size());
@@ -118,7 +143,30 @@ TEST_CASE("a tensor-parallel Transformer's loss and gradients are the one-rank m
   }
 }
 
-TEST_CASE("a tensor-parallel Transformer refuses what --tp does not divide, and MoE for now") {
+TEST_CASE("a tensor-parallel MoE Transformer's loss, aux losses and gradients are the one-rank model's") {
+  SECTION("shared expert, aux and router-z losses, top-2 renormalised, 2 and 4 ranks") {
+    const char* json = R"({"vocab_size": 11, "d_model": 16, "n_layers": 2, "n_heads": 4,
+      "ffn_hidden": 8, "moe": {"n_experts": 4, "top_k": 2, "expert_hidden": 8, "n_shared": 1,
+      "aux_loss_coef": 0.1, "router_z_loss_coef": 0.05}})";
+    for (int T : {2, 4}) {
+      check_parallel_equals_whole(json, T, false);
+      check_parallel_equals_whole(json, T, true);
+    }
+  }
+  SECTION("every 2 (dense then MoE), top-2 not renormalised, biases, gelu, 2 shared experts") {
+    check_parallel_equals_whole(R"({"vocab_size": 13, "d_model": 8, "n_layers": 2, "n_heads": 2,
+      "ffn_hidden": 12, "norm": "layernorm", "ffn_act": "gelu", "pos": "learned", "bias": true,
+      "tie_embeddings": false, "moe": {"n_experts": 3, "top_k": 2, "expert_hidden": 6, "n_shared": 2,
+      "norm_topk_prob": false, "every": 2, "aux_loss_coef": 0.2, "router_z_loss_coef": 0.1}})", 2, true);
+  }
+  SECTION("parallel blocks, geglu experts, top-1, 4 ranks") {
+    check_parallel_equals_whole(R"({"vocab_size": 10, "d_model": 8, "n_layers": 2, "n_heads": 4,
+      "ffn_hidden": 8, "parallel_block": true, "ffn_act": "geglu", "bias": true, "moe": {"n_experts": 4,
+      "top_k": 1, "expert_hidden": 8, "aux_loss_coef": 0.3, "router_z_loss_coef": 0.2}})", 4, false);
+  }
+}
+
+TEST_CASE("a tensor-parallel Transformer refuses what --tp does not divide") {
   auto error_at = [](const std::string& json, int T) {
     const ModelConfig c = ModelConfig::from_json(json);
     std::vector<std::string> errors = testing::run_ranks(T, [&](const ParallelGroup& g) {
@@ -133,7 +181,9 @@ TEST_CASE("a tensor-parallel Transformer refuses what --tp does not divide, and 
   };
   CHECK(error_at(R"({"vocab_size": 8, "d_model": 16, "n_layers": 1, "n_heads": 4, "n_kv_heads": 2,
     "ffn_hidden": 8})", 4) == "--tp 4: n_kv_heads 2 is not divisible by 4");
-  CHECK(error_at(R"({"vocab_size": 8, "d_model": 8, "n_layers": 1, "n_heads": 2, "ffn_hidden": 8,
-    "moe": {"n_experts": 2, "top_k": 1, "expert_hidden": 4}})", 2)
-            .find("MoE") != std::string::npos);
+  CHECK(error_at(R"({"vocab_size": 8, "d_model": 8, "n_layers": 2, "n_heads": 4, "ffn_hidden": 8,
+    "moe": {"n_experts": 2, "top_k": 1, "expert_hidden": 6, "every": 2}})", 4) ==
+        "--tp 4: moe.expert_hidden 6 is not divisible by 4");
+  CHECK(error_at(R"({"vocab_size": 8, "d_model": 8, "n_layers": 2, "n_heads": 2, "ffn_hidden": 8,
+    "moe": {"n_experts": 2, "top_k": 1, "expert_hidden": 4}})", 2) == "(no error)");  // MoE is split
 }
