@@ -170,12 +170,13 @@ Communicator::Communicator(Launch launch) {
 }
 
 Communicator::~Communicator() {
-  g_alive = false;
+  if (!child_) g_alive = false;
   if (!mpi_) return;
   for (MPI_Request& r : impl_->requests) {
     if (r != MPI_REQUEST_NULL && std::uncaught_exceptions() == 0) MPI_Wait(&r, MPI_STATUS_IGNORE);
   }
-  if (std::uncaught_exceptions() > 0 && world_size_ > 1) {
+  // The world's destructor decides about an uncaught exception; a child only lets go of its own.
+  if (std::uncaught_exceptions() > 0 && world_size_ > 1 && !child_) {
     std::fprintf(stderr, "rank %d: leaving on an exception no one caught; aborting the job\n",
                  rank_);
     std::fflush(stderr);
@@ -187,7 +188,24 @@ Communicator::~Communicator() {
   if (impl_->gathers != MPI_COMM_NULL) MPI_Comm_free(&impl_->gathers);
   MPI_Comm_free(&impl_->world);
   delete impl_;
-  MPI_Finalize();
+  if (!child_) MPI_Finalize();
+}
+
+std::unique_ptr<Communicator> Communicator::split_communicator(int color, int key) {
+  EMBER_PROFILE_SCOPE(kCommFamily);
+  EMBER_CHECK(color >= 0, "Communicator::split_communicator: the color must be at least 0, got ", color);
+  std::unique_ptr<Communicator> child(new Communicator(Child{}));
+  child->child_ = true;
+  child->mpi_ = mpi_;
+  child->local_rank_ = local_rank_;
+  child->local_size_ = local_size_;
+  if (!mpi_) return child;
+  child->impl_ = new Impl;
+  mpi_check(MPI_Comm_split(impl_->world, color, key, &child->impl_->world), "MPI_Comm_split", rank_);
+  MPI_Comm_set_errhandler(child->impl_->world, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(child->impl_->world, &child->rank_);
+  MPI_Comm_size(child->impl_->world, &child->world_size_);
+  return child;
 }
 
 void Communicator::barrier() const {

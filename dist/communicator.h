@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,11 @@ class Communicator {
   // by world rank. In single mode a Group of size 1 without MPI. A Group must
   // not outlive its Communicator.
   Group split(int color, int key);
+  // The same split as a Communicator of its own: every collective above (the reducer's, ZeRO's,
+  // the consistency checks') then runs among those ranks only; a tensor-parallel run's
+  // data-parallel ranks. Rank and world size are its own; local rank and size this one's.
+  // Collective; it must not outlive this one, and it never finalizes MPI.
+  std::unique_ptr<Communicator> split_communicator(int color, int key);
 
   // Drives progress; true (and the request no longer pending) once complete.
   // Also completes a Group's isend / irecv.
@@ -132,6 +138,9 @@ class Communicator {
   int fail(const std::exception& error, const std::string& prefix = "") const;
 
  private:
+  struct Child {};
+  explicit Communicator(Child) {}  // split_communicator's
+  bool child_ = false;       // made by split_communicator: frees its MPI_Comm, no MPI_Finalize
   friend class Group;
   // The MPI side of a Group, addressed by its handle (an index into Impl's
   // sub-communicators); Group checks the arguments and handles size 1.

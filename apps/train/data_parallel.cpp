@@ -15,7 +15,7 @@ Optimization make_optimization(dist::Communicator& comm, nn::Transformer& model,
   Optimization r;
   std::vector<Variable> params;
   for (const auto& [name, v] : named) params.push_back(v);
-  if (comm.world_size() / o.tp > 1 || o.zero) {  // data-parallel ranks (--tp T: world / T)
+  if (comm.world_size() > 1 || o.zero) {
     dist::ReducerOptions ro;
     ro.bucket_bytes = o.bucket_mb << 20;
     ro.first_bucket_bytes = std::min<int64_t>(ro.first_bucket_bytes, ro.bucket_bytes);

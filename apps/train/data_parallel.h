@@ -24,7 +24,8 @@ struct Optimization {
   std::unique_ptr<dist::ShardedParameters> sharded;  // --zero 3 only
   std::unique_ptr<optim::Optimizer> optimizer;
 };
-// The reducer over the trained parameters `named` (buckets of --bucket-mb, the first 1 MiB;
+// The reducer over the trained parameters `named` among comm's ranks, the data-parallel ones
+// (under --tp those holding the same shards) (buckets of --bucket-mb, the first 1 MiB;
 // with --zero 3 one bucket per block and the rest, each sharded on its own) when there are
 // several ranks or --zero 1, 2 or 3, and AdamW or dist::ZeroAdamW over them. --zero 3: every
 // parameter of `model` is trained; their shards are taken (so call it once the weights are the

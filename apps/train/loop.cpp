@@ -267,11 +267,11 @@ void log_step(TrainRun& run, RunTally& tally, MetricsLog& metrics, TrainProgress
   const bool eval_now =
       has_validation(run) && (every(o.eval_every, run.step) || run.step == o.steps);
   // ZeRO-3 keeps one copy of each parameter (every rank gathers the same): nothing can diverge.
-  // --tp: tensor ranks hold different shards (only the data ranks of a shard could be compared).
-  const bool check_now = run.world > 1 && o.check_every > 0 && !run.optimization.sharded && !run.tp_group &&
+  // --tp: the data-parallel ranks of each shard are compared (tensor ranks hold different ones).
+  const bool check_now = run.data_world > 1 && o.check_every > 0 && !run.optimization.sharded &&
                          (run.step % o.check_every == 0 || run.step == o.steps);
   if (eval_now) evaluate_step(run, tally, m);
-  if (check_now) dist::check_parameters_consistent(run.comm, run.params, run.step);
+  if (check_now) dist::check_parameters_consistent(run.data_parallel(), run.params, run.step);
   metrics.append(m.dump());
   if (!run.root) return;
   const StepReport r{run.step,

@@ -50,6 +50,9 @@ struct TrainRun {
   // tensor group reads the same rows (apps/train/tensor_parallel_run.h).
   const int64_t data_world, data_rank;
   std::unique_ptr<dist::Group> tp_group;  // --tp T > 1: this rank's tensor group
+  // --tp T > 1: the D ranks holding the same shards (the reducer and the optimizer run over them).
+  std::unique_ptr<dist::Communicator> data_comm;
+  dist::Communicator& data_parallel() const { return data_comm ? *data_comm : comm; }
 
   // Where the model comes from (resolve_model_source).
   nn::Checkpoint start;  // weights (and state) to start from, if any; its tensors freed once loaded

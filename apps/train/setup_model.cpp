@@ -24,11 +24,12 @@ void build_model_and_optimizer(TrainRun& run) {
   run.token_bytes = run.tokenizer ? token_byte_lengths(*run.tokenizer, run.cfg.vocab_size)
                                   : std::vector<int64_t>();
   for (const auto& [name, v] : trained) run.params.push_back(v);
-  // Every rank starts from rank 0's weights (also after --init-from / --resume); under --tp each
-  // tensor rank holds its own shards (of the same whole weights).
-  if (!run.tp_group) dist::broadcast_parameters(run.comm, run.params);
-  // Gradients are averaged across ranks by the reducer (none in a plain single-process run).
-  run.optimization = make_optimization(run.comm, *run.model, trained, o);
+  // Every rank starts from rank 0's weights (also after --init-from / --resume); under --tp from
+  // those of its data-parallel rank 0, which holds the same shards.
+  dist::broadcast_parameters(run.data_parallel(), run.params);
+  // Gradients are averaged across the data-parallel ranks by the reducer (none in a plain
+  // single-process run).
+  run.optimization = make_optimization(run.data_parallel(), *run.model, trained, o);
 }
 
 void restore_training_state(TrainRun& run) {

@@ -23,10 +23,6 @@ std::string refused_with_tp(const TrainOptions& o, int64_t world) {
   if (world % o.tp != 0)
     return "--tp " + std::to_string(T) + " needs a world size divisible by " + std::to_string(T) +
            ", got " + std::to_string(world);
-  if (world != o.tp)
-    return "--tp " + std::to_string(T) + " with " + std::to_string(world) +
-           " ranks: data parallelism beside --tp is not available yet (run mpirun -np " +
-           std::to_string(T) + ")";
   if (o.zero) return "--tp and --zero cannot be combined yet (use --zero 0)";
   if (o.checkpoint_activations || o.checkpoint_every)
     return "--tp and --checkpoint-activations cannot be combined yet";
@@ -46,6 +42,7 @@ void setup_tensor_parallel(TrainRun& run) {
   });
   const int tensor_rank = static_cast<int>(run.comm.rank() % run.o.tp);
   run.tp_group = std::make_unique<dist::Group>(run.comm.split(static_cast<int>(run.data_rank), tensor_rank));
+  run.data_comm = run.comm.split_communicator(tensor_rank, static_cast<int>(run.data_rank));
 }
 
 std::map<std::string, Tensor> shard_state(const TrainRun& run, const std::map<std::string, Tensor>& whole) {

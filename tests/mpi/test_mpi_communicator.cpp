@@ -1,7 +1,7 @@
 // dist::Communicator and the consistency helpers on every rank: sizes, the
 // collectives (sum / average / max, broadcast, uneven reduce-scatter and
 // all-gather, non-blocking), MPI failures as Errors, the collective error
-// agreement, the parameter checksum and broadcast, threads per rank.
+// agreement, the parameter checksum and broadcast, threads per rank, a split communicator.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -216,4 +216,25 @@ TEST_CASE("threads per rank: node cores over local ranks", "[mpi]") {
   CHECK(t >= 1);
   CHECK(t * comm().local_size() <=
         std::max<long>(comm().local_size(), sysconf(_SC_NPROCESSORS_ONLN)));
+}
+
+TEST_CASE("split_communicator: the ranks of one color as a Communicator of their own", "[mpi]") {
+  const int w = comm().world_size(), r = comm().rank();
+  // Even and odd world ranks, ordered by descending world rank.
+  const std::unique_ptr<dist::Communicator> half = comm().split_communicator(r % 2, w - r);
+  const int size = (w + 1 - r % 2) / 2;  // ranks of r's parity
+  CHECK(half->world_size() == size);
+  CHECK(half->rank() == (w - 1 - r) / 2);  // members above r come first
+  CHECK(half->local_size() == comm().local_size());
+  // Blocking and non-blocking sums over the half: each member contributes 2^r.
+  double expect = 0;
+  for (int q = r % 2; q < w; q += 2) expect += std::ldexp(1.0, q);
+  CHECK(half->all_reduce(std::ldexp(1.0, r)) == expect);
+  Tensor t = Tensor::full({5}, std::ldexp(1.0, r), DType::Float64);
+  dist::Request req = half->iall_reduce_sum(t);
+  half->wait(req);
+  CHECK(t.to_vector<double>() == std::vector<double>(5, expect));
+  half->barrier();
+  // The world is still whole after the child goes.
+  CHECK(comm().all_reduce(1.0) == w);
 }
