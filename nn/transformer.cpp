@@ -180,8 +180,9 @@ void Transformer::set_tied_head_adapter(std::shared_ptr<UnaryModule> adapter) {
 }
 
 void Transformer::set_vocab_size(int64_t vocab_size) {
-  EMBER_CHECK(!embed_tokens_ || vocab_size == embed_tokens_->num_embeddings(), "Transformer: vocab_size ", vocab_size,
-              " does not match the embedding's ", embed_tokens_->num_embeddings(), " rows");
+  EMBER_CHECK(!embed_tokens_ || vocab_size == embed_tokens_->num_embeddings(),
+              "Transformer: vocab_size ", vocab_size, " does not match the embedding's ",
+              embed_tokens_->num_embeddings(), " rows");
   cfg_.vocab_size = vocab_size;
 }
 
@@ -198,7 +199,8 @@ Variable Transformer::head(const Variable& h) const {
   if (residency_) table_read = [r = residency_] { r->tied_table_read(); };
   Variable logits;
   if (tp_.active()) {  // this rank's vocabulary rows of the table
-    EMBER_CHECK(!residency_ && !tied_head_adapter_ && !embed_tokens_->added_rows().defined(),
+    EMBER_CHECK(!residency_ && !tied_head_adapter_ &&
+                    !(embed_tokens_ && embed_tokens_->added_rows().defined()),
                 "tensor parallelism: the head takes no ZeRO-3, adapter or added rows");
     const auto* linear = dynamic_cast<const Linear*>(lm_head_.get());
     EMBER_CHECK(!lm_head_ || linear, "tensor parallelism: lm_head must be a plain Linear");

@@ -14,6 +14,7 @@
 #include "dist/pipeline_runner.h"
 #include "mpi_testing.h"
 #include "nn/parallel_plan.h"
+#include "nn/tensor_parallel.h"
 
 using namespace ember;
 using ember::testing::comm;
@@ -51,10 +52,12 @@ Tensor targets(int m, int64_t V) { return batch(m, V).narrow(1, 1, kLen).contigu
 struct Result {
   double loss = 0, aux = 0, router_z = 0;
   std::map<std::string, std::vector<double>> data, grad;
+  std::map<std::string, Shape> shape;
 };
 
 void keep_gradients(const nn::Module& model, Result& r) {
   for (const auto& [name, p] : model.named_parameters()) {
+    r.shape[name] = p.shape();
     r.data[name] = p.data().to_vector<double>();
     r.grad[name] = p.grad().defined() ? p.grad().to_vector<double>() : std::vector<double>{};
   }
@@ -78,8 +81,8 @@ Result one_process(const nn::ModelConfig& cfg, int M) {
 // One stage's model driven by the runner: the graphs of the micro-batches in flight.
 class Stage {
  public:
-  Stage(const nn::ModelConfig& cfg, const nn::PipelineStage& stage, int M)
-      : model_(cfg, kSeed, DType::Float64, {}, stage), M_(M) {}
+  Stage(const nn::ModelConfig& cfg, nn::TensorParallel tp, const nn::PipelineStage& stage, int M)
+      : model_(cfg, kSeed, DType::Float64, tp, stage), M_(M) {}
 
   dist::StageFunctions functions() {
     return {[this](int m, const Tensor& in) { return forward(m, in); },
@@ -140,19 +143,45 @@ double worst_difference(const std::vector<double>& have, const std::vector<doubl
   return worst;
 }
 
-void check_pipeline_equals_one_process(const char* json, dist::ScheduleKind kind, int M) {
+// The stage holds the parameters the plan gives it, with the one-process weights and gradients
+// (their tensor rank's shards at T > 1).
+void check_parameters(const nn::ModelConfig& cfg, const nn::ParallelLayout& plan, int s,
+                      const nn::TensorParallel& tp, Result& got, const Result& whole) {
+  std::set<std::string> expected;
+  for (const nn::PlacedParameter& p : nn::place_parameters(cfg, plan)) {
+    if (std::count(p.stages.begin(), p.stages.end(), s)) expected.insert(p.name);
+  }
+  std::set<std::string> held;
+  for (const auto& [name, g] : got.grad) held.insert(name);
+  CHECK(held == expected);
+  const auto shard = [&](const std::string& name, const std::vector<double>& v) {
+    const Tensor t = Tensor::from_vector(v, whole.shape.at(name));
+    return nn::tensor_shard(t, nn::tensor_split(name), tp.rank(), tp.size()).to_vector<double>();
+  };
+  for (const auto& [name, g] : got.grad) {
+    INFO(name);
+    REQUIRE(whole.grad.count(name));
+    CHECK(got.data.at(name) == shard(name, whole.data.at(name)));
+    CHECK(worst_difference(g, shard(name, whole.grad.at(name))) <= 1e-12);
+  }
+}
+
+// The world as (T, P = world / T, 1): stage s of the plan on each rank, run by the runner.
+void check_pipeline_equals_one_process(const char* json, dist::ScheduleKind kind, int M, int T = 1) {
   const nn::ModelConfig cfg = nn::ModelConfig::from_json(json);
-  const int P = comm().world_size();
-  dist::LayoutGroups groups = dist::make_layout_groups(comm(), dist::ParallelLayout(P, 1, P));
+  const int P = comm().world_size() / T;
+  dist::LayoutGroups groups = dist::make_layout_groups(comm(), dist::ParallelLayout(P * T, T, P));
   const int s = groups.pipeline.rank();
-  const nn::ParallelLayout plan = nn::make_parallel_layout(cfg, 1, P);
-  Stage stage(cfg, nn::pipeline_stage(plan, s), M);
+  const nn::ParallelLayout plan = nn::make_parallel_layout(cfg, T, P);
+  const nn::TensorParallel tp{T > 1 ? &groups.tensor : nullptr};
+  Stage stage(cfg, tp, nn::pipeline_stage(plan, s), M);
   dist::PipelineRunner runner(groups.pipeline, kind, M, {kRows, kLen, cfg.d_model}, DType::Float64);
   const dist::PipelineTimes times = runner.run(stage.functions());
   if (cfg.tie_embeddings && (s == 0 || s == P - 1)) {
     dist::sum_tied_gradient(groups.pipeline, stage.model().embed_tokens().weight().grad());
   }
-  INFO(json << "\n" << dist::schedule_name(kind) << " P " << P << " M " << M << " stage " << s);
+  INFO(json << "\n" << dist::schedule_name(kind) << " T " << T << " P " << P << " M " << M
+            << " stage " << s);
   // The in-flight bound, counted by the runner and by the stage's live graphs.
   const int bound = kind == dist::ScheduleKind::OneFOneB ? std::min(P - s, M) : M;
   CHECK(times.peak_in_flight == bound);
@@ -169,21 +198,8 @@ void check_pipeline_equals_one_process(const char* json, dist::ScheduleKind kind
   CHECK(sum[0] == Approx(whole.loss).epsilon(1e-12));
   CHECK(sum[1] == Approx(whole.aux).epsilon(1e-12).margin(1e-15));
   CHECK(sum[2] == Approx(whole.router_z).epsilon(1e-12).margin(1e-15));
-  // The stage holds the parameters the plan gives it, the one-process weights and gradients.
-  std::set<std::string> expected;
-  for (const nn::PlacedParameter& p : nn::place_parameters(cfg, plan)) {
-    if (std::count(p.stages.begin(), p.stages.end(), s)) expected.insert(p.name);
-  }
   keep_gradients(stage.model(), stage.result);
-  std::set<std::string> held;
-  for (const auto& [name, g] : stage.result.grad) held.insert(name);
-  CHECK(held == expected);
-  for (const auto& [name, g] : stage.result.grad) {
-    INFO(name);
-    REQUIRE(whole.grad.count(name));
-    CHECK(stage.result.data.at(name) == whole.data.at(name));
-    CHECK(worst_difference(g, whole.grad.at(name)) <= 1e-12);
-  }
+  check_parameters(cfg, plan, s, tp, stage.result, whole);
 }
 
 }  // namespace
@@ -211,6 +227,14 @@ TEST_CASE("pipeline stages equal one process: MoE aux and router z losses", "[mp
 // 100 m + P - 2 - s. 1 MiB messages go by rendezvous: with blocking sends, 1F1B's neighbours
 // would each wait in a send for the other (stage 0 sending F1's output while stage 1 sends B0's
 // gradient) and never return.
+TEST_CASE("a pipeline of tensor-parallel stages equals one process: (2, 2, 1)", "[mpi][pipeline]") {
+  if (comm().world_size() != 4) return;  // the layout needs 4 ranks
+  for (dist::ScheduleKind kind : {dist::ScheduleKind::OneFOneB, dist::ScheduleKind::GPipe}) {
+    check_pipeline_equals_one_process(kTied, kind, 4, 2);
+    check_pipeline_equals_one_process(kUntied, kind, 2, 2);
+  }
+}
+
 TEST_CASE("large activations and gradients reach the right micro-batch without deadlock",
           "[mpi][pipeline]") {
   const int P = comm().world_size();
