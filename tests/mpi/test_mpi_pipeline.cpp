@@ -232,6 +232,7 @@ TEST_CASE("a pipeline of tensor-parallel stages equals one process: (2, 2, 1)", 
   for (dist::ScheduleKind kind : {dist::ScheduleKind::OneFOneB, dist::ScheduleKind::GPipe}) {
     check_pipeline_equals_one_process(kTied, kind, 4, 2);
     check_pipeline_equals_one_process(kUntied, kind, 2, 2);
+    check_pipeline_equals_one_process(kMoE, kind, 2, 2);
   }
 }
 
