@@ -42,38 +42,33 @@ double worst_difference(const Tensor& a, const Tensor& b) {
   return worst;
 }
 
-}  // namespace
-
-TEST_CASE("pipeline stages hold their plan's parameters with the one-process weights",
-          "[pipeline]") {
-  const ModelConfig cfg = ModelConfig::from_json(kConfig);
-  const ParallelLayout plan = make_parallel_layout(cfg, 1, 3);
-  CHECK(plan.stage_layers == std::vector<int64_t>{2, 2, 1});
-  const auto whole = by_name(Transformer(cfg, 4, DType::Float64));
-  for (int64_t s = 0; s < 3; ++s) {
-    INFO("stage " << s);
-    const Transformer stage(cfg, 4, DType::Float64, {}, pipeline_stage(plan, s));
-    CHECK(stage.blocks().size() == static_cast<size_t>(plan.stage_layers[static_cast<size_t>(s)]));
-    std::set<std::string> want, held;
-    for (const PlacedParameter& p : place_parameters(cfg, plan)) {
-      if (std::count(p.stages.begin(), p.stages.end(), s)) want.insert(p.name);
-    }
-    for (const auto& [name, p] : stage.named_parameters()) {
-      held.insert(name);
-      CHECK(p.data().to_vector<double>() == whole.at(name).data().to_vector<double>());
-    }
-    CHECK(held == want);
-  }
+// The loss of a whole model or a stage: plain, or the trainer's weighted form (a trained mask
+// over a norm, the MoE terms scaled by 0.5 and taken over the real tokens).
+struct LossInputs {
+  Tensor ids, targets, weight, real;
+  bool weighted = false;
+};
+LossTerms whole_loss(const Transformer& m, const LossInputs& in) {
+  if (!in.weighted) return m.loss(m.forward(in.ids), in.targets);
+  return m.loss(m.forward(in.ids, in.real), in.targets, in.weight, 7.0, 0.5);
+}
+LossTerms stage_loss(const Transformer& m, const StageOutput& out, const LossInputs& in) {
+  if (!in.weighted) return m.stage_loss(out, in.targets);
+  return m.stage_loss(out, in.targets, in.weight, 7.0, 0.5);
 }
 
 // Each stage forward from a leaf holding the previous stage's output; backward last stage
 // first, one pass from its output (seeded with the next stage's input gradient) and its loss.
-TEST_CASE("pipeline stages run as a chain give the one-process loss and gradients", "[pipeline]") {
+void check_chain(bool weighted) {
   const ModelConfig cfg = ModelConfig::from_json(kConfig);
   const ParallelLayout plan = make_parallel_layout(cfg, 1, 3);
-  const Tensor ids = random_ids(cfg.vocab_size, 7), targets = random_ids(cfg.vocab_size, 8);
+  LossInputs in{random_ids(cfg.vocab_size, 7), random_ids(cfg.vocab_size, 8), Tensor(), Tensor(),
+                weighted};
+  in.weight = Tensor::from_vector(std::vector<double>{1, 0, 1, 1, 0, 1, 1, 1, 1, 0, 1, 1}, {2, 6});
+  in.real = weighted ? in.weight.to(DType::Float32) : Tensor();
+  INFO((weighted ? "weighted" : "plain"));
   Transformer whole(cfg, 4, DType::Float64);
-  const LossTerms want = whole.loss(whole.forward(ids), targets);
+  const LossTerms want = whole_loss(whole, in);
   want.total.backward();
   std::vector<std::unique_ptr<Transformer>> stages;
   std::vector<Variable> inputs, outputs, losses;
@@ -82,8 +77,8 @@ TEST_CASE("pipeline stages run as a chain give the one-process loss and gradient
     stages.push_back(std::make_unique<Transformer>(cfg, 4, DType::Float64, TensorParallel{},
                                                    pipeline_stage(plan, s)));
     inputs.push_back(s == 0 ? Variable() : Variable(outputs.back().data()).set_requires_grad(true));
-    const StageOutput out = stages.back()->forward_stage(ids, inputs.back());
-    const LossTerms l = stages.back()->stage_loss(out, targets);
+    const StageOutput out = stages.back()->forward_stage(in.ids, inputs.back(), in.real);
+    const LossTerms l = stage_loss(*stages.back(), out, in);
     REQUIRE(l.total.defined());  // stages 0 and 1: an MoE layer each; stage 2: the loss head
     outputs.push_back(out.output);
     losses.push_back(l.total);
@@ -112,6 +107,35 @@ TEST_CASE("pipeline stages run as a chain give the one-process loss and gradient
       CHECK(worst_difference(g, want_grads.at(name).grad()) <= 1e-12);
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("pipeline stages hold their plan's parameters with the one-process weights",
+          "[pipeline]") {
+  const ModelConfig cfg = ModelConfig::from_json(kConfig);
+  const ParallelLayout plan = make_parallel_layout(cfg, 1, 3);
+  CHECK(plan.stage_layers == std::vector<int64_t>{2, 2, 1});
+  const auto whole = by_name(Transformer(cfg, 4, DType::Float64));
+  for (int64_t s = 0; s < 3; ++s) {
+    INFO("stage " << s);
+    const Transformer stage(cfg, 4, DType::Float64, {}, pipeline_stage(plan, s));
+    CHECK(stage.blocks().size() == static_cast<size_t>(plan.stage_layers[static_cast<size_t>(s)]));
+    std::set<std::string> want, held;
+    for (const PlacedParameter& p : place_parameters(cfg, plan)) {
+      if (std::count(p.stages.begin(), p.stages.end(), s)) want.insert(p.name);
+    }
+    for (const auto& [name, p] : stage.named_parameters()) {
+      held.insert(name);
+      CHECK(p.data().to_vector<double>() == whole.at(name).data().to_vector<double>());
+    }
+    CHECK(held == want);
+  }
+}
+
+TEST_CASE("pipeline stages run as a chain give the one-process loss and gradients", "[pipeline]") {
+  check_chain(false);
+  check_chain(true);
 }
 
 TEST_CASE("what a pipeline stage refuses", "[pipeline]") {
