@@ -47,6 +47,19 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
   children_.emplace_back(name, std::move(module));
 }
 
+void Module::unregister_module(const std::string& name) {
+  const auto before = children_.size();
+  std::erase_if(children_, [&](const auto& child) { return child.first == name; });
+  EMBER_CHECK(children_.size() < before, "unregister_module: no child module \"", name, "\"");
+  std::erase_if(replacers_, [&](const auto& slot) { return slot.first == name; });
+}
+
+void ModuleList::drop(size_t i) {
+  EMBER_CHECK(i < items_.size() && items_[i], "ModuleList::drop: no item ", i);
+  unregister_module(std::to_string(i));
+  items_[i] = nullptr;
+}
+
 void Module::replace_module(const std::string& name, std::shared_ptr<Module> module) {
   EMBER_CHECK(module != nullptr, "replace_module: module \"", name, "\" is null");
   for (auto& [n, set_slot] : replacers_) {

@@ -34,6 +34,10 @@ class Module {
   // or quantizes projections this way: nn/adapters/adapters.h). Takes the new module's train mode.
   void replace_module(const std::string& name, std::shared_ptr<Module> module);
 
+  // Removes the direct child `name` (and its replace_module slot): its parameters leave this
+  // module's; the other children keep their names (a pipeline stage drops what it does not hold).
+  void unregister_module(const std::string& name);
+
   // Training mode (dropout on) for this module and all below it.
   void train(bool on = true);
   void eval() { train(false); }
@@ -108,6 +112,8 @@ class ModuleList : public Module {
   }
   size_t size() const { return items_.size(); }
   const std::shared_ptr<Module>& operator[](size_t i) const { return items_[i]; }
+  // Removes item i; the others keep their names ("0", "1", ...) and indices, item i is null.
+  void drop(size_t i);
 
  private:
   std::vector<std::shared_ptr<Module>> items_;

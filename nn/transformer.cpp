@@ -1,4 +1,4 @@
-// TransformerBlock and Transformer forward passes and the training loss.
+// TransformerBlock and Transformer forward passes (whole, or one pipeline stage) and the training loss.
 #include "nn/transformer.h"
 
 #include <cmath>
@@ -82,8 +82,12 @@ Variable TransformerBlock::forward(const Variable& x, std::vector<MoEAux>& moe_a
   return x1 + mlp_forward(post_norm_->forward(x1), moe_aux, real);
 }
 
-Transformer::Transformer(const ModelConfig& cfg, uint64_t seed, DType dtype, TensorParallel tp)
-    : cfg_(cfg), dtype_(dtype), tp_(tp), dropout_gen_(std::make_shared<Generator>(seed ^ 0x9e3779b97f4a7c15ull)) {
+Transformer::Transformer(const ModelConfig& cfg, uint64_t seed, DType dtype, TensorParallel tp,
+                         PipelineStage pp)
+    : cfg_(cfg), dtype_(dtype), tp_(tp), stage_(checked_stage(cfg, pp)),
+      moe_layers_(moe_layer_count(cfg, 0, cfg.n_layers)),
+      stage_moe_layers_(moe_layer_count(cfg, stage_.first_layer, stage_.n_layers)),
+      dropout_gen_(std::make_shared<Generator>(seed ^ 0x9e3779b97f4a7c15ull)) {
   require_fits_in_memory(inference_memory(cfg, dtype));  // before any layer is allocated
   Generator init_gen(seed);
   auto model = register_module("model", std::make_shared<Group>());
@@ -108,7 +112,44 @@ Transformer::Transformer(const ModelConfig& cfg, uint64_t seed, DType dtype, Ten
     register_replaceable("lm_head", lm_head_);
   }
   if (!cfg.reward.empty()) add_score_head(init_gen, cfg.reward);  // drawn last
+  if (stage_.active()) keep_stage(*model, *layers);
   if (tp_.active()) shard_for_tensor_parallel();
+}
+
+void Transformer::keep_stage(Module& model, ModuleList& layers) {
+  EMBER_CHECK(!score_head_, "pipeline parallelism of a reward model is not available yet: use --pp 1");
+  const bool first = stage_.first(), last = stage_.last();
+  if (!first && !(last && cfg_.tie_embeddings)) {
+    model.unregister_module("embed_tokens");
+    embed_tokens_.reset();
+  }
+  if (!first && embed_positions_) {
+    model.unregister_module("embed_positions");
+    embed_positions_.reset();
+  }
+  if (!first) sinusoidal_ = Tensor();
+  std::vector<std::shared_ptr<TransformerBlock>> kept;
+  const int64_t begin = stage_.first_layer, end = begin + stage_.n_layers;
+  for (int64_t i = 0; i < cfg_.n_layers; ++i) {
+    if (i >= begin && i < end) {
+      kept.push_back(blocks_[static_cast<size_t>(i)]);
+    } else {
+      layers.drop(static_cast<size_t>(i));
+    }
+  }
+  blocks_ = std::move(kept);
+  if (!last) {
+    model.unregister_module("norm");
+    final_norm_.reset();
+    if (lm_head_) unregister_module("lm_head");
+    lm_head_.reset();
+  }
+}
+
+Embedding& Transformer::embed_tokens() const {
+  EMBER_CHECK(embed_tokens_, "Transformer: pipeline stage ", stage_.stage,
+              " does not hold the token embedding");
+  return *embed_tokens_;
 }
 
 void Transformer::shard_for_tensor_parallel() {
@@ -139,8 +180,9 @@ void Transformer::set_tied_head_adapter(std::shared_ptr<UnaryModule> adapter) {
 }
 
 void Transformer::set_vocab_size(int64_t vocab_size) {
-  EMBER_CHECK(vocab_size == embed_tokens_->num_embeddings(), "Transformer: vocab_size ", vocab_size,
-              " does not match the embedding's ", embed_tokens_->num_embeddings(), " rows");
+  EMBER_CHECK(!embed_tokens_ || vocab_size == embed_tokens_->num_embeddings(),
+              "Transformer: vocab_size ", vocab_size, " does not match the embedding's ",
+              embed_tokens_->num_embeddings(), " rows");
   cfg_.vocab_size = vocab_size;
 }
 
@@ -157,7 +199,8 @@ Variable Transformer::head(const Variable& h) const {
   if (residency_) table_read = [r = residency_] { r->tied_table_read(); };
   Variable logits;
   if (tp_.active()) {  // this rank's vocabulary rows of the table
-    EMBER_CHECK(!residency_ && !tied_head_adapter_ && !embed_tokens_->added_rows().defined(),
+    EMBER_CHECK(!residency_ && !tied_head_adapter_ &&
+                    !(embed_tokens_ && embed_tokens_->added_rows().defined()),
                 "tensor parallelism: the head takes no ZeRO-3, adapter or added rows");
     const auto* linear = dynamic_cast<const Linear*>(lm_head_.get());
     EMBER_CHECK(!lm_head_ || linear, "tensor parallelism: lm_head must be a plain Linear");
@@ -173,8 +216,7 @@ Variable Transformer::head(const Variable& h) const {
   return logits;
 }
 
-Variable Transformer::trunk(const Tensor& ids, const Tensor& real,
-                            std::vector<MoEAux>& moe_aux) const {
+Variable Transformer::embed(const Tensor& ids, const Tensor& real) const {
   EMBER_CHECK(ids.dim() == 2, "Transformer: token ids must be [B, T], got ", shape_str(ids.shape()));
   const int64_t T = ids.size(1);
   EMBER_CHECK(T <= cfg_.max_seq_len, "Transformer: sequence length ", T, " exceeds max_seq_len ",
@@ -186,7 +228,19 @@ Variable Transformer::trunk(const Tensor& ids, const Tensor& real,
   EMBER_CHECK(!real.defined() || real.shape() == ids.shape(),
               "Transformer: the real-token mask of shape ", shape_str(real.shape()),
               " does not match the ids' ", shape_str(ids.shape()));
+  return x;
+}
+
+Variable Transformer::run_blocks(Variable x, const Tensor& real, std::vector<MoEAux>& moe_aux) const {
   for (size_t i = 0; i < blocks_.size(); ++i) x = resident_block_forward(i, x, moe_aux, real);
+  return x;
+}
+
+Variable Transformer::trunk(const Tensor& ids, const Tensor& real,
+                            std::vector<MoEAux>& moe_aux) const {
+  EMBER_CHECK(!stage_.active(), "Transformer: pipeline stage ", stage_.stage,
+              " runs forward_stage, not forward or hidden_states");
+  Variable x = run_blocks(embed(ids, real), real, moe_aux);
   if (residency_) {
     const std::shared_ptr<BlockResidency> r = residency_;
     x = on_backward(x, [r] { r->after_head_backward(); });  // runs after every node of the head
@@ -197,6 +251,27 @@ Variable Transformer::trunk(const Tensor& ids, const Tensor& real,
 ModelOutput Transformer::forward(const Tensor& ids, const Tensor& real) const {
   ModelOutput out;
   out.logits = head(trunk(ids, real, out.moe_aux));
+  return out;
+}
+
+StageOutput Transformer::forward_stage(const Tensor& ids, const Variable& x,
+                                       const Tensor& real) const {
+  EMBER_CHECK(!residency_, "pipeline parallelism does not take ZeRO-3");
+  StageOutput out;
+  Variable h;
+  if (stage_.first()) {
+    h = embed(ids, real);
+  } else {
+    EMBER_CHECK(x.defined() && x.dim() == 3 && x.size(2) == cfg_.d_model, "pipeline stage ",
+                stage_.stage, ": expected the previous stage's hidden states [B, T, ",
+                cfg_.d_model, "], got ", x.defined() ? shape_str(x.shape()) : "none");
+    EMBER_CHECK(!real.defined() || real.shape() == Shape({x.size(0), x.size(1)}),
+                "Transformer: the real-token mask of shape ", shape_str(real.shape()),
+                " does not match the hidden states' ", shape_str(x.shape()));
+    h = x;
+  }
+  h = run_blocks(h, real, out.moe_aux);
+  out.output = stage_.last() ? head(final_norm_->forward(h)) : h;
   return out;
 }
 
@@ -227,7 +302,9 @@ Variable Transformer::resident_block_forward(size_t i, const Variable& x,
 Variable Transformer::block_forward(size_t i, const Variable& x, std::vector<MoEAux>& moe_aux,
                                     const Tensor& real) const {
   const std::shared_ptr<TransformerBlock>& block = blocks_[i];
-  const bool checkpointed = checkpoint_every_ > 0 && i % static_cast<size_t>(checkpoint_every_) == 0;
+  const size_t layer = i + static_cast<size_t>(stage_.first_layer);  // the global index
+  const bool checkpointed =
+      checkpoint_every_ > 0 && layer % static_cast<size_t>(checkpoint_every_) == 0;
   if (!checkpointed || !grad_enabled()) return block->forward(x, moe_aux, real);
   // outputs: the block's, then (aux, router_z) of its MoE layer if it has one
   const RecomputeFn fn = [block, real](const std::vector<Variable>& in) {
@@ -253,6 +330,7 @@ Variable Transformer::flat_logits(const ModelOutput& out, const Tensor& targets)
 }
 
 LossTerms Transformer::loss(const ModelOutput& out, const Tensor& targets) const {
+  EMBER_CHECK(stage_.last(), "Transformer: pipeline stage ", stage_.stage, " has no loss head");
   const Tensor flat_targets = targets.reshape({targets.numel()});
   const CrossEntropyResult ce =
       tp_.active() ? vocab_parallel_cross_entropy(flat_logits(out, targets), flat_targets,
@@ -263,6 +341,7 @@ LossTerms Transformer::loss(const ModelOutput& out, const Tensor& targets) const
 
 LossTerms Transformer::loss(const ModelOutput& out, const Tensor& targets, const Tensor& weight,
                             double norm, double moe_scale) const {
+  EMBER_CHECK(stage_.last(), "Transformer: pipeline stage ", stage_.stage, " has no loss head");
   EMBER_CHECK(weight.shape() == targets.shape(), "loss: weight of shape ",
               shape_str(weight.shape()), " does not match targets of shape ",
               shape_str(targets.shape()));
@@ -277,24 +356,39 @@ LossTerms Transformer::loss(const ModelOutput& out, const Tensor& targets, const
   return with_moe_losses(out, {ce.loss, ce.ce, ce.z}, moe_scale);
 }
 
+LossTerms Transformer::stage_loss(const StageOutput& out, const Tensor& targets) const {
+  const ModelOutput whole{out.output, out.moe_aux};
+  return stage_.last() ? loss(whole, targets) : with_moe_losses(whole, LossTerms{}, 1.0);
+}
+
+LossTerms Transformer::stage_loss(const StageOutput& out, const Tensor& targets,
+                                  const Tensor& weight, double norm, double moe_scale) const {
+  const ModelOutput whole{out.output, out.moe_aux};
+  return stage_.last() ? loss(whole, targets, weight, norm, moe_scale)
+                       : with_moe_losses(whole, LossTerms{}, moe_scale);
+}
+
 LossTerms Transformer::with_moe_losses(const ModelOutput& out, LossTerms terms,
                                        double moe_scale) const {
+  const auto add = [&terms](const Variable& v) {
+    terms.total = terms.total.defined() ? terms.total + v : v;
+  };
   if (!out.moe_aux.empty()) {
     Variable aux_sum, rz_sum;
     for (const MoEAux& a : out.moe_aux) {
       aux_sum = aux_sum.defined() ? aux_sum + a.aux : a.aux;
       rz_sum = rz_sum.defined() ? rz_sum + a.router_z : a.router_z;
     }
-    const double L = static_cast<double>(out.moe_aux.size());
+    // The model's MoE layers per this stage's (1 in one process) times the entries: the mean
+    // over every layer, of which a pipeline stage adds its share.
+    const double L = static_cast<double>(out.moe_aux.size()) * static_cast<double>(moe_layers_) /
+                     static_cast<double>(stage_moe_layers_);
     const Variable aux_mean = aux_sum / L, rz_mean = rz_sum / L;
     terms.aux = aux_mean.item();
     terms.router_z = rz_mean.item();
     const MoEConfig& moe = *cfg_.moe;
-    if (moe.aux_loss_coef > 0)
-      terms.total = terms.total + aux_mean * (moe.aux_loss_coef * moe_scale);
-    if (moe.router_z_loss_coef > 0) {
-      terms.total = terms.total + rz_mean * (moe.router_z_loss_coef * moe_scale);
-    }
+    if (moe.aux_loss_coef > 0) add(aux_mean * (moe.aux_loss_coef * moe_scale));
+    if (moe.router_z_loss_coef > 0) add(rz_mean * (moe.router_z_loss_coef * moe_scale));
   }
   return terms;
 }

@@ -14,6 +14,7 @@
 #include "nn/config.h"
 #include "nn/moe.h"
 #include "nn/layers.h"
+#include "nn/pipeline_stage.h"
 #include "nn/tensor_parallel.h"
 
 namespace ember::nn {
@@ -47,6 +48,12 @@ struct ModelOutput {
   std::vector<MoEAux> moe_aux;  // one per MoE layer
 };
 
+// What a pipeline stage's forward returns (Transformer::forward_stage).
+struct StageOutput {
+  Variable output;              // the last stage's logits [B, T, V]; another's hidden states [B, T, C]
+  std::vector<MoEAux> moe_aux;  // one per MoE layer of this stage
+};
+
 // The loss terms of docs/model.md#loss; total is what is differentiated.
 struct LossTerms {
   Variable total;
@@ -61,24 +68,43 @@ class Transformer : public Module {
   // whole as above, then each parameter keeps its tensor rank's shard; logits are then this
   // rank's vocabulary shard [B, T, padded V / T] and the losses vocabulary-parallel. An Error
   // for a config --tp does not divide and for a reward model's head.
+  // With pp active (nn/pipeline_stage.h; docs/scaling.md#pipeline-parallelism), the model built
+  // whole as above (and sharded by tp) keeps only its stage's blocks, the embeddings on the
+  // first stage, the final norm and lm_head on the last, a tied table on both; parameter names
+  // are unchanged (model.layers.<global index>...). It then runs forward_stage, not forward.
+  // An Error for a stage outside the model's blocks and a reward model's head.
   explicit Transformer(const ModelConfig& cfg, uint64_t seed = 0, DType dtype = DType::Float32,
-                       TensorParallel tp = {});
+                       TensorParallel tp = {}, PipelineStage pp = {});
   // real: optional float32 [B, T] mask of the real (non-padding) ids; the MoE losses are then
   // taken over those only (docs/model.md#loss-of-a-step).
   ModelOutput forward(const Tensor& ids, const Tensor& real = Tensor()) const;
   // The final norm's output [B, T, C], the lm_head's input (forward's logits are the head of
   // these, bit for bit): what a score or value head reads (nn/alignment/reward_model.h).
   Variable hidden_states(const Tensor& ids, const Tensor& real = Tensor()) const;
+  // A pipeline stage's forward: the first stage embeds ids [B, T] (x unused), the others run
+  // their blocks on x, the previous stage's output [B, T, C]; the last stage returns the logits,
+  // the others their last block's output. real: as forward's, [B, T], given to every stage.
+  StageOutput forward_stage(const Tensor& ids, const Variable& x, const Tensor& real = Tensor()) const;
+  // A stage's loss: the last stage's is loss()'s cross-entropy and z-loss; every stage adds its
+  // MoE layers' share, coef x (sum over its MoE layers) / (MoE layers of the whole model), so the
+  // stages' totals sum to the one-process total; aux and router_z are these shares (their sum
+  // over the stages is the one-process mean). total is undefined on a stage with neither.
+  LossTerms stage_loss(const StageOutput& out, const Tensor& targets) const;
+  LossTerms stage_loss(const StageOutput& out, const Tensor& targets, const Tensor& weight,
+                       double norm, double moe_scale) const;
+  const PipelineStage& stage() const { return stage_; }
   DType dtype() const { return dtype_; }
   const TensorParallel& tensor_parallel() const { return tp_; }
   // ce + z_loss_coef z + aux_loss_coef mean(aux) + router_z_loss_coef mean(router_z)
-  // for targets [B, T].
+  // for targets [B, T]. On a pipeline stage: only the last, with its StageOutput (stage_loss).
   LossTerms loss(const ModelOutput& out, const Tensor& targets) const;
   // docs/model.md#loss-of-a-step: the weighted cross_entropy (autograd/ops.h) of targets
   // [B, T] with weight [B, T] (the trained mask) over norm, plus moe_scale x the MoE terms above.
   LossTerms loss(const ModelOutput& out, const Tensor& targets, const Tensor& weight, double norm,
                  double moe_scale) const;
   const ModelConfig& config() const { return cfg_; }
+  // The blocks this model holds: all, or a pipeline stage's (blocks()[i] is block
+  // stage().first_layer + i).
   const std::vector<std::shared_ptr<TransformerBlock>>& blocks() const { return blocks_; }
   // Activation checkpointing (autograd/recompute.h) of blocks 0, every, 2 every, ... (1: every
   // block; 0: none, the default): when forward() records a graph, such a block keeps only its
@@ -95,8 +121,9 @@ class Transformer : public Module {
   Generator& dropout_generator() { return *dropout_gen_; }
   const std::shared_ptr<Generator>& shared_dropout_generator() const { return dropout_gen_; }
 
-  // Fine-tuning (nn/adapters/adapters.h). The token embedding (rows can be added to it).
-  Embedding& embed_tokens() const { return *embed_tokens_; }
+  // Fine-tuning (nn/adapters/adapters.h). The token embedding (rows can be added to it); an
+  // Error on a pipeline stage that does not hold it.
+  Embedding& embed_tokens() const;
   // With tied embeddings: adds `adapter` (registered as "lm_head") to the tied output layer,
   // logits = h E^T + adapter(h); the embedding's forward is unchanged.
   void set_tied_head_adapter(std::shared_ptr<UnaryModule> adapter);
@@ -124,6 +151,8 @@ class Transformer : public Module {
   ModelConfig cfg_;
   DType dtype_;
   TensorParallel tp_;
+  PipelineStage stage_;
+  int64_t moe_layers_ = 0, stage_moe_layers_ = 0;  // MoE layers of the model, of this stage
   std::shared_ptr<Generator> dropout_gen_;
   std::shared_ptr<Embedding> embed_tokens_, embed_positions_;
   Tensor sinusoidal_;
@@ -151,10 +180,16 @@ class Transformer : public Module {
   Variable head(const Variable& h) const;
   // Each parameter replaced by its tensor rank's shard; the layers told (the constructor's).
   void shard_for_tensor_parallel();
+  // Unregisters what stage_ does not hold from `model` and `layers` (the constructor's).
+  void keep_stage(Module& model, ModuleList& layers);
+  // Token embedding and positions of ids [B, T] -> [B, T, C], after checking ids and real.
+  Variable embed(const Tensor& ids, const Tensor& real) const;
+  // The blocks this model holds, in order, on x [B, T, C]; their MoE losses appended to moe_aux.
+  Variable run_blocks(Variable x, const Tensor& real, std::vector<MoEAux>& moe_aux) const;
   // logits [B, T, V] as [B T, V], after checking targets [B, T].
   Variable flat_logits(const ModelOutput& out, const Tensor& targets) const;
   // terms (the cross-entropy's) plus moe_scale x (aux_loss_coef mean(aux) + router_z_loss_coef
-  // mean(router_z)).
+  // mean(router_z)); on a pipeline stage its share of the means (stage_loss).
   LossTerms with_moe_losses(const ModelOutput& out, LossTerms terms, double moe_scale) const;
 };
 
