@@ -89,9 +89,11 @@ Transformer::Transformer(const ModelConfig& cfg, uint64_t seed, DType dtype, Ten
       stage_moe_layers_(moe_layer_count(cfg, stage_.first_layer, stage_.n_layers)),
       dropout_gen_(std::make_shared<Generator>(seed ^ 0x9e3779b97f4a7c15ull)) {
   require_fits_in_memory(inference_memory(cfg, dtype));  // before any layer is allocated
+  if (tp_.active()) check_tensor_parallel(cfg_, tp_.size());
   Generator init_gen(seed);
   auto model = register_module("model", std::make_shared<Group>());
   embed_tokens_ = model->add("embed_tokens", std::make_shared<Embedding>(cfg.vocab_size, cfg.d_model, init_gen, 0.02, dtype));
+  shard_now(*embed_tokens_, "model.embed_tokens.");
   if (cfg.pos == "learned") {
     embed_positions_ = model->add("embed_positions", std::make_shared<Embedding>(cfg.max_seq_len, cfg.d_model, init_gen, 0.02, dtype));
   } else if (cfg.pos == "sinusoidal") {
@@ -105,11 +107,13 @@ Transformer::Transformer(const ModelConfig& cfg, uint64_t seed, DType dtype, Ten
   for (int64_t i = 0; i < cfg.n_layers; ++i) {
     blocks_.push_back(layers->push_back(
         std::make_shared<TransformerBlock>(cfg, i, rotary, dropout_gen_, init_gen, dtype)));
+    shard_now(*blocks_.back(), "model.layers." + std::to_string(i) + ".");
   }
   final_norm_ = model->add("norm", make_norm(cfg.norm, cfg.d_model, cfg.norm_eps, dtype));
   if (!cfg.tie_embeddings) {
     lm_head_ = std::make_shared<Linear>(cfg.d_model, cfg.vocab_size, false, init_gen, 0.02, dtype);
     register_replaceable("lm_head", lm_head_);
+    shard_now(*lm_head_, "lm_head.");
   }
   if (!cfg.reward.empty()) add_score_head(init_gen, cfg.reward);  // drawn last
   if (stage_.active()) keep_stage(*model, *layers);
@@ -152,11 +156,14 @@ Embedding& Transformer::embed_tokens() const {
   return *embed_tokens_;
 }
 
+void Transformer::shard_now(Module& module, const std::string& prefix) {
+  if (!tp_.active()) return;
+  for (auto& [name, p] : module.named_parameters())
+    p.set_data(tensor_shard(p.data(), tensor_split(prefix + name), tp_.rank(), tp_.size()));
+}
+
 void Transformer::shard_for_tensor_parallel() {
-  check_tensor_parallel(cfg_, tp_.size());
   EMBER_CHECK(!score_head_, "tensor parallelism of a reward model is not available yet: use --tp 1");
-  for (auto& [name, p] : named_parameters())
-    p.set_data(tensor_shard(p.data(), tensor_split(name), tp_.rank(), tp_.size()));
   for (const auto& block : blocks_) block->set_tensor_parallel(tp_.group);
 }
 

@@ -178,7 +178,10 @@ class Transformer : public Module {
   Variable trunk(const Tensor& ids, const Tensor& real, std::vector<MoEAux>& moe_aux) const;
   // lm_head (tied or not) and final soft-cap on the final norm's output: [B, T, C] -> [B, T, V].
   Variable head(const Variable& h) const;
-  // Each parameter replaced by its tensor rank's shard; the layers told (the constructor's).
+  // Under tensor parallelism: each parameter of `module` (named prefix + its name) replaced by
+  // its tensor rank's shard, right after the module is drawn whole, so that the whole model
+  // never exists at once; and the blocks told once all are sharded (the constructor's).
+  void shard_now(Module& module, const std::string& prefix);
   void shard_for_tensor_parallel();
   // Unregisters what stage_ does not hold from `model` and `layers` (the constructor's).
   void keep_stage(Module& model, ModuleList& layers);

@@ -89,12 +89,12 @@ std::string save_checkpoint(TrainRun& run, int64_t at_step) {
   }
   nn::Checkpoint c;
   // --tp: every tensor rank gathers each whole tensor from the shards (collective), rank 0
-  // writes them: the model's before the file is opened, the moments as it writes them.
-  if (run.tp_group) c.model = gather_model(run);
+  // writes them as they come, the parameters' then the moments'.
   // The optimizer state goes to rank 0 a tensor at a time while it writes them
   // (ZeRO: gathered from every rank, so the others take part with no sink).
   if (!run.root) {
     if (sharded) stream_sharded_model(run, at_step, {});
+    if (run.tp_group) gather_model(run, {});
     opt.stream_state(run.tp_group ? gathering_sink(run, {}) : optim::Optimizer::StateSink());
     run.comm.barrier();
     return name;
@@ -107,7 +107,8 @@ std::string save_checkpoint(TrainRun& run, int64_t at_step) {
   if (run.o.reward) c.config.reward = reward_config(run.o).dump();
   if (sharded) {
     c.model_stream = [&run, at_step](const nn::TensorPut& put) { stream_sharded_model(run, at_step, put); };
-  } else if (run.tp_group) {  // gathered above
+  } else if (run.tp_group) {
+    c.model_stream = [&run](const nn::TensorPut& put) { gather_model(run, put); };
   } else if (!run.cfg.lora) {
     c.model = run.model->state_dict();
   } else {  // LoRA: the trained tensors, naming the base (docs/formats.md#fine-tune-checkpoints)

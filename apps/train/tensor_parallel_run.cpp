@@ -74,11 +74,11 @@ Tensor gather_whole(const TrainRun& run, const std::string& name, const Tensor& 
 
 }  // namespace
 
-std::map<std::string, Tensor> gather_model(const TrainRun& run) {
-  std::map<std::string, Tensor> out;
-  for (const auto& [name, p] : run.model->named_parameters())
-    out.emplace(name, run.tp_group ? gather_whole(run, name, p.data()) : p.data());
-  return out;
+void gather_model(const TrainRun& run, const nn::TensorPut& put) {
+  for (const auto& [name, p] : run.model->named_parameters()) {
+    const Tensor whole = gather_whole(run, name, p.data());
+    if (put) put(name, whole);
+  }
 }
 
 optim::Optimizer::StateSink gathering_sink(const TrainRun& run, optim::Optimizer::StateSink put) {

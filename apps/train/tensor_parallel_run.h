@@ -20,8 +20,9 @@ void setup_tensor_parallel(TrainRun& run);
 // Each whole tensor of a state (parameters by name, or "<name>/<moment>") cut to this rank's shard.
 std::map<std::string, Tensor> shard_state(const TrainRun& run, const std::map<std::string, Tensor>& whole);
 
-// Collective over the tensor group: every parameter's whole tensor, by name.
-std::map<std::string, Tensor> gather_model(const TrainRun& run);
+// Collective over the tensor group: each parameter's whole tensor in turn, passed to put (which
+// may be empty off rank 0), so that one whole tensor at a time is held.
+void gather_model(const TrainRun& run, const nn::TensorPut& put);
 
 // An optimizer state sink that gathers each tensor whole before passing it to put (every rank
 // streams; put may be empty off rank 0), and a source that cuts each whole tensor read to
