@@ -102,8 +102,11 @@ void print_run_start(const TrainRun& run) {
   if (!run.root) return;
   const char* command = command_name(o);
   if (run.world > 1) {
-    std::printf("ember %s: %lld ranks x %d threads, %s\n", command,
-                static_cast<long long>(run.world), omp_get_max_threads(),
+    const std::string tp = o.tp > 1 ? "--tp " + std::to_string(o.tp) + " x " +
+                                          std::to_string(run.data_world) + " data-parallel, "
+                                    : "";
+    std::printf("ember %s: %lld ranks x %d threads, %s%s\n", command,
+                static_cast<long long>(run.world), omp_get_max_threads(), tp.c_str(),
                 o.zero == 3 ? "ZeRO-3" : o.zero == 2 ? "ZeRO-2" : o.zero ? "ZeRO-1" : "all-reduce");
   }
   std::printf(
@@ -111,7 +114,7 @@ void print_run_start(const TrainRun& run) {
       "out %s\n",
       command, std::to_string(run.stats.total_params).c_str(),
       static_cast<long long>(run.tokens_per_step),
-      run.world > 1 ? ("W " + std::to_string(run.world) + " x ").c_str() : "",
+      run.data_world > 1 ? ("W " + std::to_string(run.data_world) + " x ").c_str() : "",
       static_cast<long long>(o.batch_size), static_cast<long long>(o.seq_len),
       static_cast<long long>(o.grad_accum), static_cast<long long>(o.steps), o.out.c_str());
   if (o.finetune) print_finetune_line(run);
