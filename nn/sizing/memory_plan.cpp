@@ -18,17 +18,6 @@ namespace {
 constexpr int64_t kFloat = 4;
 constexpr int64_t kMiB = int64_t{1} << 20;
 
-// a * b and a + b, throwing instead of wrapping (huge --batch-size x --seq-len).
-int64_t mul(int64_t a, int64_t b) {
-  int64_t r;
-  EMBER_CHECK(!__builtin_mul_overflow(a, b, &r), "the memory plan overflows 64-bit integers (more than 2^63 bytes)");
-  return r;
-}
-int64_t add(int64_t a, int64_t b) {
-  int64_t r;
-  EMBER_CHECK(!__builtin_add_overflow(a, b, &r), "the memory plan overflows 64-bit integers (more than 2^63 bytes)");
-  return r;
-}
 
 // What the plan needs to know about the model and its buckets.
 struct Sizes {
@@ -106,6 +95,18 @@ void zero3_parameters(const Sizes& s, int64_t world, RankMemory& m) {
 
 }  // namespace
 
+int64_t plan_mul(int64_t a, int64_t b) {
+  int64_t r;
+  EMBER_CHECK(!__builtin_mul_overflow(a, b, &r), "the memory plan overflows 64-bit integers (more than 2^63 bytes)");
+  return r;
+}
+
+int64_t plan_add(int64_t a, int64_t b) {
+  int64_t r;
+  EMBER_CHECK(!__builtin_add_overflow(a, b, &r), "the memory plan overflows 64-bit integers (more than 2^63 bytes)");
+  return r;
+}
+
 int64_t size_class_bytes(const std::vector<int64_t>& numels) {
   std::set<size_t> classes;
   for (int64_t n : numels) classes.insert(allocator_bucket_size(static_cast<size_t>(n * kFloat)));
@@ -138,7 +139,7 @@ int64_t mpi_temporary_bytes(std::vector<int64_t> buckets, int64_t ranks, int64_t
 int64_t RankMemory::total() const {
   int64_t sum = 0;
   for (int64_t part : {parameters, gradients, optimizer, activations, communication, checkpoint_save, runtime}) {
-    sum = add(sum, part);
+    sum = plan_add(sum, part);
   }
   return sum;
 }
@@ -159,7 +160,7 @@ int64_t activation_bytes(const ModelConfig& cfg, int64_t batch, int64_t seq_len,
     floats += checkpointed ? cfg.d_model : block;
     if (checkpointed) recompute = std::max(recompute, block);
   }
-  return mul(mul(kFloat, mul(batch, seq_len)), floats + recompute);
+  return plan_mul(plan_mul(kFloat, plan_mul(batch, seq_len)), floats + recompute);
 }
 
 RankMemory rank_memory(const ModelConfig& cfg, const TrainingPlan& plan) {

@@ -57,6 +57,10 @@ int64_t activation_bytes(const ModelConfig& cfg, int64_t batch, int64_t seq_len,
 // fall in: what stays resident after they were allocated and freed one at a time (a ZeRO save).
 int64_t size_class_bytes(const std::vector<int64_t>& numels);
 
+// a * b and a + b, throwing instead of wrapping (huge --batch-size x --seq-len).
+int64_t plan_mul(int64_t a, int64_t b);
+int64_t plan_add(int64_t a, int64_t b);
+
 // The largest rank's part of `elements` cut over `ranks` as dist::Reducer cuts its flat buffer
 // (rank r owns [N r / W, N (r+1) / W), at multiples of 16 elements): a ZeRO shard.
 int64_t largest_shard(int64_t elements, int64_t ranks);

@@ -14,16 +14,8 @@ namespace {
 
 constexpr int64_t kFloat = 4;
 
-int64_t mul(int64_t a, int64_t b) {
-  int64_t r;
-  EMBER_CHECK(!__builtin_mul_overflow(a, b, &r), "the memory plan overflows 64-bit integers (more than 2^63 bytes)");
-  return r;
-}
-int64_t add(int64_t a, int64_t b) {
-  int64_t r;
-  EMBER_CHECK(!__builtin_add_overflow(a, b, &r), "the memory plan overflows 64-bit integers (more than 2^63 bytes)");
-  return r;
-}
+constexpr auto mul = plan_mul;  // memory_plan.h's, throwing instead of wrapping
+constexpr auto add = plan_add;
 
 // One rank's shards of the parameters `stage` holds, in registration order.
 std::vector<int64_t> stage_rank_numels(const std::vector<PlacedParameter>& placed, int64_t stage) {
