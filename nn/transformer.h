@@ -64,8 +64,8 @@ class Transformer : public Module {
  public:
   // Weights drawn from a Generator seeded with `seed`: normal(0, 0.02), o_proj and
   // down_proj with std 0.02 / sqrt(2 n_layers), norms 1, biases 0.
-  // With tp active (nn/tensor_parallel.h: the group outlives the model), the weights are drawn
-  // whole as above, then each parameter keeps its tensor rank's shard; logits are then this
+  // With tp active (nn/tensor_parallel.h: the group outlives the model), each module is drawn
+  // whole as above, then its parameters keep their tensor rank's shard; logits are then this
   // rank's vocabulary shard [B, T, padded V / T] and the losses vocabulary-parallel. An Error
   // for a config --tp does not divide and for a reward model's head.
   // With pp active (nn/pipeline_stage.h; docs/scaling.md#pipeline-parallelism), the model built
