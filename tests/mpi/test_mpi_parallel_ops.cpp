@@ -1,5 +1,5 @@
 // The tensor-parallel ops (autograd/parallel_ops.h) over the ranks of the job
-// (tests/mpi/world_group.h), float64: vocab-parallel cross-entropy against cross_entropy of
+// (dist::Group: the world as one split), float64: vocab-parallel cross-entropy against cross_entropy of
 // the whole logits, a Megatron MLP (column- then row-parallel Linear) against the whole MLP,
 // and a gradcheck of the composed function (MLP, vocab-parallel head, loss).
 #include <catch2/catch.hpp>
@@ -8,11 +8,10 @@
 #include "autograd/gradcheck.h"
 #include "autograd/parallel_ops.h"
 #include "mpi_testing.h"
-#include "world_group.h"
+#include "dist/group.h"
 
 using namespace ember;
 using ember::testing::comm;
-using ember::testing::WorldGroup;
 
 namespace {
 
@@ -86,7 +85,7 @@ Tensor targets() {
 
 TEST_CASE("vocab-parallel cross-entropy over the ranks equals cross_entropy of the whole logits",
           "[mpi][tp]") {
-  const WorldGroup group(comm());
+  const dist::Group group = comm().split(0, comm().rank());
   const int T = group.size(), r = group.rank();
   const int64_t Vs = (kV + T - 1) / T;
   const Tensor logits = Tensor::randn({kN, kV}, 50, 0, DType::Float64), y = targets();
@@ -118,7 +117,7 @@ TEST_CASE("vocab-parallel cross-entropy over the ranks equals cross_entropy of t
 }
 
 TEST_CASE("a Megatron MLP over the ranks equals the whole MLP, output and gradients", "[mpi][tp]") {
-  const WorldGroup group(comm());
+  const dist::Group group = comm().split(0, comm().rank());
   const int T = group.size(), r = group.rank();
   const int64_t Hs = kH / T;
   const Whole m = whole_model();
@@ -165,7 +164,7 @@ Variable composed_loss(const std::vector<Variable>& v, const std::vector<Tensor>
 
 TEST_CASE("the composed tensor-parallel function passes a float64 gradcheck on every rank",
           "[mpi][tp]") {
-  const WorldGroup group(comm());
+  const dist::Group group = comm().split(0, comm().rank());
   const int T = group.size(), r = group.rank();
   const Whole m = whole_model();
   const std::vector<Tensor> own = shards_of(m, r, T);
