@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <map>
 #include <utility>
 
@@ -162,6 +163,23 @@ int64_t ParallelLayout::stage_of_layer(int64_t layer) const {
     if (layer < end) return s;
   }
   throw Error("block " + std::to_string(layer) + " is beyond the layout's " + std::to_string(end) + " blocks");
+}
+
+std::vector<int64_t> parse_layer_counts(const std::string& text) {
+  std::vector<int64_t> out;
+  size_t at = 0;
+  while (true) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    int64_t v = 0;
+    const char* first = text.data() + at;
+    const char* last = text.data() + comma;
+    const auto [end, ec] = std::from_chars(first, last, v);
+    EMBER_CHECK(first != last && *first != '-' && ec == std::errc() && end == last,
+                "--pp-layers must be block counts separated by commas (like 3,3,2), got \"", text, "\"");
+    out.push_back(v);
+    if (comma == text.size()) return out;
+    at = comma + 1;
+  }
 }
 
 ParallelLayout make_parallel_layout(const ModelConfig& cfg, int64_t tp, int64_t pp,

@@ -43,6 +43,9 @@ std::vector<int64_t> rank_shape(TensorSplit split, const std::vector<int64_t>& s
 // to n_layers. Errors name the option and what is wrong.
 std::vector<int64_t> stage_layers(int64_t n_layers, int64_t pp, const std::vector<int64_t>& counts = {});
 
+// --pp-layers' text: "3,3,2" -> {3, 3, 2}; anything but decimal counts separated by commas is
+// an Error naming the option.
+std::vector<int64_t> parse_layer_counts(const std::string& text);
 // A layout of T tensor ranks and the blocks of each stage (P = stage_layers.size()).
 struct ParallelLayout {
   int64_t tp = 1;

@@ -135,7 +135,7 @@ CommandRunner add_info_command(CLI::App& app) {
       "memory of one rank of that `ember train` run, part by part (docs/scaling.md, Per-rank memory).\n"
       "--tp, --pp, --micro-batches, --pp-layers or --pp-schedule plan a tensor- and pipeline-parallel\n"
       "layout instead: its memory per rank of each stage and the pipeline bubble (docs/scaling.md,\n"
-      "Choosing T, P and D). `ember train` does not take --tp or --pp yet.");
+      "Choosing T, P and D).");
   sub->add_option("--config", opt->config, "model config JSON file")->check(CLI::ExistingFile);
   sub->add_option("--preset", opt->preset, "shipped preset (dense-small, moe-small, gpt2-small, llama-1b)");
   sub->add_option("--checkpoint", opt->checkpoint, "checkpoint whose config to describe")->check(CLI::ExistingFile);

@@ -1,10 +1,9 @@
 // `ember info --tp T --pp P ...`: the layout's options and its per-stage table, one column per
-// stage, the rows of the per-rank table (docs/cli.md, "Tensor and pipeline layouts"). It plans
-// a layout: `ember train` does not take --tp or --pp yet.
+// stage, the rows of the per-rank table (docs/cli.md, "Tensor and pipeline layouts"): the plan
+// of a layout `ember train --tp T --pp P` runs.
 #include "apps/cli/info_stages.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 #include <utility>
 #include <vector>
@@ -15,24 +14,6 @@
 
 namespace ember::apps {
 namespace {
-
-// "3,3,2" -> {3, 3, 2}; anything but decimal counts separated by commas is an error.
-std::vector<int64_t> parse_counts(const std::string& text) {
-  std::vector<int64_t> out;
-  size_t at = 0;
-  while (true) {
-    const size_t comma = std::min(text.find(',', at), text.size());
-    int64_t v = 0;
-    const char* first = text.data() + at;
-    const char* last = text.data() + comma;
-    const auto [end, ec] = std::from_chars(first, last, v);
-    EMBER_CHECK(first != last && *first != '-' && ec == std::errc() && end == last,
-                "--pp-layers must be block counts separated by commas (like 3,3,2), got \"", text, "\"");
-    out.push_back(v);
-    if (comma == text.size()) return out;
-    at = comma + 1;
-  }
-}
 
 std::string format(const char* fmt, auto... args) {
   char buf[256];
@@ -118,7 +99,7 @@ bool stage_plan_requested(const CLI::App* sub) {
 
 std::string stage_report(const nn::ModelConfig& cfg, nn::TrainingPlan run, const CLI::App* sub,
                          const StageOptions& o) {
-  const std::vector<int64_t> counts = o.pp_layers.empty() ? std::vector<int64_t>{} : parse_counts(o.pp_layers);
+  const std::vector<int64_t> counts = o.pp_layers.empty() ? std::vector<int64_t>{} : nn::parse_layer_counts(o.pp_layers);
   nn::StagePlan plan;
   plan.layout = nn::make_parallel_layout(cfg, o.tp, o.pp, counts);
   if (sub->count("--world-size") == 0) run.world_size = o.tp * o.pp;

@@ -21,6 +21,7 @@
 #include "core/profiler.h"
 #include "dist/consistency.h"
 #include "optim/clip.h"
+#include "apps/train/pipeline_run.h"
 #include "apps/train/tensor_parallel_run.h"
 
 namespace ember::apps {
@@ -86,8 +87,8 @@ void clip_gradients(TrainRun& run, StepResult& s) {
   EMBER_PROFILE_PHASE(kClipPhase);
   if (run.o.zero) {
     s.norm = run.optimization.reducer->clip_grad_norm(run.o.clip);
-  } else if (run.tp_group) {  // each parameter counted once over the tensor ranks
-    s.norm = tensor_parallel_grad_norm(run);
+  } else if (run.tp_group || run.pp_group) {  // each parameter counted once over the ranks
+    s.norm = parallel_grad_norm(run);
     s.grad_scale = optim::clip_coefficient(s.norm, run.o.clip);
   } else {
     s.norm = optim::grad_norm(run.params);
@@ -123,6 +124,8 @@ StepResult train_step(TrainRun& run) {
     align_forward_backward(run, s);
   } else if (run.chat_loader) {
     chat_forward_backward(run, s);
+  } else if (run.pipeline) {
+    pipeline_forward_backward(run, s);
   } else {
     forward_backward(run, s);
   }
@@ -143,9 +146,12 @@ StepResult train_step(TrainRun& run) {
 // evaluation, so the blocks gather their parameters one at a time (the
 // model's residency hooks are collective) rather than all 4P on every rank.
 void evaluate_step(TrainRun& run, RunTally& tally, json& record) {
-  const bool every_rank = run.optimization.sharded || run.tp_group;  // a collective forward
+  // ZeRO-3: every rank (a collective forward); --tp, --pp: every rank of data index 0.
+  const bool takes_part = run.optimization.sharded                   ? true
+                          : run.tp_group || run.pp_group ? run.data_rank == 0
+                                                                     : run.root;
   agreed(run.comm, [&] {
-    if (!run.root && !every_rank) return;
+    if (!takes_part) return;
     const ShardLoss result = validation_loss(run, tally, record);
     if (!run.root) return;
     tally.last_eval = result;
@@ -346,6 +352,7 @@ ShardLoss validation_loss(TrainRun& run, RunTally& tally, json& record) {
 
 ShardLoss validation_loss(TrainRun& run) {
   AutocastGuard eval_mixed(run.autocast);
+  if (run.pipeline) return pipeline_shard_loss(run);
   if (run.chat_val_rows) {
     return chat_shard_loss(*run.model, run.chat_val_rows, run.data_world * run.o.batch_size,
                          run.token_bytes);

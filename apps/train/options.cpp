@@ -66,8 +66,38 @@ bool is_path_key(const std::string& key) {
                      [&](const char* k) { return key == k; });
 }
 
-const std::vector<Field>& fields() {
-  static const std::vector<Field> table = {
+// Under mpirun: ZeRO, the tensor and pipeline layout, the reducer's buckets and checks.
+std::vector<Field> distributed_fields() {
+  return {
+      {"--zero", &O::zero,
+       "under mpirun: 1 shards the AdamW moments across ranks (ZeRO-1), 2 the gradients too (ZeRO-2), "
+       "3 the parameters too (ZeRO-3)",
+       OnResume::Free, between(0, 3)},
+      {"--tp", &O::tp,
+       "under mpirun: Megatron-style tensor parallelism over T ranks (each block's projections, "
+       "the embedding and the head split; mpirun -np T)",
+       OnResume::NotSaved, kPositive},
+      {"--pp", &O::pp,
+       "under mpirun: pipeline parallelism over P stages of contiguous blocks (mpirun -np T x P x D)",
+       OnResume::NotSaved, kPositive},
+      {"--micro-batches", &O::micro_batches,
+       "--pp: micro-batches M each rank's batch is cut into (0: P; --batch-size divisible by M)",
+       OnResume::NotSaved, kNonNegative},
+      {"--pp-layers", &O::pp_layers, "--pp: blocks of each stage, like 3,3,2 (default: even, the first "
+                                     "stages one more)",
+       OnResume::NotSaved, kAny},
+      {"--pp-schedule", &O::pp_schedule, "--pp: 1f1b (at most P - s micro-batches held on stage s) or gpipe",
+       OnResume::NotSaved, one_of({"1f1b", "gpipe"})},
+      {"--bucket-mb", &O::bucket_mb, "under mpirun: gradient all-reduce bucket size in MiB (the first is 1 MiB)",
+       OnResume::Free, kPositive},
+      {"--check-every", &O::check_every,
+       "under mpirun: compare parameter checksums across ranks every N steps (0: never)", OnResume::Free,
+       kNonNegative},
+  };
+}
+
+std::vector<Field> all_fields() {
+  std::vector<Field> table = {
       {"--config", &O::config, "model config JSON (docs/model.md)", OnResume::NotSaved, kAny, true},
       {"--preset", &O::preset, "shipped model: dense-small, moe-small, gpt2-small, llama-1b", OnResume::NotSaved, kAny},
       {"--init-from", &O::init_from, "start from this checkpoint's weights (fine-tuning)", OnResume::NotSaved, kAny,
@@ -130,20 +160,14 @@ const std::vector<Field>& fields() {
       {"--sample-prompt", &O::sample_prompt, "prompt of the end-of-run sample", OnResume::Free, kAny},
       {"--dtype", &O::dtype, "matmul precision: float32, or bf16 (bfloat16 operands; float32 weights, grads, AdamW)",
        OnResume::Free, one_of({"float32", "bf16"})},
-      {"--zero", &O::zero,
-       "under mpirun: 1 shards the AdamW moments across ranks (ZeRO-1), 2 the gradients too (ZeRO-2), "
-       "3 the parameters too (ZeRO-3)",
-       OnResume::Free, between(0, 3)},
-      {"--tp", &O::tp,
-       "under mpirun: Megatron-style tensor parallelism over T ranks (each block's projections, "
-       "the embedding and the head split; mpirun -np T)",
-       OnResume::NotSaved, kPositive},
-      {"--bucket-mb", &O::bucket_mb, "under mpirun: gradient all-reduce bucket size in MiB (the first is 1 MiB)",
-       OnResume::Free, kPositive},
-      {"--check-every", &O::check_every,
-       "under mpirun: compare parameter checksums across ranks every N steps (0: never)", OnResume::Free,
-       kNonNegative},
   };
+  // The flags of training under mpirun, after the others.
+  for (Field& f : distributed_fields()) table.push_back(std::move(f));
+  return table;
+}
+
+const std::vector<Field>& fields() {
+  static const std::vector<Field> table = all_fields();
   return table;
 }
 

@@ -53,7 +53,11 @@ struct TrainOptions {
   // Data parallel (under mpirun): ZeRO-1 (0/1), gradient bucket size, and how
   // often the ranks compare parameter checksums (0: never).
   int64_t zero = 0;
-  int64_t tp = 1;  // --tp: tensor-parallel ranks (train only)
+  // The parallel layout (train only; docs/scaling.md): tensor-parallel ranks T, pipeline stages P,
+  // micro-batches M of a rank's batch (0: P), the blocks of each stage ("3,3,2"; "": even) and
+  // the pipeline schedule. The resuming command line's, never the checkpoint's.
+  int64_t tp = 1, pp = 1, micro_batches = 0;
+  std::string pp_layers, pp_schedule = "1f1b";
   int64_t bucket_mb = 25;
   int64_t check_every = 100;
   // Print a profile (time by phase and op family, core/profiler.h) at the end and write OUT/profile.json.

@@ -29,6 +29,7 @@
 #include "data/preference_loader.h"
 #include "dist/communicator.h"
 #include "dist/group.h"
+#include "dist/pipeline_runner.h"
 #include "nn/alignment/preference_loss.h"
 #include "nn/sizing/model_stats.h"
 #include "nn/transformer.h"
@@ -39,20 +40,26 @@ namespace ember::apps {
 struct TrainRun {
   TrainRun(TrainOptions options, dist::Communicator& communicator)
       : o(std::move(options)), comm(communicator), root(comm.is_root()), world(comm.world_size()),
-        data_world(std::max<int64_t>(1, world / std::max<int64_t>(1, o.tp))),
+        data_world(std::max<int64_t>(1, world / std::max<int64_t>(1, o.tp * o.pp))),
         data_rank(comm.rank() / std::max<int64_t>(1, o.tp) % data_world) {}
 
   TrainOptions o;
   dist::Communicator& comm;
   const bool root;
   const int64_t world;
-  // The data-parallel ranks D = world / --tp and this rank's index among them: every rank of one
-  // tensor group reads the same rows (apps/train/tensor_parallel_run.h).
+  // The data-parallel ranks D = world / (--tp x --pp) and this rank's index among them: every
+  // rank of one (tensor, stage) slice reads the same rows (docs/scaling.md; apps/train/
+  // parallel_setup.h).
   const int64_t data_world, data_rank;
   std::unique_ptr<dist::Group> tp_group;  // --tp T > 1: this rank's tensor group
-  // --tp T > 1: the D ranks holding the same shards (the reducer and the optimizer run over them).
+  std::unique_ptr<dist::Group> pp_group;  // --pp P > 1: this rank's pipeline (its rank: the stage)
+  nn::PipelineStage stage;                // --pp P > 1: the blocks this rank's stage holds
+  std::unique_ptr<dist::PipelineRunner> pipeline;  // --pp P > 1: the stage's schedule
+  // --tp or --pp: the D ranks holding the same parameters (the reducer and the optimizer run over them).
   std::unique_ptr<dist::Communicator> data_comm;
   dist::Communicator& data_parallel() const { return data_comm ? *data_comm : comm; }
+  // The rank of each (tensor, stage) slice that speaks for it: data index 0, tensor index 0.
+  bool slice_leader() const { return data_rank == 0 && (!tp_group || tp_group->rank() == 0); }
 
   // Where the model comes from (resolve_model_source).
   nn::Checkpoint start;  // weights (and state) to start from, if any; its tensors freed once loaded

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "apps/train/finite_parameters.h"
+#include "apps/train/pipeline_run.h"
 #include "apps/train/run_files.h"
 #include "apps/train/run.h"
 #include "apps/train/run_paths.h"
@@ -89,26 +90,39 @@ std::string save_checkpoint(TrainRun& run, int64_t at_step) {
   }
   nn::Checkpoint c;
   // --tp: every tensor rank gathers each whole tensor from the shards (collective), rank 0
-  // writes them as they come, the parameters' then the moments'.
-  // The optimizer state goes to rank 0 a tensor at a time while it writes them
-  // (ZeRO: gathered from every rank, so the others take part with no sink).
+  // writes them as they come, the parameters' then the moments'. --pp: the leader of each later
+  // stage sends its stage's whole tensors to rank 0 (apps/train/pipeline_run.h), which writes
+  // them after its own. The optimizer state goes to rank 0 a tensor at a time while it writes
+  // them (ZeRO: gathered from every rank, so the others take part with no sink).
+  const bool layout = run.tp_group || run.pp_group;
   if (!run.root) {
     if (sharded) stream_sharded_model(run, at_step, {});
-    if (run.tp_group) gather_model(run, {});
-    opt.stream_state(run.tp_group ? gathering_sink(run, {}) : optim::Optimizer::StateSink());
+    send_param_steps(run, opt.param_steps());
+    if (layout) {
+      gather_model(run, send_stage_tensors(run));
+      end_stage_tensors(run);
+    }
+    opt.stream_state(layout ? gathering_sink(run, send_stage_tensors(run)) : optim::Optimizer::StateSink());
+    if (layout) end_stage_tensors(run);
     run.comm.barrier();
     return name;
   }
-  c.optim_stream = [&run, &opt](const nn::TensorPut& put) {
-    opt.stream_state(run.tp_group ? gathering_sink(run, put) : optim::Optimizer::StateSink(put));
+  c.optim_param_steps = opt.param_steps();
+  c.optim_param_steps.merge(receive_param_steps(run));
+  c.optim_stream = [&run, &opt, layout](const nn::TensorPut& put) {
+    opt.stream_state(layout ? gathering_sink(run, put) : optim::Optimizer::StateSink(put));
+    receive_stage_tensors(run, put);
   };
   c.config = run.cfg;
   if (run.o.align) c.config.align = align_config(run.o).dump();
   if (run.o.reward) c.config.reward = reward_config(run.o).dump();
   if (sharded) {
     c.model_stream = [&run, at_step](const nn::TensorPut& put) { stream_sharded_model(run, at_step, put); };
-  } else if (run.tp_group) {
-    c.model_stream = [&run](const nn::TensorPut& put) { gather_model(run, put); };
+  } else if (layout) {
+    c.model_stream = [&run](const nn::TensorPut& put) {
+      gather_model(run, put);
+      receive_stage_tensors(run, put);
+    };
   } else if (!run.cfg.lora) {
     c.model = run.model->state_dict();
   } else {  // LoRA: the trained tensors, naming the base (docs/formats.md#fine-tune-checkpoints)
@@ -118,7 +132,6 @@ std::string save_checkpoint(TrainRun& run, int64_t at_step) {
     c.base_sha256 = run.finetune_base_sha256;
   }
   c.optim_step = opt.steps();
-  c.optim_param_steps = opt.param_steps();
   c.train_step = at_step;
   c.train_state = train_state(run, at_step);
   if (run.tokenizer) c.tokenizer_json = run.tokenizer->to_json();

@@ -3,6 +3,7 @@
 // the optimizer's moments, the step, the tokens seen and the dropout stream's
 // offset, so that the run continues as an unbroken one would.
 #include "apps/train/run.h"
+#include "apps/train/pipeline_run.h"
 #include "apps/train/tensor_parallel_run.h"
 #include "dist/consistency.h"
 
@@ -15,8 +16,8 @@ void build_model_and_optimizer(TrainRun& run) {
     trained = build_finetune_model(run);
   } else {
     run.model = std::make_unique<nn::Transformer>(run.cfg, o.seed, DType::Float32,
-                                                  nn::TensorParallel{run.tp_group.get()});
-    if (!run.start_path.empty()) run.model->load_state_dict(shard_state(run, run.start.model));
+                                                  nn::TensorParallel{run.tp_group.get()}, run.stage);
+    if (!run.start_path.empty()) run.model->load_state_dict(shard_state(run, stage_state(run, run.start.model)));
     trained = run.model->named_parameters();
   }
   run.model->set_activation_checkpointing(checkpoint_interval(o));
@@ -40,7 +41,7 @@ void restore_training_state(TrainRun& run) {
     EMBER_CHECK(start.optim_step, run.start_path, ": has no optimizer state");
     const optim::Optimizer::StateSource whole = nn::CheckpointOptimReader(run.start_path);
     run.optimization.optimizer->load_state(run.tp_group ? sharding_source(run, whole) : whole,
-                                           *start.optim_step, start.optim_param_steps);
+                                           *start.optim_step, stage_state(run, start.optim_param_steps));
     with_train_state(run.start_path, *start.train_state, [&](const nlohmann::json& st) {
       run.step = st.at("step").get<int64_t>();
       run.tokens_seen = st.at("tokens_seen").get<int64_t>();

@@ -34,34 +34,28 @@ double bits_per_byte(double loss, int64_t tokens, int64_t bytes) {
 
 }  // namespace
 
-ShardLoss shard_loss(nn::Transformer& model, const data::BatchLoader& loader, int64_t batches,
-                    const std::vector<int64_t>& token_bytes, bool with_grads) {
-  EMBER_CHECK(batches > 0, "evaluate: needs at least one batch, got ", batches);
-  const nn::EvalModeGuard eval(model);
-  std::optional<NoGradGuard> no_grad;
-  if (!with_grads) no_grad.emplace();
-  const int64_t T = loader.options().seq_len;
+void ShardLossSums::add(const nn::LossTerms& l) {
+  ++batches;
+  ce += l.ce;
+  total += l.total.defined() ? l.total.item() : 0.0;
+  z += l.z;
+  aux += l.aux;
+  router_z += l.router_z;
+}
+
+void ShardLossSums::count_targets(const Tensor& targets, const std::vector<int64_t>& token_bytes) {
+  tokens += targets.numel();
+  if (token_bytes.empty()) return;
+  for (int64_t t : targets.to_vector<int64_t>()) bytes += token_bytes.at(static_cast<size_t>(t));
+}
+
+ShardLoss ShardLossSums::mean(bool per_byte) const {
   const double n = static_cast<double>(batches);
   ShardLoss r;
   r.batches = batches;
-  r.per_byte = !token_bytes.empty();
-  double ce = 0, total = 0, z = 0, aux = 0, router_z = 0;
-  for (int64_t i = 0; i < batches; ++i) {
-    const Tensor b = loader.batch(i, 0);
-    const Tensor x = b.narrow(1, 0, T).contiguous(), y = b.narrow(1, 1, T).contiguous();
-    const nn::LossTerms l = model.loss(model.forward(x), y);
-    if (with_grads) (l.total / n).backward();
-    ce += l.ce;
-    total += l.total.item();
-    z += l.z;
-    aux += l.aux;
-    router_z += l.router_z;
-    r.tokens += y.numel();
-    if (r.per_byte) {
-      for (int64_t t : y.to_vector<int64_t>()) r.bytes += token_bytes.at(static_cast<size_t>(t));
-    }
-  }
-  if (!r.per_byte) r.bytes = r.tokens;
+  r.per_byte = per_byte;
+  r.tokens = tokens;
+  r.bytes = per_byte ? bytes : tokens;
   r.loss = ce / n;
   r.total = total / n;
   r.z = z / n;
@@ -70,6 +64,25 @@ ShardLoss shard_loss(nn::Transformer& model, const data::BatchLoader& loader, in
   // Every batch has B x T targets, so the mean of the batch means is the mean per token.
   r.bits_per_byte = bits_per_byte(r.loss, r.tokens, r.bytes);
   return r;
+}
+
+ShardLoss shard_loss(nn::Transformer& model, const data::BatchLoader& loader, int64_t batches,
+                    const std::vector<int64_t>& token_bytes, bool with_grads) {
+  EMBER_CHECK(batches > 0, "evaluate: needs at least one batch, got ", batches);
+  const nn::EvalModeGuard eval(model);
+  std::optional<NoGradGuard> no_grad;
+  if (!with_grads) no_grad.emplace();
+  const int64_t T = loader.options().seq_len;
+  ShardLossSums sums;
+  for (int64_t i = 0; i < batches; ++i) {
+    const Tensor b = loader.batch(i, 0);
+    const Tensor x = b.narrow(1, 0, T).contiguous(), y = b.narrow(1, 1, T).contiguous();
+    const nn::LossTerms l = model.loss(model.forward(x), y);
+    if (with_grads) (l.total / static_cast<double>(batches)).backward();
+    sums.add(l);
+    sums.count_targets(y, token_bytes);
+  }
+  return sums.mean(!token_bytes.empty());
 }
 
 ShardLoss chat_shard_loss(nn::Transformer& model, std::shared_ptr<const data::ChatRows> rows,

@@ -33,6 +33,18 @@ struct ShardLoss {
 // special tokens and for ids the tokenizer lacks.
 std::vector<int64_t> token_byte_lengths(const data::Tokenizer& tokenizer, int64_t vocab_size);
 
+// What shard_loss sums over its batches (a pipeline stage sums its share of the terms, the
+// stages' sums add up to the whole model's); mean() turns them into its figures.
+struct ShardLossSums {
+  int64_t batches = 0, tokens = 0, bytes = 0;
+  double ce = 0, total = 0, z = 0, aux = 0, router_z = 0;
+  // One batch's terms (total: l.total's value, 0 when undefined) and, with count_targets, its
+  // targets: their count and, with token_bytes, their bytes.
+  void add(const nn::LossTerms& l);
+  void count_targets(const Tensor& targets, const std::vector<int64_t>& token_bytes);
+  ShardLoss mean(bool per_byte) const;
+};
+
 // Batches 0..batches-1 of `loader` (built sequential, grad_accum 1) through the model
 // in eval mode (dropout off; the mode is restored after). token_bytes from
 // token_byte_lengths, or empty for bits per token. With `with_grads` each batch's

@@ -102,9 +102,12 @@ void print_run_start(const TrainRun& run) {
   if (!run.root) return;
   const char* command = command_name(o);
   if (run.world > 1) {
-    const std::string tp = o.tp > 1 ? "--tp " + std::to_string(o.tp) + " x " +
-                                          std::to_string(run.data_world) + " data-parallel, "
-                                    : "";
+    std::string tp;  // the layout: "--tp 2 x --pp 2 (1f1b, 4 micro-batches) x 1 data-parallel, "
+    if (o.tp > 1) tp += "--tp " + std::to_string(o.tp) + " x ";
+    if (o.pp > 1)
+      tp += "--pp " + std::to_string(o.pp) + " (" + o.pp_schedule + ", " + std::to_string(o.micro_batches) +
+            " micro-batches) x ";
+    if (!tp.empty()) tp += std::to_string(run.data_world) + " data-parallel, ";
     std::printf("ember %s: %lld ranks x %d threads, %s%s\n", command,
                 static_cast<long long>(run.world), omp_get_max_threads(), tp.c_str(),
                 o.zero == 3 ? "ZeRO-3" : o.zero == 2 ? "ZeRO-2" : o.zero ? "ZeRO-1" : "all-reduce");

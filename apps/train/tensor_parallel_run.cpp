@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "apps/train/pipeline_run.h"
 #include "dist/group.h"
 #include "nn/tensor_parallel.h"
 #include "optim/clip.h"
@@ -17,33 +18,7 @@ std::string parameter_of(const std::string& key) {
   return slash == std::string::npos ? key : key.substr(0, slash);
 }
 
-// The options --tp does not combine with yet: "" when none.
-std::string refused_with_tp(const TrainOptions& o, int64_t world) {
-  const long long T = o.tp;
-  if (world % o.tp != 0)
-    return "--tp " + std::to_string(T) + " needs a world size divisible by " + std::to_string(T) +
-           ", got " + std::to_string(world);
-  if (o.zero) return "--tp and --zero cannot be combined yet (use --zero 0)";
-  if (o.checkpoint_activations || o.checkpoint_every)
-    return "--tp and --checkpoint-activations cannot be combined yet";
-  if (o.dtype != "float32") return "--tp and --dtype " + o.dtype + " cannot be combined yet";
-  if (o.sample_tokens > 0) return "--tp and --sample-tokens cannot be combined yet (sample with ember generate)";
-  return "";
-}
-
 }  // namespace
-
-void setup_tensor_parallel(TrainRun& run) {
-  if (run.o.tp == 1) return;
-  agreed(run.comm, [&] {
-    const std::string refused = refused_with_tp(run.o, run.world);
-    EMBER_CHECK(refused.empty(), refused);
-    nn::check_tensor_parallel(run.cfg, run.o.tp);
-  });
-  const int tensor_rank = static_cast<int>(run.comm.rank() % run.o.tp);
-  run.tp_group = std::make_unique<dist::Group>(run.comm.split(static_cast<int>(run.data_rank), tensor_rank));
-  run.data_comm = run.comm.split_communicator(tensor_rank, static_cast<int>(run.data_rank));
-}
 
 std::map<std::string, Tensor> shard_state(const TrainRun& run, const std::map<std::string, Tensor>& whole) {
   if (!run.tp_group) return whole;
@@ -60,6 +35,7 @@ namespace {
 // places its shard in a zero tensor of the padded whole's shape, the sum over the group is the
 // whole; a vocabulary's padding rows are then cut.
 Tensor gather_whole(const TrainRun& run, const std::string& name, const Tensor& shard) {
+  if (!run.tp_group) return shard;
   const dist::Group& g = *run.tp_group;
   const nn::TensorSplit split = nn::tensor_split(name);
   if (split == nn::TensorSplit::Whole) return shard;
@@ -97,14 +73,18 @@ optim::Optimizer::StateSource sharding_source(const TrainRun& run, optim::Optimi
   };
 }
 
-double tensor_parallel_grad_norm(const TrainRun& run) {
+double parallel_grad_norm(const TrainRun& run) {
   std::vector<Variable> split, whole;
-  for (const auto& [name, p] : run.model->named_parameters())
-    (nn::tensor_split(name) == nn::TensorSplit::Whole ? whole : split).push_back(p);
+  for (const auto& [name, p] : run.model->named_parameters()) {
+    if (is_tied_copy(run, name)) continue;
+    (run.tp_group && nn::tensor_split(name) != nn::TensorSplit::Whole ? split : whole).push_back(p);
+  }
   const double split_norm = optim::grad_norm(split), whole_norm = optim::grad_norm(whole);
   Tensor sq = Tensor::from_vector(std::vector<double>{split_norm * split_norm}, {1});
-  run.tp_group->all_reduce_sum(sq);
-  return std::sqrt(sq.to_vector<double>()[0] + whole_norm * whole_norm);
+  if (run.tp_group) run.tp_group->all_reduce_sum(sq);
+  sq = Tensor::from_vector(std::vector<double>{sq.to_vector<double>()[0] + whole_norm * whole_norm}, {1});
+  if (run.pp_group) run.pp_group->all_reduce_sum(sq);
+  return std::sqrt(sq.to_vector<double>()[0]);
 }
 
 }  // namespace ember::apps

@@ -13,10 +13,6 @@
 
 namespace ember::apps {
 
-// Collective: the layout and the options --tp does not take yet refused in one line naming
-// both; then run.tp_group (nothing without --tp).
-void setup_tensor_parallel(TrainRun& run);
-
 // Each whole tensor of a state (parameters by name, or "<name>/<moment>") cut to this rank's shard.
 std::map<std::string, Tensor> shard_state(const TrainRun& run, const std::map<std::string, Tensor>& whole);
 
@@ -30,8 +26,10 @@ void gather_model(const TrainRun& run, const nn::TensorPut& put);
 optim::Optimizer::StateSink gathering_sink(const TrainRun& run, optim::Optimizer::StateSink put);
 optim::Optimizer::StateSource sharding_source(const TrainRun& run, optim::Optimizer::StateSource get);
 
-// The L2 norm of all gradients, each parameter counted once: the split ones' squares summed
-// over the tensor group, the whole ones' (the same on every rank) taken once.
-double tensor_parallel_grad_norm(const TrainRun& run);
+// The L2 norm of all gradients over the tensor ranks and the stages, each parameter counted
+// once: the split ones' squares summed over the tensor group, the whole ones' (the same on
+// every tensor rank) taken once, the tied table's last-stage copy left out; then summed over
+// the stages.
+double parallel_grad_norm(const TrainRun& run);
 
 }  // namespace ember::apps

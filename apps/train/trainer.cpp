@@ -5,7 +5,7 @@
 
 #include "apps/train/step_progress.h"
 #include "apps/train/run.h"
-#include "apps/train/tensor_parallel_run.h"
+#include "apps/train/parallel_setup.h"
 #include "core/threads.h"
 
 namespace ember::apps {
@@ -68,7 +68,7 @@ int run_train(TrainOptions o, dist::Communicator& comm) {
   resolve_model_source(run);       // --config/--preset/--init-from/--resume; options checked
   fingerprint_data(run);           // compared with the resumed run's
   check_ranks_agree_on_run(run);   // under mpirun: options, model config, data
-  setup_tensor_parallel(run);      // --tp: what it combines with; the tensor group
+  setup_parallel_layout(run);      // --tp, --pp: what they combine with; the groups, the stage
   claim_out_folder(run);           // memory, lock, no other run's checkpoints
   return build_and_train(run, [&] {
     train_tokenizer_if_asked(run);  // --vocab-size

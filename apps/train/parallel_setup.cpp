@@ -1,0 +1,77 @@
+// --tp and --pp: the refusals and the groups of a rank (see parallel_setup.h).
+#include "apps/train/parallel_setup.h"
+
+#include "dist/parallel_layout.h"
+#include "nn/parallel_plan.h"
+
+namespace ember::apps {
+namespace {
+
+std::string number(int64_t v) { return std::to_string(v); }
+
+// The options a layout does not combine with yet: "" when none.
+std::string refused_with_tp(const TrainOptions& o) {
+  if (o.tp == 1) return "";
+  if (o.zero) return "--tp and --zero cannot be combined yet (use --zero 0)";
+  if (o.checkpoint_activations || o.checkpoint_every)
+    return "--tp and --checkpoint-activations cannot be combined yet";
+  if (o.dtype != "float32") return "--tp and --dtype " + o.dtype + " cannot be combined yet";
+  if (o.sample_tokens > 0) return "--tp and --sample-tokens cannot be combined yet (sample with ember generate)";
+  return "";
+}
+
+std::string refused_with_pp(const TrainOptions& o) {
+  if (o.pp == 1) {
+    for (const auto& [field, flag] : {std::pair{"micro_batches", "--micro-batches"}, std::pair{"pp_layers", "--pp-layers"},
+                                      std::pair{"pp_schedule", "--pp-schedule"}}) {
+      if (o.given.count(field)) return std::string(flag) + " needs --pp 2 or more";
+    }
+    return "";
+  }
+  if (o.zero) return "--pp and --zero " + number(o.zero) + " cannot be combined yet (use --zero 0)";
+  if (o.sample_tokens > 0) return "--pp and --sample-tokens cannot be combined yet (sample with ember generate)";
+  const int64_t m = o.micro_batches > 0 ? o.micro_batches : o.pp;
+  if (o.batch_size % m != 0)
+    return "--batch-size " + number(o.batch_size) + " is not divisible by --micro-batches " + number(m) +
+           (o.micro_batches > 0 ? "" : " (the default, --pp)");
+  return "";
+}
+
+std::vector<int64_t> layer_counts(const TrainOptions& o) {
+  return o.pp_layers.empty() ? std::vector<int64_t>{} : nn::parse_layer_counts(o.pp_layers);
+}
+
+}  // namespace
+
+void setup_parallel_layout(TrainRun& run) {
+  TrainOptions& o = run.o;
+  if (o.tp == 1 && o.pp == 1) {
+    agreed(run.comm, [&] {
+      const std::string refused = refused_with_pp(o);
+      EMBER_CHECK(refused.empty(), refused);
+    });
+    return;
+  }
+  nn::ParallelLayout plan;
+  agreed(run.comm, [&] {
+    EMBER_CHECK(run.world % (o.tp * o.pp) == 0, "--tp ", o.tp, " --pp ", o.pp,
+                " needs a world size divisible by ", o.tp * o.pp, ", got ", run.world);
+    for (const std::string& refused : {refused_with_tp(o), refused_with_pp(o)}) EMBER_CHECK(refused.empty(), refused);
+    plan = nn::make_parallel_layout(run.cfg, o.tp, o.pp, layer_counts(o));
+  });
+  const dist::ParallelLayout layout(static_cast<int>(run.world), static_cast<int>(o.tp), static_cast<int>(o.pp));
+  const int r = run.comm.rank(), T = layout.tp, D = layout.dp;
+  const int t = layout.tensor_index(r), d = layout.data_index(r), s = layout.stage(r);
+  if (o.tp > 1) run.tp_group = std::make_unique<dist::Group>(run.comm.split(d + D * s, t));
+  if (o.pp > 1) {
+    run.pp_group = std::make_unique<dist::Group>(run.comm.split(t + T * d, s));
+    run.stage = nn::pipeline_stage(plan, s);
+    if (o.micro_batches == 0) o.micro_batches = o.pp;
+    run.pipeline = std::make_unique<dist::PipelineRunner>(
+        *run.pp_group, dist::parse_schedule(o.pp_schedule), static_cast<int>(o.micro_batches),
+        Shape{o.batch_size / o.micro_batches, o.seq_len, run.cfg.d_model}, DType::Float32);
+  }
+  run.data_comm = run.comm.split_communicator(t + T * s, d);
+}
+
+}  // namespace ember::apps

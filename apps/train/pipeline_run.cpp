@@ -1,0 +1,223 @@
+// --pp P in the training runtime: the step's micro-batches through dist::PipelineRunner, the
+// held-out loss through the stages, and the checkpoint's tensors of the later stages sent to
+// rank 0 (see pipeline_run.h).
+#include "apps/train/pipeline_run.h"
+
+#include <nlohmann/json.hpp>
+
+#include "apps/train/step_phases.h"
+#include "autograd/autocast.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "core/profiler.h"
+
+namespace ember::apps {
+namespace {
+
+constexpr int kValidationTag = 10;  // a held-out batch's activations, stage s -> s + 1
+constexpr int kStepsTag = 11;       // the checkpoint's parts, each stage's leader -> rank 0
+constexpr int kTensorTag = 12;
+
+// One rank's stage over the micro-batches of one micro-step u of --grad-accum: the graphs of the
+// micro-batches in flight, from the stage's input to its output and loss.
+class StageStep {
+ public:
+  StageStep(TrainRun& run, StepResult& s, int64_t u)
+      : run_(run), s_(s), u_(u), M_(run.o.micro_batches),
+        scale_(static_cast<double>(run.o.micro_batches * run.o.grad_accum)) {
+    EMBER_PROFILE_PHASE(kDataPhase);
+    EMBER_PROFILE_SCOPE(kDataFamily);
+    batch_ = run.loader->batch(run.step, u);
+  }
+
+  dist::StageFunctions functions() {
+    return {[this](int m, const Tensor& in) { return forward(m, in); },
+            [this](int m, const Tensor& grad) { return backward(m, grad); }};
+  }
+
+ private:
+  struct Live {
+    Variable input;
+    nn::StageOutput out;
+    nn::LossTerms loss;
+  };
+
+  // Micro-batch m's rows of the rank's batch [B, T + 1], from column `first`.
+  Tensor rows(int m, int64_t first) const {
+    const int64_t n = batch_.size(0) / M_, T = run_.o.seq_len;
+    return batch_.narrow(0, m * n, n).narrow(1, first, T).contiguous();
+  }
+
+  Tensor forward(int m, const Tensor& in) {
+    EMBER_PROFILE_PHASE(kForwardPhase);
+    const nn::Transformer& model = *run_.model;
+    Live l;
+    if (!model.stage().first()) l.input = Variable(in).set_requires_grad(true);
+    l.out = model.forward_stage(rows(m, 0), l.input);
+    l.loss = model.stage_loss(l.out, rows(m, 1));
+    s_.ce += l.loss.ce / scale_;
+    s_.z += l.loss.z / scale_;
+    s_.aux += l.loss.aux / scale_;
+    const Tensor out = model.stage().last() ? Tensor() : l.out.output.data();
+    live_[m] = std::move(l);
+    return out;
+  }
+
+  // One backward pass from the stage's output (seeded by the next stage's gradient) and its loss.
+  Tensor backward(int m, const Tensor& grad) {
+    EMBER_PROFILE_PHASE(kBackwardPhase);
+    dist::Reducer* reducer = run_.optimization.reducer.get();
+    // The data-parallel all-reduce runs during the step's last backward.
+    if (reducer) reducer->set_sync(u_ == run_.o.grad_accum - 1 && m == M_ - 1);
+    Live& l = live_.at(m);
+    std::vector<Variable> roots;
+    std::vector<Tensor> seeds;
+    if (!run_.stage.last()) {
+      roots.push_back(l.out.output);
+      seeds.push_back(grad);
+    }
+    if (l.loss.total.defined()) {
+      roots.push_back(l.loss.total / scale_);
+      seeds.emplace_back();
+    }
+    ember::backward(roots, seeds);
+    const Tensor grad_in = run_.stage.first() ? Tensor() : l.input.grad();
+    live_.erase(m);
+    return grad_in;
+  }
+
+  TrainRun& run_;
+  StepResult& s_;
+  const int64_t u_, M_;
+  const double scale_;  // M x A: each micro-batch's share of the step's mean loss
+  Tensor batch_;
+  std::map<int, Live> live_;
+};
+
+// The sum over the stages of each value (every stage holds it after).
+void sum_over_stages(const TrainRun& run, std::vector<double*> values) {
+  std::vector<double> v;
+  for (double* x : values) v.push_back(*x);
+  Tensor t = Tensor::from_vector(v);
+  run.pp_group->all_reduce_sum(t);
+  v = t.to_vector<double>();
+  for (size_t i = 0; i < values.size(); ++i) *values[i] = v[i];
+}
+
+}  // namespace
+
+bool is_tied_copy(const TrainRun& run, const std::string& name) {
+  return run.pp_group && run.stage.last() && run.cfg.tie_embeddings && name == "model.embed_tokens.weight";
+}
+
+void pipeline_forward_backward(TrainRun& run, StepResult& s) {
+  {
+    AutocastGuard mixed(run.autocast);
+    for (int64_t u = 0; u < run.o.grad_accum; ++u) {
+      StageStep step(run, s, u);
+      run.pipeline->run(step.functions());
+    }
+  }
+  if (run.optimization.reducer) {
+    EMBER_PROFILE_PHASE(kCommWaitPhase);
+    run.optimization.reducer->finish();
+  }
+  if (run.cfg.tie_embeddings && (run.stage.first() || run.stage.last())) {
+    EMBER_PROFILE_PHASE(kCommWaitPhase);
+    dist::sum_tied_gradient(*run.pp_group, run.model->embed_tokens().weight().grad());
+  }
+  sum_over_stages(run, {&s.ce, &s.z, &s.aux});
+}
+
+ShardLoss pipeline_shard_loss(TrainRun& run) {
+  nn::Transformer& model = *run.model;
+  const nn::EvalModeGuard eval(model);
+  const NoGradGuard no_grad;
+  const dist::Group& pipeline = *run.pp_group;
+  const int s = pipeline.rank();
+  const int64_t T = run.val_loader->options().seq_len;
+  ShardLossSums sums;
+  for (int64_t i = 0; i < run.eval_batches; ++i) {
+    const Tensor b = run.val_loader->batch(i, 0);
+    const Tensor x = b.narrow(1, 0, T).contiguous(), y = b.narrow(1, 1, T).contiguous();
+    Variable in;
+    if (!model.stage().first()) {
+      Tensor received = Tensor::empty({b.size(0), T, run.cfg.d_model}, DType::Float32);
+      pipeline.recv(received, s - 1, kValidationTag);
+      in = Variable(received);
+    }
+    const nn::StageOutput out = model.forward_stage(x, in);
+    if (!model.stage().last()) pipeline.send(out.output.data().contiguous(), s + 1, kValidationTag);
+    sums.add(model.stage_loss(out, y));
+    if (model.stage().first()) sums.count_targets(y, run.token_bytes);
+  }
+  double tokens = static_cast<double>(sums.tokens), bytes = static_cast<double>(sums.bytes);
+  sum_over_stages(run, {&sums.ce, &sums.total, &sums.z, &sums.aux, &sums.router_z, &tokens, &bytes});
+  sums.tokens = static_cast<int64_t>(tokens);
+  sums.bytes = static_cast<int64_t>(bytes);
+  return sums.mean(!run.token_bytes.empty());
+}
+
+namespace {
+
+bool sends_to_root(const TrainRun& run) { return run.pp_group && run.stage.stage > 0 && run.slice_leader(); }
+
+void send_text(const dist::Group& g, const std::string& text) {
+  g.send(Tensor::from_vector(std::vector<int64_t>{static_cast<int64_t>(text.size())}), 0, kStepsTag);
+  if (!text.empty()) g.send(Tensor::from_vector(std::vector<int32_t>(text.begin(), text.end())), 0, kStepsTag);
+}
+
+std::string receive_text(const dist::Group& g, int stage) {
+  Tensor n = Tensor::empty({1}, DType::Int64);
+  g.recv(n, stage, kStepsTag);
+  const int64_t size = n.to_vector<int64_t>()[0];
+  if (size == 0) return "";
+  Tensor chars = Tensor::empty({size}, DType::Int32);
+  g.recv(chars, stage, kStepsTag);
+  const std::vector<int32_t> v = chars.to_vector<int32_t>();
+  return std::string(v.begin(), v.end());
+}
+
+}  // namespace
+
+void send_param_steps(const TrainRun& run, const std::map<std::string, int64_t>& steps) {
+  if (sends_to_root(run)) send_text(*run.pp_group, nlohmann::json(steps).dump());
+}
+
+std::map<std::string, int64_t> receive_param_steps(const TrainRun& run) {
+  std::map<std::string, int64_t> out;
+  for (int s = 1; run.pp_group && s < run.pp_group->size(); ++s) {
+    const auto steps = nlohmann::json::parse(receive_text(*run.pp_group, s)).get<std::map<std::string, int64_t>>();
+    out.insert(steps.begin(), steps.end());
+  }
+  return out;
+}
+
+// Each tensor goes as a header (its name and shape, JSON) on kStepsTag, then its float32
+// elements on kTensorTag; an empty header ends a stage's part.
+nn::TensorPut send_stage_tensors(const TrainRun& run) {
+  if (!sends_to_root(run)) return {};
+  return [&run](const std::string& name, const Tensor& t) {
+    if (is_tied_copy(run, name.substr(0, name.rfind('/')))) return;
+    EMBER_CHECK(t.dtype() == DType::Float32, "checkpoint: ", name, " is ", dtype_name(t.dtype()), ", not float32");
+    send_text(*run.pp_group, nlohmann::json{{"name", name}, {"shape", t.shape()}}.dump());
+    run.pp_group->send(t.contiguous(), 0, kTensorTag);
+  };
+}
+
+void end_stage_tensors(const TrainRun& run) {
+  if (sends_to_root(run)) send_text(*run.pp_group, "");
+}
+
+void receive_stage_tensors(const TrainRun& run, const nn::TensorPut& put) {
+  for (int s = 1; run.pp_group && s < run.pp_group->size(); ++s) {
+    for (std::string header = receive_text(*run.pp_group, s); !header.empty(); header = receive_text(*run.pp_group, s)) {
+      const nlohmann::json h = nlohmann::json::parse(header);
+      Tensor t = Tensor::empty(h.at("shape").get<Shape>(), DType::Float32);
+      run.pp_group->recv(t, s, kTensorTag);
+      put(h.at("name").get<std::string>(), t);
+    }
+  }
+}
+
+}  // namespace ember::apps
