@@ -42,6 +42,7 @@ void setup_tensor_parallel(TrainRun& run) {
   });
   const int tensor_rank = static_cast<int>(run.comm.rank() % run.o.tp);
   run.tp_group = std::make_unique<dist::Group>(run.comm.split(static_cast<int>(run.data_rank), tensor_rank));
+  run.tp_group->count_in_profile(dist::kTensorParallelChannel);  // --profile's tp_all_reduce rows
   run.data_comm = run.comm.split_communicator(tensor_rank, static_cast<int>(run.data_rank));
 }
 
