@@ -62,9 +62,10 @@ void Group::all_reduce_max(const Tensor& t) const {
 // The all-reduce, counted: one call, the tensor's bytes, the seconds inside MPI.
 void Group::all_reduce(const Tensor& t, ReduceOp op) const {
   if (size_ == 1) return;
-  const auto start = std::chrono::steady_clock::now();
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
   comm_->group_all_reduce(handle_, t, op);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   const int64_t bytes = t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
   traffic_.calls++;
   traffic_.bytes += bytes;

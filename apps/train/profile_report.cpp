@@ -29,16 +29,17 @@ std::string traffic_table(const prof::Snapshot& s) {
     const prof::Traffic all = s.channel_traffic(c);
     if (all.calls == 0) continue;
     if (out.empty()) {
-      out = line("  %-14s %-10s %10s %14s %10s  (time also in the op families above)\n", "collective",
-                 "phase", "calls/step", "bytes/step", "ms/step");
+      out = line("  %-14s %-10s %10s %14s %10s  (time also in the op families above)\n",
+                 "collective", "phase", "calls/step", "bytes/step", "ms/step");
     }
     const auto row = [&](const char* phase, const prof::Traffic& t) {
       out += line("  %-14s %-10s %10.1f %14.0f %10.2f\n", prof::channel_name(c), phase,
-                  per_step(s, static_cast<double>(t.calls)), per_step(s, static_cast<double>(t.bytes)),
-                  per_step(s, t.seconds) * 1e3);
+                  per_step(s, static_cast<double>(t.calls)),
+                  per_step(s, static_cast<double>(t.bytes)), per_step(s, t.seconds) * 1e3);
     };
     for (const Phase p : prof::phases()) {
-      if (!is_outside(p) && s.traffic_in(p, c).calls > 0) row(prof::phase_name(p), s.traffic_in(p, c));
+      const prof::Traffic& t = s.traffic_in(p, c);
+      if (!is_outside(p) && t.calls > 0) row(prof::phase_name(p), t);
     }
     row("(all)", all);
   }
@@ -61,7 +62,8 @@ nlohmann::json channels_json(const prof::Snapshot& s) {
     if (all.calls == 0) continue;
     nlohmann::json entry = traffic_json(all, s), by_phase = nlohmann::json::object();
     for (const Phase p : prof::phases()) {
-      if (!is_outside(p) && s.traffic_in(p, c).calls > 0) by_phase[prof::phase_name(p)] = traffic_json(s.traffic_in(p, c), s);
+      const prof::Traffic& t = s.traffic_in(p, c);
+      if (!is_outside(p) && t.calls > 0) by_phase[prof::phase_name(p)] = traffic_json(t, s);
     }
     entry["by_phase"] = by_phase;
     out[prof::channel_name(c)] = entry;

@@ -242,7 +242,8 @@ TEST_CASE("profiler: the layers' families and phases, in the report's order", "[
                                            "checkpoint", "outside"});
 }
 
-TEST_CASE("profiler: a channel counts calls, bytes and seconds per phase, apart from the split", "[profiler]") {
+TEST_CASE("profiler: a channel counts calls, bytes and seconds per phase, apart from the split",
+          "[profiler]") {
   const prof::Channel c = prof::register_channel("test_channel", 900);
   CHECK(prof::register_channel("test_channel", 900) == c);
   CHECK(std::string(prof::channel_name(c)) == "test_channel");
@@ -283,8 +284,10 @@ TEST_CASE("profiler: a channel counts calls, bytes and seconds per phase, apart 
   CHECK(j.at("by_phase").at("forward").at("bytes_per_step") == 2304.0);
   CHECK(j.at("by_phase").at("backward").at("calls_per_step") == 0.5);
   const std::string table = profile_table(s, 0, 0);
-  CHECK_THAT(table, Catch::Contains("test_channel   forward           1.0           2304     187.50"));
-  CHECK_THAT(table, Catch::Contains("test_channel   (all)             1.5           2336     218.75"));
+  CHECK_THAT(table,
+             Catch::Contains("test_channel   forward           1.0           2304     187.50"));
+  CHECK_THAT(table,
+             Catch::Contains("test_channel   (all)             1.5           2336     218.75"));
   prof::reset();
   CHECK(prof::snapshot().channel_traffic(c, true).calls == 0);
   CHECK(profile_json(prof::snapshot(), 0, 0).at("traffic").empty());

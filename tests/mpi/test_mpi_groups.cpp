@@ -95,7 +95,7 @@ TEST_CASE("a group counts its all-reduces: calls, payload bytes, seconds", "[mpi
     for (const dist::Group* group : {&g.tensor, &g.data}) {
       group->all_reduce_sum(Tensor::zeros({3, 5}, DType::Float32));  // 60 bytes
       group->all_reduce_max(Tensor::zeros({7}, DType::Float64));     // 56 bytes
-      CHECK_THROWS(group->all_reduce_sum(Tensor::zeros({2}, DType::Int64)));  // refused: not counted
+      CHECK_THROWS(group->all_reduce_sum(Tensor::zeros({2}, DType::Int64)));  // refused, uncounted
       const prof::Traffic& t = group->all_reduce_traffic();
       const bool moves = group->size() > 1;  // a group of one moves nothing
       CHECK(t.calls == (moves ? 2 : 0));
