@@ -1,8 +1,9 @@
 // The profiler's state machine (see profiler.h). One stack of open scopes;
 // at every scope entry and exit the time since the previous one is charged to
 // the (phase, family) pair that was current, which makes the attribution
-// exclusive with one clock read per transition. And the registries of the
-// family and phase names the layers hand in.
+// exclusive with one clock read per transition; the channels' traffic, counted
+// apart. And the registries of the family, phase and channel names the layers
+// hand in.
 #include "core/profiler.h"
 
 #include <algorithm>
@@ -102,6 +103,10 @@ Registry<kMaxPhases>& phase_registry() {
   static Registry<kMaxPhases> r("outside");
   return r;
 }
+Registry<kMaxChannels>& channel_registry() {
+  static Registry<kMaxChannels> r("other");
+  return r;
+}
 
 }  // namespace
 
@@ -113,9 +118,15 @@ Phase register_phase(std::string_view name, int report_rank) {
   return Phase{phase_registry().add(name, report_rank, "phase")};
 }
 
+Channel register_channel(std::string_view name, int report_rank) {
+  return Channel{channel_registry().add(name, report_rank, "channel")};
+}
+
 const char* family_name(Family f) { return family_registry().names[f.id].c_str(); }
 
 const char* phase_name(Phase p) { return phase_registry().names[p.id].c_str(); }
+
+const char* channel_name(Channel c) { return channel_registry().names[c.id].c_str(); }
 
 std::vector<Family> families() {
   std::vector<Family> out;
@@ -126,6 +137,12 @@ std::vector<Family> families() {
 std::vector<Phase> phases() {
   std::vector<Phase> out;
   for (const uint8_t id : phase_registry().in_report_order()) out.push_back(Phase{id});
+  return out;
+}
+
+std::vector<Channel> channels() {
+  std::vector<Channel> out;
+  for (const uint8_t id : channel_registry().in_report_order()) out.push_back(Channel{id});
   return out;
 }
 
@@ -157,6 +174,17 @@ double Snapshot::total_seconds(bool include_outside) const {
   return s;
 }
 
+Traffic Snapshot::channel_traffic(Channel c, bool include_outside) const {
+  Traffic sum;
+  for (int p = 0; p < kMaxPhases; ++p) {
+    if (!include_outside && p == kOutsidePhase.id) continue;
+    sum.calls += traffic[p][c.id].calls;
+    sum.bytes += traffic[p][c.id].bytes;
+    sum.seconds += traffic[p][c.id].seconds;
+  }
+  return sum;
+}
+
 void enable(bool on) {
   State& s = state();
   if (on) {
@@ -182,6 +210,15 @@ Snapshot snapshot() {
   State& s = state();
   if (detail::g_on.load() && s.on_owner_thread()) s.charge();
   return s.counters;
+}
+
+void add_traffic(Channel c, int64_t bytes, double seconds) {
+  State& s = state();
+  if (!detail::g_on.load(std::memory_order_relaxed) || !s.on_owner_thread()) return;
+  Traffic& t = s.counters.traffic[s.phase.id][c.id];
+  t.calls++;
+  t.bytes += bytes;
+  t.seconds += seconds;
 }
 
 Family current_family() {

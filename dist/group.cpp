@@ -1,11 +1,15 @@
 // dist::Group's checks and its size-1 shortcuts (no MPI), the MPI work being the Communicator's
 // (communicator.cpp is the one file with mpi.h); and the three groups of a ParallelLayout rank,
-// made by three splits of the world.
+// made by three splits of the world; the tensor group counts its all-reduces on the profiler's
+// tensor-parallel channel.
 #include "dist/group.h"
 
+#include <chrono>
 #include <utility>
 
 namespace ember::dist {
+
+const prof::Channel kTensorParallelChannel = prof::register_channel("tp_all_reduce", 410);
 
 namespace {
 
@@ -26,7 +30,10 @@ Group::Group(Group&& other) noexcept
     : comm_(std::exchange(other.comm_, nullptr)),
       handle_(std::exchange(other.handle_, -1)),
       rank_(std::exchange(other.rank_, 0)),
-      size_(std::exchange(other.size_, 1)) {}
+      size_(std::exchange(other.size_, 1)),
+      traffic_(std::exchange(other.traffic_, {})),
+      channel_(other.channel_),
+      profiled_(std::exchange(other.profiled_, false)) {}
 
 Group& Group::operator=(Group&& other) noexcept {
   if (this != &other) {
@@ -35,18 +42,35 @@ Group& Group::operator=(Group&& other) noexcept {
     handle_ = std::exchange(other.handle_, -1);
     rank_ = std::exchange(other.rank_, 0);
     size_ = std::exchange(other.size_, 1);
+    traffic_ = std::exchange(other.traffic_, {});
+    channel_ = other.channel_;
+    profiled_ = std::exchange(other.profiled_, false);
   }
   return *this;
 }
 
 void Group::all_reduce_sum(const Tensor& t) const {
   require_reducible(t, "Group::all_reduce_sum");
-  if (size_ > 1) comm_->group_all_reduce(handle_, t, ReduceOp::Sum);
+  all_reduce(t, ReduceOp::Sum);
 }
 
 void Group::all_reduce_max(const Tensor& t) const {
   require_reducible(t, "Group::all_reduce_max");
-  if (size_ > 1) comm_->group_all_reduce(handle_, t, ReduceOp::Max);
+  all_reduce(t, ReduceOp::Max);
+}
+
+// The all-reduce, counted: one call, the tensor's bytes, the seconds inside MPI.
+void Group::all_reduce(const Tensor& t, ReduceOp op) const {
+  if (size_ == 1) return;
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  comm_->group_all_reduce(handle_, t, op);
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const int64_t bytes = t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
+  traffic_.calls++;
+  traffic_.bytes += bytes;
+  traffic_.seconds += seconds;
+  if (profiled_) prof::add_traffic(channel_, bytes, seconds);
 }
 
 void Group::check_peer(const Tensor& t, int peer, int tag, const char* what) const {
@@ -93,6 +117,7 @@ LayoutGroups make_layout_groups(Communicator& comm, const ParallelLayout& layout
   LayoutGroups groups;
   // Colors number the groups of each kind; keys order the ranks inside one by their index.
   groups.tensor = comm.split(data + layout.dp * stage, tensor);
+  groups.tensor.count_in_profile(kTensorParallelChannel);
   groups.data = comm.split(tensor + layout.tp * stage, data);
   groups.pipeline = comm.split(tensor + layout.tp * data, stage);
   return groups;

@@ -62,7 +62,10 @@ void setup_parallel_layout(TrainRun& run) {
   const dist::ParallelLayout layout(static_cast<int>(run.world), static_cast<int>(o.tp), static_cast<int>(o.pp));
   const int r = run.comm.rank(), T = layout.tp, D = layout.dp;
   const int t = layout.tensor_index(r), d = layout.data_index(r), s = layout.stage(r);
-  if (o.tp > 1) run.tp_group = std::make_unique<dist::Group>(run.comm.split(d + D * s, t));
+  if (o.tp > 1) {
+    run.tp_group = std::make_unique<dist::Group>(run.comm.split(d + D * s, t));
+    run.tp_group->count_in_profile(dist::kTensorParallelChannel);  // --profile's tp_all_reduce rows
+  }
   if (o.pp > 1) {
     run.pp_group = std::make_unique<dist::Group>(run.comm.split(t + T * d, s));
     run.stage = nn::pipeline_stage(plan, s);

@@ -22,6 +22,55 @@ std::string line(const char* fmt, auto... args) {
   return buf;
 }
 
+// The channels' traffic (tp_all_reduce, ...): per phase and over the phases, per step.
+std::string traffic_table(const prof::Snapshot& s) {
+  std::string out;
+  for (const prof::Channel c : prof::channels()) {
+    const prof::Traffic all = s.channel_traffic(c);
+    if (all.calls == 0) continue;
+    if (out.empty()) {
+      out = line("  %-14s %-10s %10s %14s %10s  (time also in the op families above)\n",
+                 "collective", "phase", "calls/step", "bytes/step", "ms/step");
+    }
+    const auto row = [&](const char* phase, const prof::Traffic& t) {
+      out += line("  %-14s %-10s %10.1f %14.0f %10.2f\n", prof::channel_name(c), phase,
+                  per_step(s, static_cast<double>(t.calls)),
+                  per_step(s, static_cast<double>(t.bytes)), per_step(s, t.seconds) * 1e3);
+    };
+    for (const Phase p : prof::phases()) {
+      const prof::Traffic& t = s.traffic_in(p, c);
+      if (!is_outside(p) && t.calls > 0) row(prof::phase_name(p), t);
+    }
+    row("(all)", all);
+  }
+  return out;
+}
+
+nlohmann::json traffic_json(const prof::Traffic& t, const prof::Snapshot& s) {
+  return {{"calls", t.calls},
+          {"bytes", t.bytes},
+          {"calls_per_step", per_step(s, static_cast<double>(t.calls))},
+          {"bytes_per_step", per_step(s, static_cast<double>(t.bytes))},
+          {"ms_per_step", per_step(s, t.seconds) * 1e3}};
+}
+
+// {"tp_all_reduce": {calls, bytes (over the profiled steps), ..._per_step, "by_phase": {...}}}.
+nlohmann::json channels_json(const prof::Snapshot& s) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const prof::Channel c : prof::channels()) {
+    const prof::Traffic all = s.channel_traffic(c);
+    if (all.calls == 0) continue;
+    nlohmann::json entry = traffic_json(all, s), by_phase = nlohmann::json::object();
+    for (const Phase p : prof::phases()) {
+      const prof::Traffic& t = s.traffic_in(p, c);
+      if (!is_outside(p) && t.calls > 0) by_phase[prof::phase_name(p)] = traffic_json(t, s);
+    }
+    entry["by_phase"] = by_phase;
+    out[prof::channel_name(c)] = entry;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string profile_table(const prof::Snapshot& s, int64_t warmup_steps, double wall_ms_per_step) {
@@ -46,6 +95,7 @@ std::string profile_table(const prof::Snapshot& s, int64_t warmup_steps, double 
                 per_step(s, static_cast<double>(calls)), per_step(s, s.seconds_in(kForwardPhase, fam)) * 1e3,
                 per_step(s, s.seconds_in(kBackwardPhase, fam)) * 1e3);
   }
+  out += traffic_table(s);
   const double outside = per_step(s, s.phase_seconds(prof::kOutsidePhase)) * 1e3;
   if (outside > 0.005) {
     out += line("  outside phases (logging, evaluation, not in the split above): %.2f ms/step\n", outside);
@@ -82,7 +132,8 @@ nlohmann::json profile_json(const prof::Snapshot& s, int64_t warmup_steps, doubl
           {"wall_ms_per_step", wall_ms_per_step},
           {"outside_phases_ms_per_step", per_step(s, s.phase_seconds(prof::kOutsidePhase)) * 1e3},
           {"phases", phases},
-          {"families", families}};
+          {"families", families},
+          {"traffic", channels_json(s)}};
 }
 
 }  // namespace ember::apps

@@ -3,7 +3,9 @@
 // the same figures as JSON (profile.json of `ember train --profile`, the
 // "profile" object of `ember bench --json`). Percentages are of the time
 // inside phases, which the family split sums to. calls/step counts scope
-// entries: forward op calls plus recorded backward nodes run.
+// entries: forward op calls plus recorded backward nodes run. Then each
+// profiler channel's collective traffic (the tensor-parallel all-reduces:
+// calls, payload bytes and ms per step, by phase; "traffic" in the JSON).
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>

@@ -1,7 +1,8 @@
 // core/profiler: exclusive attribution of nested scopes, claims, phases,
 // nothing recorded when off or on another thread, reset; the registries of
 // names (the layers' families and phases in the report's order); and the
-// autograd engine charging a node's backward to the family its forward ran under.
+// autograd engine charging a node's backward to the family its forward ran under;
+// channels of collective traffic counted per phase, and the report's rows of them.
 // Timings use busy loops on the steady clock (they last at least their
 // length) and are compared with the test's own clock around the same regions,
 // so a loaded machine that stretches a region stretches both.
@@ -11,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "apps/train/profile_report.h"
 #include "apps/train/step_phases.h"
 #include "autograd/ops.h"
 #include "autograd/profile_families.h"
@@ -238,4 +240,55 @@ TEST_CASE("profiler: the layers' families and phases, in the report's order", "[
                                              "moe_dispatch", "optimizer", "comm", "data", "other"});
   CHECK(phases == std::vector<std::string>{"data", "forward", "backward", "clip", "optimizer", "comm_wait",
                                            "checkpoint", "outside"});
+}
+
+TEST_CASE("profiler: a channel counts calls, bytes and seconds per phase, apart from the split",
+          "[profiler]") {
+  const prof::Channel c = prof::register_channel("test_channel", 900);
+  CHECK(prof::register_channel("test_channel", 900) == c);
+  CHECK(std::string(prof::channel_name(c)) == "test_channel");
+  CHECK(prof::channels().back() == prof::Channel{});  // "other" last
+  prof::add_traffic(c, 1000, 1.0);  // off: nothing
+  ProfilerSession session;
+  prof::add_traffic(c, 8, 0.5);  // outside phases
+  {
+    EMBER_PROFILE_PHASE(kForwardPhase);
+    prof::add_traffic(c, 4096, 0.25);
+    prof::add_traffic(c, 512, 0.125);
+    std::thread([&] { prof::add_traffic(c, 7, 1.0); }).join();  // another thread: nothing
+  }
+  {
+    EMBER_PROFILE_PHASE(kBackwardPhase);
+    prof::add_traffic(c, 64, 0.0625);
+  }
+  prof::end_step();
+  prof::end_step();
+  const prof::Snapshot s = prof::snapshot();
+  CHECK(s.traffic_in(kForwardPhase, c).calls == 2);
+  CHECK(s.traffic_in(kForwardPhase, c).bytes == 4608);
+  CHECK(s.traffic_in(kForwardPhase, c).seconds == 0.375);
+  CHECK(s.traffic_in(kBackwardPhase, c).bytes == 64);
+  CHECK(s.traffic_in(prof::kOutsidePhase, c).bytes == 8);
+  CHECK(s.channel_traffic(c).calls == 3);
+  CHECK(s.channel_traffic(c).bytes == 4672);
+  CHECK(s.channel_traffic(c, true).bytes == 4680);
+  CHECK(s.total_seconds(true) < 0.5);  // the traffic's seconds are not the time split's
+
+  // The report: per step (2 steps), by phase and over the phases (outside left out).
+  const nlohmann::json j = profile_json(s, 0, 0).at("traffic").at("test_channel");
+  CHECK(j.at("calls") == 3);
+  CHECK(j.at("bytes") == 4672);
+  CHECK(j.at("bytes_per_step") == 2336.0);
+  CHECK(j.at("ms_per_step") == 1e3 * 0.4375 / 2);
+  CHECK(j.at("by_phase").size() == 2);
+  CHECK(j.at("by_phase").at("forward").at("bytes_per_step") == 2304.0);
+  CHECK(j.at("by_phase").at("backward").at("calls_per_step") == 0.5);
+  const std::string table = profile_table(s, 0, 0);
+  CHECK_THAT(table,
+             Catch::Contains("test_channel   forward           1.0           2304     187.50"));
+  CHECK_THAT(table,
+             Catch::Contains("test_channel   (all)             1.5           2336     218.75"));
+  prof::reset();
+  CHECK(prof::snapshot().channel_traffic(c, true).calls == 0);
+  CHECK(profile_json(prof::snapshot(), 0, 0).at("traffic").empty());
 }

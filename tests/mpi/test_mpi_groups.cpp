@@ -1,11 +1,14 @@
 // dist::Group and make_layout_groups on every rank, for every layout (T, P, D) of the world
 // (at -np 4: (2,2,1), (2,1,2), (1,2,2), (1,4,1), (4,1,1), (1,1,4)): group sizes and ranks,
 // sums and maxima that identify the contributing world ranks, and tensors sent to the next
-// stage and back, blocking and non-blocking. Without mpirun: size-1 groups, no MPI.
+// stage and back, blocking and non-blocking; each group's count of its all-reduces (calls and
+// payload bytes), the tensor group's also on the profiler's tp_all_reduce channel. Without
+// mpirun: size-1 groups, no MPI.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
 
+#include "core/profiler.h"
 #include "dist/group.h"
 #include "mpi_testing.h"
 
@@ -80,6 +83,34 @@ TEST_CASE("sums and maxima within the tensor, data and pipeline groups", "[mpi]"
                       "Group::all_reduce_sum: needs a float32 or float64 tensor, got int64");
     CHECK_THROWS_WITH(g.data.all_reduce_max(Tensor::zeros({3, 2}).transpose(0, 1)),
                       Catch::Contains("contiguous"));
+  }
+}
+
+TEST_CASE("a group counts its all-reduces: calls, payload bytes, seconds", "[mpi]") {
+  for (const dist::ParallelLayout& l : all_layouts()) {
+    INFO("T " << l.tp << " P " << l.pp << " D " << l.dp << " rank " << comm().rank());
+    prof::enable();
+    prof::reset();
+    dist::LayoutGroups g = dist::make_layout_groups(comm(), l);
+    for (const dist::Group* group : {&g.tensor, &g.data}) {
+      group->all_reduce_sum(Tensor::zeros({3, 5}, DType::Float32));  // 60 bytes
+      group->all_reduce_max(Tensor::zeros({7}, DType::Float64));     // 56 bytes
+      CHECK_THROWS(group->all_reduce_sum(Tensor::zeros({2}, DType::Int64)));  // refused, uncounted
+      const prof::Traffic& t = group->all_reduce_traffic();
+      const bool moves = group->size() > 1;  // a group of one moves nothing
+      CHECK(t.calls == (moves ? 2 : 0));
+      CHECK(t.bytes == (moves ? 116 : 0));
+      CHECK(t.seconds >= 0);
+      if (!moves) CHECK(t.seconds == 0);
+    }
+    // Only the tensor group is the profiler's tp_all_reduce channel.
+    const prof::Traffic p = prof::snapshot().channel_traffic(dist::kTensorParallelChannel, true);
+    prof::enable(false);
+    prof::reset();
+    CHECK(p.calls == (l.tp > 1 ? 2 : 0));
+    CHECK(p.bytes == (l.tp > 1 ? 116 : 0));
+    const dist::Group moved = std::move(g.tensor);  // the counts move along
+    CHECK(moved.all_reduce_traffic().bytes == (l.tp > 1 ? 116 : 0));
   }
 }
 

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# CTests slurm_train / slurm_requeue: a one-machine Slurm cluster (munged, slurmctld and slurmd of Debian's
-# slurm-wlm, on ports of their own, every file in a temporary folder) runs scripts/slurm/train.sbatch with
-# 2 MPI ranks. MODE train: a srun job trains a new run, then an mpirun job resumes it. MODE requeue: a srun
-# job told its time limit is near checkpoints, requeues itself and resumes. Checks the logs and the
-# checkpoints (ember eval on the last one). Stops and removes everything it started, also on failure; a
-# killed earlier run's leftovers first. Without root or the packages it skips (exit 77), except under CI
-# (CI set, not "false"/"0"), where that is a failure.
-# Usage: run.sh EMBER SOURCE_DIR WORK MODE
+# CTests slurm_train / slurm_requeue / slurm_tp: a one-machine Slurm cluster (munged, slurmctld and slurmd
+# of Debian's slurm-wlm, on ports of their own, every file in a temporary folder) runs
+# scripts/slurm/train.sbatch with 2 MPI ranks. MODE train: a srun job trains a new run, then an mpirun job
+# resumes it. MODE requeue: a srun job told its time limit is near checkpoints, requeues itself and
+# resumes. MODE tp: a srun job trains with --tp 2, (T, P, D) = (2, 1, 1), checked against the same run in
+# one process (TOOL: tests/mpi's train_parity_tool). Checks the logs and the checkpoints (ember eval on the
+# last one). Stops and removes everything it started, also on failure; a killed earlier run's leftovers
+# first. Without root or the packages it skips (exit 77), except under CI (CI set, not "false"/"0"),
+# where that is a failure.
+# Usage: run.sh EMBER SOURCE_DIR WORK MODE [TOOL]
 set -uo pipefail
-ember=$1 src=$2 work=$3 mode=$4
+ember=$1 src=$2 work=$3 mode=$4 tool=${5:-}
 ctld_port=26817 slurmd_port=26818  # not Slurm's 6817/6818: never talks to a real cluster on this machine
 config='{"vocab_size": 256, "d_model": 128, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "ffn_hidden": 256,
          "max_seq_len": 64}'
@@ -234,7 +236,29 @@ mpirun_job_resumes() {
   check_checkpoint "$dir/run/step_00000170.h5" "$log" 170
 }
 
-[[ "$mode" =~ ^(train|requeue)$ ]] || fail "MODE must be train or requeue, not $mode"
+# MODE tp, srun: `ember train --tp 2` on the job's 2 ranks, each a tensor rank of one data-parallel rank,
+# against the same run in one process outside Slurm: every step's loss and gradient norm and the
+# validation losses (train_parity_tool metrics: relative 1e-6 and 1e-5) and the final weights (relative
+# 1e-4 per tensor: the row-parallel sums add the halves of each product in another order).
+srun_job_tensor_parallel() {
+  local log=$dir/job1.out job args="--batch-size 4 --seq-len 64 --log-every 1 --eval-every 5"
+  job=$(submit "$log" EMBER_STEPS=10 EMBER_LAUNCH=srun EMBER_TRAIN_ARGS="$args --tp 2") \
+    || fail "sbatch refused the job"
+  finish_job "$job" "$log"
+  expect_in_log "$log" "launcher srun" "^ember train: 2 ranks x 1 threads, --tp 2 x 1 data-parallel" \
+    "srun --mpi=pmix .* train --config $dir/model.json .* --tp 2" "^step +10/10 " "^done: 10 steps"
+  check_checkpoint "$dir/run/step_00000010.h5" "$log" 10
+  # shellcheck disable=SC2086  # args is a list of words on purpose
+  OMP_NUM_THREADS=1 "$ember" train --config "$dir/model.json" --data "$src/tests/fixtures/small_corpus.txt" \
+    --out "$dir/one" --steps 10 --save-every 100 $args > "$dir/one.out" 2>&1 \
+    || { show_log "$dir/one.out"; fail "the one-process run failed"; }
+  "$tool" metrics "$dir/run" "$dir/one" || fail "the --tp 2 job's metrics differ from one process's"
+  "$tool" compare "$dir/run/step_00000010.h5" "$dir/one/step_00000010.h5" 1e-4 \
+    || fail "the --tp 2 job's final weights differ from one process's"
+}
+
+[[ "$mode" =~ ^(train|requeue|tp)$ ]] || fail "MODE must be train, requeue or tp, not $mode"
+[ "$mode" != tp ] || [ -x "$tool" ] || fail "MODE tp needs TOOL, tests/mpi's train_parity_tool"
 check_requirements
 mkdir -p "$work"
 [ -f "$work/cluster_dir" ] && stop_cluster "$(cat "$work/cluster_dir")"  # a killed earlier run's cluster
@@ -248,6 +272,9 @@ if [ "$mode" = train ]; then
   srun_job_trains
   mpirun_job_resumes
   echo "PASSED: scripts/slurm/train.sbatch under Slurm: a new run launched by srun, resumed by mpirun"
+elif [ "$mode" = tp ]; then
+  srun_job_tensor_parallel
+  echo "PASSED: scripts/slurm/train.sbatch under Slurm: --tp 2 on 2 ranks equals one process"
 else
   srun_job_requeued
   echo "PASSED: scripts/slurm/train.sbatch under Slurm: near its time limit, checkpointed, requeued and resumed"
