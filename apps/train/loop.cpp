@@ -241,6 +241,21 @@ void find_peak(TrainRun& run, RunTally& tally) {
   tally.peak = tally.rank_peak.flops * static_cast<double>(run.world);
 }
 
+// --pp: each stage's times in the record, and in the sums of --profile.
+void log_stage_times(const StepResult& s, RunTally& tally, json& m) {
+  m["pp_forward_ms"] = s.stage_forward_ms;
+  m["pp_backward_ms"] = s.stage_backward_ms;
+  m["pp_wait_ms"] = s.stage_wait_ms;
+  m["pp_idle"] = idle_share(s);
+  const auto add = [](std::vector<double>& sum, const std::vector<double>& v) {
+    sum.resize(v.size(), 0.0);
+    for (size_t i = 0; i < v.size(); ++i) sum[i] += v[i];
+  };
+  add(tally.stage_forward_ms, s.stage_forward_ms);
+  add(tally.stage_backward_ms, s.stage_backward_ms);
+  add(tally.stage_wait_ms, s.stage_wait_ms);
+}
+
 // The step just taken, after its checks: the metrics record, the validation when
 // due, the ranks' parameter checksums, and the progress line.
 void log_step(TrainRun& run, RunTally& tally, MetricsLog& metrics, TrainProgress& progress,
@@ -265,6 +280,7 @@ void log_step(TrainRun& run, RunTally& tally, MetricsLog& metrics, TrainProgress
             {"peak_flops", tally.peak},
             {"eta_s", eta}};
   if (s.trained_tokens >= 0) m["trained_tokens"] = s.trained_tokens;
+  if (!s.stage_wait_ms.empty()) log_stage_times(s, tally, m);
   if (!s.metrics.empty()) {  // align, reward: the pair metrics; no z-loss or MoE aux terms
     m.erase("z");
     m.erase("aux");
@@ -293,7 +309,8 @@ void log_step(TrainRun& run, RunTally& tally, MetricsLog& metrics, TrainProgress
                      tally.last_eval.loss,
                      tally.last_eval.bits_per_byte,
                      run.tokenizer.has_value(),
-                     tally.last_eval.accuracy};
+                     tally.last_eval.accuracy,
+                     s.stage_wait_ms.empty() ? std::nullopt : std::optional<double>(idle_share(s))};
   progress.step(r, every(o.log_every, run.step) || run.step == o.steps ||
                        run.step == tally.first_step + 1 || eval_now);
   continue_if_stdout_closed();
@@ -306,6 +323,9 @@ void end_profiled_step(RunTally& tally, int64_t step, double dt) {
   if (step - tally.first_step == tally.profile_warmup) {
     prof::reset();
     tally.profiled_seconds = 0;
+    tally.stage_forward_ms.clear();
+    tally.stage_backward_ms.clear();
+    tally.stage_wait_ms.clear();
   }
 }
 

@@ -104,20 +104,49 @@ void sum_over_stages(const TrainRun& run, std::vector<double*> values) {
   for (size_t i = 0; i < values.size(); ++i) *values[i] = v[i];
 }
 
+// Every stage's forward, backward and wait milliseconds, on every rank of the pipeline.
+void gather_stage_times(const TrainRun& run, const dist::PipelineTimes& t, StepResult& s) {
+  const size_t P = static_cast<size_t>(run.pp_group->size()), at = static_cast<size_t>(run.stage.stage);
+  std::vector<double> v(3 * P, 0.0);
+  v[at] = t.forward * 1e3;
+  v[P + at] = t.backward * 1e3;
+  v[2 * P + at] = t.wait * 1e3;
+  Tensor all = Tensor::from_vector(v);
+  run.pp_group->all_reduce_sum(all);
+  v = all.to_vector<double>();
+  s.stage_forward_ms.assign(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(P));
+  s.stage_backward_ms.assign(v.begin() + static_cast<std::ptrdiff_t>(P), v.begin() + static_cast<std::ptrdiff_t>(2 * P));
+  s.stage_wait_ms.assign(v.begin() + static_cast<std::ptrdiff_t>(2 * P), v.end());
+}
+
 }  // namespace
+
+double idle_share(const StepResult& s) {
+  double idle = 0;
+  for (size_t i = 0; i < s.stage_wait_ms.size(); ++i) {
+    const double busy = s.stage_forward_ms[i] + s.stage_backward_ms[i], wait = s.stage_wait_ms[i];
+    idle += busy + wait > 0 ? wait / (busy + wait) : 0;
+  }
+  return s.stage_wait_ms.empty() ? 0 : idle / static_cast<double>(s.stage_wait_ms.size());
+}
 
 bool is_tied_copy(const TrainRun& run, const std::string& name) {
   return run.pp_group && run.stage.last() && run.cfg.tie_embeddings && name == "model.embed_tokens.weight";
 }
 
 void pipeline_forward_backward(TrainRun& run, StepResult& s) {
+  dist::PipelineTimes times;
   {
     AutocastGuard mixed(run.autocast);
     for (int64_t u = 0; u < run.o.grad_accum; ++u) {
       StageStep step(run, s, u);
-      run.pipeline->run(step.functions());
+      const dist::PipelineTimes t = run.pipeline->run(step.functions());
+      times.forward += t.forward;
+      times.backward += t.backward;
+      times.wait += t.wait + t.send_wait;
     }
   }
+  gather_stage_times(run, times, s);
   if (run.optimization.reducer) {
     EMBER_PROFILE_PHASE(kCommWaitPhase);
     run.optimization.reducer->finish();

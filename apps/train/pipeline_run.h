@@ -31,8 +31,13 @@ bool is_tied_copy(const TrainRun& run, const std::string& name);
 // A step's forward and backward (x --grad-accum): the rank's batch of B rows cut into M
 // micro-batches of B / M rows run by the schedule, each micro-batch's loss divided by M x A;
 // the data-parallel all-reduce during the last backward, the tied table's gradient summed over
-// the end stages; s's loss terms summed over the stages (every stage holds the step's).
+// the end stages; s's loss terms summed over the stages (every stage holds the step's), and
+// every stage's times.
 void pipeline_forward_backward(TrainRun& run, StepResult& s);
+
+// The step's idle share of the pipeline: each stage's wait / (forward + backward + wait), the
+// mean over the stages; (P - 1) / (M + P - 1) for stages of equal cost and free transfers.
+double idle_share(const StepResult& s);
 
 // The held-out loss of shard_loss, its batches sent through the stages (forward only); every
 // rank of the pipeline returns the whole model's figures.

@@ -128,6 +128,9 @@ struct StepResult {
   // align, reward: the metrics.jsonl keys of the step's pairs (loss, rewards/... or accuracy,
   // margin), over all ranks
   std::vector<std::pair<std::string, double>> metrics;
+  // --pp: each stage's milliseconds of the step in its forwards, its backwards and waiting for
+  // receives and sends (the bubble plus the transfers), stage by stage (pipeline_run.h).
+  std::vector<double> stage_forward_ms, stage_backward_ms, stage_wait_ms;
 };
 
 // What the loop gathers for the summary.
@@ -150,6 +153,9 @@ struct RunTally {
   bool have_eval = false;
   int64_t profile_warmup = 0;  // --profile: steps left out of the averages
   double profiled_seconds = 0;
+  // --pp --profile: each stage's forward, backward and wait milliseconds summed over the steps
+  // profiled (StepResult's).
+  std::vector<double> stage_forward_ms, stage_backward_ms, stage_wait_ms;
 };
 
 // Runs f on the checkpoint's /train state (JSON that ember writes): a state

@@ -40,6 +40,7 @@ std::string format_step_line(const StepReport& r) {
       "%s",
       static_cast<long long>(r.step), static_cast<long long>(r.steps), r.loss, r.lr, r.grad_norm,
       r.tokens_per_s, r.ms_per_step, 100 * r.mfu, format_eta(r.eta_s).c_str());
+  if (r.idle) line += printf_string(" | bubble %.1f%%", 100 * *r.idle);
   if (r.has_val && r.val_accuracy)
     line += printf_string(" | val %.4f (reward accuracy %.3f)", r.val_loss, *r.val_accuracy);
   else if (r.has_val)

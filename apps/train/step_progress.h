@@ -23,6 +23,8 @@ struct StepReport {
   bool val_per_byte = true;  // val_bits are bits per byte (else per token: no tokenizer)
   // ember align and reward: the held-out reward accuracy, shown instead of val_bits.
   std::optional<double> val_accuracy;
+  // --pp: the step's idle share of the pipeline (apps/train/pipeline_run.h), shown as "bubble".
+  std::optional<double> idle;
 };
 
 // h:mm:ss, rounded to the second (negative: 0).

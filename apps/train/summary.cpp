@@ -137,14 +137,58 @@ void print_run_start(const TrainRun& run) {
   continue_if_stdout_closed();
 }
 
+namespace {
+
+// --pp: each stage's forward, backward and wait ms per profiled step and its idle share
+// (wait / all three), as profile.json's "pipeline" object.
+nlohmann::json stage_profile(const RunTally& tally, int64_t steps) {
+  const double n = static_cast<double>(std::max<int64_t>(steps, 1));
+  nlohmann::json j;
+  for (size_t i = 0; i < tally.stage_wait_ms.size(); ++i) {
+    const double f = tally.stage_forward_ms[i], b = tally.stage_backward_ms[i], w = tally.stage_wait_ms[i];
+    j["forward_ms_per_step"].push_back(f / n);
+    j["backward_ms_per_step"].push_back(b / n);
+    j["wait_ms_per_step"].push_back(w / n);
+    j["idle"].push_back(f + b + w > 0 ? w / (f + b + w) : 0.0);
+  }
+  return j;
+}
+
+// The same as a table: one column per stage.
+std::string stage_table(const nlohmann::json& j) {
+  std::string out = "pipeline stages (ms per step)";
+  for (size_t i = 0; i < j["idle"].size(); ++i) out += "  stage " + std::to_string(i);
+  out += "\n";
+  for (const char* key : {"forward_ms_per_step", "backward_ms_per_step", "wait_ms_per_step", "idle"}) {
+    char name[40];
+    std::snprintf(name, sizeof name, "  %-27s", std::string(key).substr(0, std::string(key).find("_ms")).c_str());
+    out += name;
+    for (const auto& v : j[key]) {
+      char cell[32];
+      std::snprintf(cell, sizeof cell, key == std::string("idle") ? "  %6.1f%%" : "  %7.1f",
+                    key == std::string("idle") ? 100 * v.get<double>() : v.get<double>());
+      out += cell;
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
 void report_profile(const TrainRun& run, const RunTally& tally) {
   if (!run.o.profile || !run.root) return;
   const prof::Snapshot snap = prof::snapshot();
   const double wall_ms =
       snap.steps > 0 ? tally.profiled_seconds * 1e3 / static_cast<double>(snap.steps) : 0;
   const std::string path = (fs::path(run.o.out) / "profile.json").string();
+  nlohmann::json j = profile_json(snap, tally.profile_warmup, wall_ms);
   std::printf("%s", profile_table(snap, tally.profile_warmup, wall_ms).c_str());
-  write_file_atomically(path, profile_json(snap, tally.profile_warmup, wall_ms).dump(2) + "\n");
+  if (!tally.stage_wait_ms.empty()) {
+    j["pipeline"] = stage_profile(tally, snap.steps);
+    std::printf("%s", stage_table(j["pipeline"]).c_str());
+  }
+  write_file_atomically(path, j.dump(2) + "\n");
   std::printf("profile written to %s\n", path.c_str());
   std::fflush(stdout);
 }

@@ -62,6 +62,9 @@ TEST_CASE("the plain progress line keeps its format", "[progress]") {
   // ember align and reward: the held-out reward accuracy, its own field (no bits measured).
   r.val_accuracy = 0.75;
   CHECK(format_step_line(r).ends_with(" | val 2.5000 (reward accuracy 0.750)"));
+  // --pp: the pipeline's idle share before the validation.
+  r.idle = 0.1134;
+  CHECK(format_step_line(r).ends_with("ETA 0:01:13 | bubble 11.3% | val 2.5000 (reward accuracy 0.750)"));
 }
 
 TEST_CASE("the terminal bar shows step/total, loss, lr, tok/s and ETA within the width",
