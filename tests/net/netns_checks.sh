@@ -40,28 +40,34 @@ compare_losses() {
          END { exit n == 0 || bad }'
 }
 
-# Run mode $1 (W = $2 ranks, extra train flags $3) at B=4 per rank across the links ends as one process
-# at B=4W did, and node1's link carried at least 4 bytes x parameters per step each way: the float32
-# gradient's share it sends for the others' sums plus its own slice of the result ((W-1)/W + 1/W; a ring
-# all-reduce sends 2 (W-1)/W of it), and as much received.
+# Run mode $1 (W = $2 ranks, extra train flags $3, D = $4 data-parallel ranks) at B=4 per rank across
+# the links ends as one process at B=4D did, and node1's link carried at least 4 bytes x parameters per
+# step each way: the float32 gradient's share it sends for the others' sums plus its own slice of the
+# result ((W-1)/W + 1/W; a ring all-reduce sends 2 (W-1)/W of it), and as much received; a pipeline
+# (D < W) at least its activations one way and their gradients the other.
 check_mode() {
-  local name=$1 world=$2 out=$work/$1 ref=$work/w1b$((4 * $2)) final tx0 rx0 t0 secs tx rx floor
+  local name=$1 world=$2 data=$4 out=$work/$1 ref=$work/w1b$((4 * $4)) final tx0 rx0 t0 secs tx rx floor what
   local -a flags
   read -ra flags <<< "$3"
-  reference_run "$ref" $((4 * world))
+  reference_run "$ref" $((4 * data))
   final=$(printf 'step_%08d.h5' "$STEPS")
   tx0=$(link_bytes node1 tx) rx0=$(link_bytes node1 rx) t0=$(now)
   mpi_job "$world" 180 "$ember" "${common[@]}" --batch-size 4 "${flags[@]}" --out "$out" > "$out.log" 2>&1 ||
     { cat "$out.log"; fail "$name: mpirun -np $world ember train across the nodes"; }
   secs=$(seconds_since "$t0")
-  tx=$(($(link_bytes node1 tx) - tx0)) rx=$(($(link_bytes node1 rx) - rx0)) floor=$((STEPS * 4 * params))
-  # One pass over B=4W sums the gradients in another order than W ranks do: 1e-4 (train_parity.cmake).
+  tx=$(($(link_bytes node1 tx) - tx0)) rx=$(($(link_bytes node1 rx) - rx0))
+  # Data parallelism all-reduces every gradient (4 bytes a parameter) each step; a pipeline of one
+  # stage per node sends each step's activations [4, 16, d_model 16] in float32 one way and their
+  # gradients the other.
+  floor=$((STEPS * 4 * params)) what="4 x $params parameters"
+  if ((data < world)); then floor=$((STEPS * 4 * 16 * 16 * 4)) what="activations 4 x 16 x 16 x 4 bytes"; fi
+  # One pass over B=4D sums the gradients in another order than the ranks do: 1e-4 (train_parity.cmake).
   "$tool" compare "$out/$final" "$ref/$final" 1e-4 || fail "$name: W=$world across the links differs from one process"
   compare_losses "$out" "$ref" || fail "$name: the losses of W=$world across the links differ from one process"
-  echo "$name: W=$world across the links = W=1 B=$((4 * world)); $STEPS steps in ${secs} s (launch included);" \
+  echo "$name: W=$world across the links = W=1 B=$((4 * data)); $STEPS steps in ${secs} s (launch included);" \
        "node1's link sent $tx and received $rx bytes: $((tx / STEPS)) and $((rx / STEPS)) per step, floor" \
-       "4 x $params parameters = $((4 * params))"
-  ((tx >= floor && rx >= floor)) || fail "$name: fewer bytes crossed the link than the all-reduce needs"
+       "$what = $((floor / STEPS))"
+  ((tx >= floor && rx >= floor)) || fail "$name: fewer bytes crossed the link than the run needs"
 }
 
 # A long run whose link goes down (in node2) after its first checkpoint: the job must end within

@@ -12,7 +12,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/netns_lib.sh"
 
 # One line per run mode: NAME|W|extra `ember train` flags of a run with one rank on each of nodes 1..W,
-# batch 4 per rank, which must end where one process with batch 4 W ends (e.g. "zero3|2|--zero 3").
+# batch 4 per rank, which must end where one process with batch 4 D ends (e.g. "zero3|2|--zero 3");
+# D, the data-parallel ranks, is W unless a fourth field gives it ("pipeline|2|--pp 2|1": the
+# layout (1, 2, 1), a stage on each node, activations and their gradients crossing the link).
 MODES=(
   "allreduce|2|"
   "zero1|2|--zero 1 --bucket-mb 1"
@@ -21,6 +23,7 @@ MODES=(
   "allreduce-3nodes|3|"
   "zero1-3nodes|3|--zero 1 --bucket-mb 1"
   "zero3-3nodes|3|--zero 3"
+  "pipeline|2|--pp 2|1"
 )
 STEPS=10
 FAULT_BOUND_S=30  # the job must end within this many seconds of the link going down
@@ -83,8 +86,8 @@ common=(train --config "$work/tiny.json" --data "$work/train.bin" --sequential -
 params=$("$ember" info --config "$work/tiny.json" | sed -n 's/^parameters .*(\([0-9]*\))$/\1/p')
 [ -n "$params" ] || fail "no parameter count from ember info"
 for mode in "${MODES[@]}"; do
-  IFS='|' read -r name world flags <<< "$mode"
-  check_mode "$name" "$world" "$flags"
+  IFS='|' read -r name world flags data <<< "$mode"
+  check_mode "$name" "$world" "$flags" "${data:-$world}"
 done
 check_link_down
 echo "PASSED"
