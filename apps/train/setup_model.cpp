@@ -5,6 +5,7 @@
 #include "apps/train/run.h"
 #include "apps/train/pipeline_run.h"
 #include "apps/train/tensor_parallel_run.h"
+#include "core/allocator.h"
 #include "dist/consistency.h"
 
 namespace ember::apps {
@@ -18,6 +19,9 @@ void build_model_and_optimizer(TrainRun& run) {
     run.model = std::make_unique<nn::Transformer>(run.cfg, o.seed, DType::Float32,
                                                   nn::TensorParallel{run.tp_group.get()}, run.stage);
     if (!run.start_path.empty()) run.model->load_state_dict(shard_state(run, stage_state(run, run.start.model)));
+    // --tp, --pp: the whole tensors drawn and dropped (other shards, other stages) go back to the
+    // system; cached, blocks of their sizes would stay unused beside the shards.
+    if (run.tp_group || run.pp_group) allocator_empty_cache();
     trained = run.model->named_parameters();
   }
   run.model->set_activation_checkpointing(checkpoint_interval(o));
