@@ -11,6 +11,7 @@
 # (1, 2, 1) bit for bit to the unbroken (1, 2, 1) run. Combinations not available are refused
 # in one line. Variables: EMBER, TOOL, MPIRUN, WORK.
 include(${CMAKE_CURRENT_LIST_DIR}/failed_job.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/layout_runs.cmake)
 file(REMOVE_RECURSE ${WORK})
 set(mpirun ${MPIRUN} --oversubscribe --bind-to none)
 
@@ -86,28 +87,16 @@ run("MoE P=2 metrics = P=1" ${TOOL} metrics ${WORK}/moe2 ${WORK}/moe1 ${reassoci
 run("MoE P=2 weights = P=1" ${TOOL} compare ${WORK}/moe2/step_00000006.h5 ${WORK}/moe1/step_00000006.h5
     ${reassociated})
 
-# resume(name source-run np [layout...]): step 5 of source-run copied into WORK/name, resumed.
-function(resume name source np)
-  file(MAKE_DIRECTORY ${WORK}/${name})
-  file(COPY ${WORK}/${source}/step_00000005.h5 DESTINATION ${WORK}/${name})
-  file(WRITE ${WORK}/${name}/latest "step_00000005.h5\n")
-  run("resume ${name}" ${mpirun} -np ${np} ${EMBER} train --resume ${WORK}/${name} ${ARGN})
-endfunction()
-resume(tp2_pp2_at_1 tp2_pp2 1)
+resume_layout(tp2_pp2_at_1 tp2_pp2 1)
 run("(2,2,1) resumed at (1,1,1) = P=1" ${TOOL} compare ${WORK}/tp2_pp2_at_1/${final} ${WORK}/p1/${final}
     ${reassociated})
-resume(tp2_pp2_at_pp2_dp2 tp2_pp2 4 --pp 2 --batch-size 2)  # the same global batch: 2 x 2 rows
+resume_layout(tp2_pp2_at_pp2_dp2 tp2_pp2 4 --pp 2 --batch-size 2)  # the same global batch: 2 x 2 rows
 run("(2,2,1) resumed at (1,2,2) = P=1" ${TOOL} compare ${WORK}/tp2_pp2_at_pp2_dp2/${final}
     ${WORK}/p1/${final} ${reassociated})
-resume(pp2_at_pp2 pp2 2 --pp 2)
+resume_layout(pp2_at_pp2 pp2 2 --pp 2)
 run("(1,2,1) resumed at (1,2,1) = (1,2,1)" ${TOOL} compare ${WORK}/pp2_at_pp2/${final} ${WORK}/pp2/${final} 0)
 
 # Refused up front, one line, nothing trained.
-function(expect_failure what expect np)
-  execute_process(COMMAND ${mpirun} -np ${np} ${EMBER} ${common} --out ${WORK}/refused ${ARGN}
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
-  check_failed_job("${what}" "${expect}" "${rc}" "${out}${err}")
-endfunction()
 expect_failure("--pp 3 on 2 ranks" "--tp 1 --pp 3 needs a world size divisible by 3, got 2" 2 --pp 3)
 expect_failure("--pp with --zero" "--pp and --zero 1 cannot be combined yet" 2 --pp 2 --zero 1)
 expect_failure("--micro-batches 3, batch 4" "--batch-size 4 is not divisible by --micro-batches 3" 2

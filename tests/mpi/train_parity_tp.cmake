@@ -9,6 +9,7 @@
 # to the unbroken T = 2 run. The combinations not available yet are refused in one line.
 # Variables: EMBER, TOOL, MPIRUN, WORK.
 include(${CMAKE_CURRENT_LIST_DIR}/failed_job.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/layout_runs.cmake)
 file(REMOVE_RECURSE ${WORK})
 set(mpirun ${MPIRUN} --oversubscribe --bind-to none)
 
@@ -50,26 +51,14 @@ run("MoE T=2 metrics = T=1" ${TOOL} metrics ${WORK}/moe2 ${WORK}/moe1)
 run("MoE T=2 weights = T=1" ${TOOL} compare ${WORK}/moe2/step_00000006.h5 ${WORK}/moe1/step_00000006.h5
     ${reassociated})
 
-# resume(name source-run tp): step 5 of source-run copied into WORK/name, resumed at --tp tp.
-function(resume name source tp)
-  file(MAKE_DIRECTORY ${WORK}/${name})
-  file(COPY ${WORK}/${source}/step_00000005.h5 DESTINATION ${WORK}/${name})
-  file(WRITE ${WORK}/${name}/latest "step_00000005.h5\n")
-  run("resume ${name}" ${mpirun} -np ${tp} ${EMBER} train --resume ${WORK}/${name} --tp ${tp})
-endfunction()
-resume(t2_at_t1 t2 1)
+resume_layout(t2_at_t1 t2 1 --tp 1)
 run("T=2 resumed at T=1 = T=1" ${TOOL} compare ${WORK}/t2_at_t1/${final} ${WORK}/t1/${final} ${reassociated})
-resume(t1_at_t2 t1 2)
+resume_layout(t1_at_t2 t1 2 --tp 2)
 run("T=1 resumed at T=2 = T=1" ${TOOL} compare ${WORK}/t1_at_t2/${final} ${WORK}/t1/${final} ${reassociated})
-resume(t2_at_t2 t2 2)
+resume_layout(t2_at_t2 t2 2 --tp 2)
 run("T=2 resumed at T=2 = T=2" ${TOOL} compare ${WORK}/t2_at_t2/${final} ${WORK}/t2/${final} 0)
 
 # Refused up front, one line, nothing trained.
-function(expect_failure what expect np)
-  execute_process(COMMAND ${mpirun} -np ${np} ${EMBER} ${common} --out ${WORK}/refused ${ARGN}
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
-  check_failed_job("${what}" "${expect}" "${rc}" "${out}${err}")
-endfunction()
 expect_failure("--tp 3 on 2 ranks" "--tp 3 --pp 1 needs a world size divisible by 3, got 2" 2 --tp 3)
 expect_failure("--tp 4, 2 KV heads" "--tp 4: n_kv_heads 2 is not divisible by 4" 4 --tp 4)
 expect_failure("--tp with --zero" "--tp and --zero cannot be combined yet" 2 --tp 2 --zero 1)
