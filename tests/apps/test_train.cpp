@@ -292,7 +292,8 @@ TEST_CASE("the command line's flags are the option table's fields, bound to Trai
   }
   CHECK(not_saved == std::set<std::string>{"config", "preset", "init_from", "resume", "out", "profile",
                                            "allow_data_change", "checkpoint_activations",
-                                           "checkpoint_every", "tp"});  // tp: the layout is the command line's
+                                           "checkpoint_every", "tp", "pp", "micro_batches", "pp_layers",
+                                           "pp_schedule"});  // the layout is the command line's
   // The rank-agreement list walks the same table, in the same order.
   const auto values = option_values(o);
   REQUIRE(values.size() == flags.size());
