@@ -3,8 +3,9 @@
 # default model on the default corpus, each rank's batch of B rows cut into M micro-batches,
 # under mpirun -np 2 (one core per rank on a 2-core machine), for each M given. Reads each
 # run's profile.json ("pipeline": every stage's forward, backward and wait ms per step after the
-# warm-up) and prints per stage and M: the measured idle share, the mean over the stages, and
-# the formula's. Run it on an otherwise idle machine.
+# warm-up) and prints per M: each stage's idle share (1 - its forward + backward over the span,
+# the longest stage's forward + backward + wait), the pipeline's (the stages' mean), and the
+# formula's. Run it on an otherwise idle machine.
 #   bash bench/bench_pipeline.sh [BUILD_DIR] [STEPS] [M ...] [-- extra train options]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +33,6 @@ prof = json.load(open(sys.argv[1])); m = int(sys.argv[2]); p = prof["pipeline"]
 busy = [f + b for f, b in zip(p["forward_ms_per_step"], p["backward_ms_per_step"])]
 idle = p["idle"]; P = len(idle)
 print(f"{m:<4} {prof['wall_ms_per_step']:<10.1f} {'/'.join(f'{b:.0f}' for b in busy):<10} "
-      f"{idle[0]:<10.3f} {idle[1]:<10.3f} {sum(idle) / P:<10.3f} {(P - 1) / (m + P - 1):.3f}")
+      f"{idle[0]:<10.3f} {idle[1]:<10.3f} {p['pipeline_idle']:<10.3f} {(P - 1) / (m + P - 1):.3f}")
 PY
 done

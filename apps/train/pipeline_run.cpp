@@ -3,6 +3,7 @@
 // rank 0 (see pipeline_run.h).
 #include "apps/train/pipeline_run.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "apps/train/step_phases.h"
@@ -121,13 +122,20 @@ void gather_stage_times(const TrainRun& run, const dist::PipelineTimes& t, StepR
 
 }  // namespace
 
-double idle_share(const StepResult& s) {
-  double idle = 0;
-  for (size_t i = 0; i < s.stage_wait_ms.size(); ++i) {
-    const double busy = s.stage_forward_ms[i] + s.stage_backward_ms[i], wait = s.stage_wait_ms[i];
-    idle += busy + wait > 0 ? wait / (busy + wait) : 0;
+double idle_share(const std::vector<double>& forward, const std::vector<double>& backward,
+                  const std::vector<double>& wait) {
+  // The stages start together; the pipeline's span is the longest stage's forward + backward +
+  // wait (a stage that finishes early idles until then, outside its own waits).
+  double span = 0, busy = 0;
+  for (size_t i = 0; i < wait.size(); ++i) {
+    span = std::max(span, forward[i] + backward[i] + wait[i]);
+    busy += forward[i] + backward[i];
   }
-  return s.stage_wait_ms.empty() ? 0 : idle / static_cast<double>(s.stage_wait_ms.size());
+  return span > 0 ? 1 - busy / (span * static_cast<double>(wait.size())) : 0;
+}
+
+double idle_share(const StepResult& s) {
+  return idle_share(s.stage_forward_ms, s.stage_backward_ms, s.stage_wait_ms);
 }
 
 bool is_tied_copy(const TrainRun& run, const std::string& name) {

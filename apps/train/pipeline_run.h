@@ -35,8 +35,11 @@ bool is_tied_copy(const TrainRun& run, const std::string& name);
 // every stage's times.
 void pipeline_forward_backward(TrainRun& run, StepResult& s);
 
-// The step's idle share of the pipeline: each stage's wait / (forward + backward + wait), the
-// mean over the stages; (P - 1) / (M + P - 1) for stages of equal cost and free transfers.
+// The idle share of a pipeline's run from each stage's forward, backward and wait times:
+// 1 - (the stages' busy time) / (P x the span), the span the longest stage's forward + backward
+// + wait; (P - 1) / (M + P - 1) for stages of equal cost and free transfers. And a step's.
+double idle_share(const std::vector<double>& forward, const std::vector<double>& backward,
+                  const std::vector<double>& wait);
 double idle_share(const StepResult& s);
 
 // The held-out loss of shard_loss, its batches sent through the stages (forward only); every

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "apps/train/closed_stdout.h"
+#include "apps/train/pipeline_run.h"
 #include "apps/train/profile_report.h"
 #include "apps/train/run_files.h"
 #include "apps/train/run.h"
@@ -139,18 +140,22 @@ void print_run_start(const TrainRun& run) {
 
 namespace {
 
-// --pp: each stage's forward, backward and wait ms per profiled step and its idle share
-// (wait / all three), as profile.json's "pipeline" object.
+// --pp: each stage's forward, backward and wait ms per profiled step and its idle share (1 -
+// its busy time / the longest stage's forward + backward + wait), and the pipeline's
+// (apps/train/pipeline_run.h), as profile.json's "pipeline" object.
 nlohmann::json stage_profile(const RunTally& tally, int64_t steps) {
   const double n = static_cast<double>(std::max<int64_t>(steps, 1));
+  const std::vector<double>&f = tally.stage_forward_ms, &b = tally.stage_backward_ms, &w = tally.stage_wait_ms;
+  double span = 0;
+  for (size_t i = 0; i < w.size(); ++i) span = std::max(span, f[i] + b[i] + w[i]);
   nlohmann::json j;
-  for (size_t i = 0; i < tally.stage_wait_ms.size(); ++i) {
-    const double f = tally.stage_forward_ms[i], b = tally.stage_backward_ms[i], w = tally.stage_wait_ms[i];
-    j["forward_ms_per_step"].push_back(f / n);
-    j["backward_ms_per_step"].push_back(b / n);
-    j["wait_ms_per_step"].push_back(w / n);
-    j["idle"].push_back(f + b + w > 0 ? w / (f + b + w) : 0.0);
+  for (size_t i = 0; i < w.size(); ++i) {
+    j["forward_ms_per_step"].push_back(f[i] / n);
+    j["backward_ms_per_step"].push_back(b[i] / n);
+    j["wait_ms_per_step"].push_back(w[i] / n);
+    j["idle"].push_back(span > 0 ? 1 - (f[i] + b[i]) / span : 0.0);
   }
+  j["pipeline_idle"] = idle_share(f, b, w);
   return j;
 }
 
@@ -171,7 +176,9 @@ std::string stage_table(const nlohmann::json& j) {
     }
     out += "\n";
   }
-  return out;
+  char idle[64];
+  std::snprintf(idle, sizeof idle, "  pipeline idle %.1f%%\n", 100 * j["pipeline_idle"].get<double>());
+  return out + idle;
 }
 
 }  // namespace
