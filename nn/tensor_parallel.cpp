@@ -13,7 +13,9 @@ Tensor tensor_shard(const Tensor& whole, TensorSplit split, int64_t rank, int64_
   if (split == TensorSplit::Whole) return whole;
   const std::vector<int64_t> shape = rank_shape(split, whole.shape(), T);  // checks divisibility
   const int64_t dim = split == TensorSplit::Columns ? 1 : 0, n = shape[static_cast<size_t>(dim)];
-  if (split != TensorSplit::VocabRows) return whole.narrow(dim, rank * n, n).contiguous();
+  // A copy, never a view: a row block of a contiguous tensor is contiguous already, and a view
+  // would keep the whole tensor's storage alive beside the shard.
+  if (split != TensorSplit::VocabRows) return whole.narrow(dim, rank * n, n).clone();
   Tensor shard = Tensor::zeros(shape, whole.dtype());  // padding rows stay 0
   const int64_t real = std::min(n, whole.size(0) - rank * n);
   if (real > 0) shard.narrow(0, 0, real).copy_(whole.narrow(0, rank * n, real));

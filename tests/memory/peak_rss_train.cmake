@@ -2,8 +2,8 @@
 # `ember train` run it describes: a 20.6M-parameter model (16P = 314 MiB, so the
 # model dominates the process's own ~40-50 MiB), 2 steps of B 4 x T 64, at
 # W = 1 and W = 2 (mpirun) for K = 0, 1, 2, 3, and once with --checkpoint-activations; and
-# each stage of `--pp 2` at B 16 in 8 micro-batches under 1f1b and gpipe against info's per-stage
-# table (`ember info --pp 2 ...`).
+# each rank of `--pp 2` at B 16 in 8 micro-batches under 1f1b and gpipe, of `--tp 2` and of
+# `--tp 2 --pp 2` (B 4) against its stage in info's per-stage table (`ember info --tp --pp ...`).
 # Every rank's ru_maxrss (tests/memory/peak_rss.cpp) must be within 10% of info's
 # total. Variables: EMBER, PEAK, MPIRUN, WORK, DATA.
 file(REMOVE_RECURSE ${WORK})
@@ -76,36 +76,39 @@ function(run_case w k)
   set(failures "${failed}" PARENT_SCOPE)
 endfunction()
 
-# run_stages(name [train and info options...]): `ember train --pp 2` on 2 ranks (rank s runs
-# stage s), each rank's peak RSS against the column of its stage in `ember info`'s per-stage table.
-function(run_stages name)
+# run_layout(name np P [train and info options...]): `ember train` of a tensor- and pipeline-
+# parallel layout on np ranks of P stages (rank r runs stage r div (np / P)), each rank's peak RSS
+# against the column of its stage in `ember info`'s per-stage table.
+function(run_layout name np stages)
   set(out ${WORK}/${name})
-  execute_process(COMMAND ${mpirun} -np 2 ${PEAK} ${out}.rss -- ${EMBER} train --config ${config} --data ${DATA}
-                          --out ${out} --steps 2 --seq-len 64 --eval-batches 0 --log-every 0 --pp 2 ${ARGN}
+  execute_process(COMMAND ${mpirun} -np ${np} ${PEAK} ${out}.rss -- ${EMBER} train --config ${config} --data ${DATA}
+                          --out ${out} --steps 2 --seq-len 64 --eval-batches 0 --log-every 0 ${ARGN}
                   RESULT_VARIABLE rc OUTPUT_VARIABLE o ERROR_VARIABLE e TIMEOUT 300)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "${name}: ember train failed (${rc})\n${o}\n${e}")
   endif()
   file(REMOVE_RECURSE ${out})
-  execute_process(COMMAND ${EMBER} info --config ${config} --seq-len 64 --pp 2 ${ARGN}
+  execute_process(COMMAND ${EMBER} info --config ${config} --seq-len 64 --world-size ${np} ${ARGN}
                   RESULT_VARIABLE rc OUTPUT_VARIABLE info ERROR_VARIABLE e)
-  if(NOT rc EQUAL 0 OR NOT info MATCHES "\n  total +([0-9.]+) +([0-9.]+)\n")
+  if(NOT rc EQUAL 0 OR NOT info MATCHES "\n  total +([0-9. ]+)\n")
     message(FATAL_ERROR "${name}: ember info failed (${rc})\n${info}\n${e}")
   endif()
-  set(stage0 ${CMAKE_MATCH_1})
-  set(stage1 ${CMAKE_MATCH_2})
+  string(REGEX MATCHALL "[0-9.]+" totals "${CMAKE_MATCH_1}")
   set(failed "${failures}")
-  foreach(rank 0 1)
-    set(predicted ${stage${rank}})
+  math(EXPR last "${np} - 1")
+  foreach(rank RANGE ${last})
+    math(EXPR stage "${rank} * ${stages} / ${np}")
+    list(GET totals ${stage} predicted)
     file(STRINGS ${out}.rss.${rank} kib)
     string(REPLACE "." "" p100 "${predicted}0")
     math(EXPR m100 "${kib} * 100 / 1024")
     math(EXPR pct10 "(${p100} - ${m100}) * 1000 / ${m100}")
     fixed(measured ${m100} 100)
     fixed(error ${pct10} 10)
-    string(APPEND table "${name} stage ${rank}: predicted ${predicted} MiB, measured ${measured} MiB, error ${error} %\n")
+    string(APPEND table "${name} rank ${rank} (stage ${stage}): predicted ${predicted} MiB, measured ${measured} MiB, "
+                        "error ${error} %\n")
     if(pct10 GREATER 100 OR pct10 LESS -100)
-      string(APPEND failed "${name} stage ${rank}; ")
+      string(APPEND failed "${name} rank ${rank}; ")
     endif()
   endforeach()
   set(table "${table}" PARENT_SCOPE)
@@ -119,8 +122,10 @@ foreach(w 1 2)
 endforeach()
 run_case(2 0 --checkpoint-activations)
 # 8 micro-batches of 2 rows: 1F1B holds 2 on stage 0 and 1 on stage 1, GPipe 8 on both.
-run_stages(pp2_1f1b --batch-size 16 --micro-batches 8)
-run_stages(pp2_gpipe --batch-size 16 --micro-batches 8 --pp-schedule gpipe)
+run_layout(pp2_1f1b 2 2 --pp 2 --batch-size 16 --micro-batches 8)
+run_layout(pp2_gpipe 2 2 --pp 2 --batch-size 16 --micro-batches 8 --pp-schedule gpipe)
+run_layout(tp2 2 1 --tp 2 --batch-size 4)
+run_layout(tp2_pp2 4 2 --tp 2 --pp 2 --batch-size 4)
 message("${table}")
 if(failures)
   message(FATAL_ERROR "beyond 10% of the measured peak RSS: ${failures}")

@@ -118,6 +118,11 @@ TEST_CASE("tensor shards: rows, columns, padded vocabulary rows and back") {
   CHECK(tensor_shard(w.narrow(0, 0, 2).contiguous(), TensorSplit::Rows, 1, 2).to_vector<double>() ==
         std::vector<double>{4, 5, 6, 7});
   CHECK_THROWS(tensor_shard(w, TensorSplit::Rows, 0, 2));  // 3 rows over 2 ranks
+  // A shard is a copy: a view would keep the whole tensor's storage alive beside it (a rank
+  // of --tp would hold every row-split weight whole).
+  const Tensor rows = w.narrow(0, 0, 2).contiguous();
+  for (TensorSplit s : {TensorSplit::Rows, TensorSplit::Columns, TensorSplit::VocabRows})
+    CHECK(tensor_shard(rows, s, 1, 2).storage() != rows.storage());
   for (TensorSplit s : {TensorSplit::Columns, TensorSplit::VocabRows, TensorSplit::Whole}) {
     std::vector<Tensor> shards;
     for (int64_t r = 0; r < 2; ++r) shards.push_back(tensor_shard(w, s, r, 2));
