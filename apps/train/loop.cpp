@@ -147,9 +147,8 @@ StepResult train_step(TrainRun& run) {
 // model's residency hooks are collective) rather than all 4P on every rank.
 void evaluate_step(TrainRun& run, RunTally& tally, json& record) {
   // ZeRO-3: every rank (a collective forward); --tp, --pp: every rank of data index 0.
-  const bool takes_part = run.optimization.sharded                   ? true
-                          : run.tp_group || run.pp_group ? run.data_rank == 0
-                                                                     : run.root;
+  const bool layout = run.tp_group || run.pp_group;
+  const bool takes_part = run.optimization.sharded || (layout ? run.data_rank == 0 : run.root);
   agreed(run.comm, [&] {
     if (!takes_part) return;
     const ShardLoss result = validation_loss(run, tally, record);

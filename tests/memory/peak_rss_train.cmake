@@ -30,6 +30,22 @@ function(fixed out value scale)
   set(${out} "${sign}${whole}.${part}" PARENT_SCOPE)
 endfunction()
 
+# check_rank(label predicted rss-file): one rank's peak RSS (KiB, from peak_rss) against info's
+# predicted MiB; a row of the table, and the label among the failures beyond 10%.
+function(check_rank label predicted rss)
+  file(STRINGS ${rss} kib)
+  # |predicted - measured| <= 10% of measured, in hundredths of a MiB.
+  string(REPLACE "." "" p100 "${predicted}0")  # 123.4 MiB -> 12340 hundredths
+  math(EXPR m100 "${kib} * 100 / 1024")
+  math(EXPR pct10 "(${p100} - ${m100}) * 1000 / ${m100}")  # tenths of a percent
+  fixed(measured ${m100} 100)
+  fixed(error ${pct10} 10)
+  set(table "${table}${label}: predicted ${predicted} MiB, measured ${measured} MiB, error ${error} %\n" PARENT_SCOPE)
+  if(pct10 GREATER 100 OR pct10 LESS -100)
+    set(failures "${failures}${label}; " PARENT_SCOPE)
+  endif()
+endfunction()
+
 # run_case(W K [extra flags...]): train, measure every rank, compare with info.
 function(run_case w k)
   set(name "W${w}_zero${k}")
@@ -55,25 +71,12 @@ function(run_case w k)
     message(FATAL_ERROR "${name}: ember info failed (${rc})\n${info}\n${e}")
   endif()
   set(predicted ${CMAKE_MATCH_1})
-  set(failed "${failures}")
   math(EXPR last "${w} - 1")
   foreach(rank RANGE ${last})
-    file(STRINGS ${out}.rss.${rank} kib)
-    # |predicted - measured| <= 10% of measured, in hundredths of a MiB.
-    string(REPLACE "." "" p100 "${predicted}0")  # 123.4 MiB -> 12340 hundredths
-    math(EXPR m100 "${kib} * 100 / 1024")
-    math(EXPR diff "${p100} - ${m100}")
-    math(EXPR pct10 "${diff} * 1000 / ${m100}")  # tenths of a percent
-    fixed(measured ${m100} 100)
-    fixed(error ${pct10} 10)
-    string(APPEND table "${name} rank ${rank}: predicted ${predicted} MiB, measured ${measured} MiB, "
-                        "error ${error} %\n")
-    if(pct10 GREATER 100 OR pct10 LESS -100)
-      string(APPEND failed "${name} rank ${rank}; ")
-    endif()
+    check_rank("${name} rank ${rank}" ${predicted} ${out}.rss.${rank})
   endforeach()
   set(table "${table}" PARENT_SCOPE)
-  set(failures "${failed}" PARENT_SCOPE)
+  set(failures "${failures}" PARENT_SCOPE)
 endfunction()
 
 # run_layout(name np P [train and info options...]): `ember train` of a tensor- and pipeline-
@@ -94,25 +97,14 @@ function(run_layout name np stages)
     message(FATAL_ERROR "${name}: ember info failed (${rc})\n${info}\n${e}")
   endif()
   string(REGEX MATCHALL "[0-9.]+" totals "${CMAKE_MATCH_1}")
-  set(failed "${failures}")
   math(EXPR last "${np} - 1")
   foreach(rank RANGE ${last})
     math(EXPR stage "${rank} * ${stages} / ${np}")
     list(GET totals ${stage} predicted)
-    file(STRINGS ${out}.rss.${rank} kib)
-    string(REPLACE "." "" p100 "${predicted}0")
-    math(EXPR m100 "${kib} * 100 / 1024")
-    math(EXPR pct10 "(${p100} - ${m100}) * 1000 / ${m100}")
-    fixed(measured ${m100} 100)
-    fixed(error ${pct10} 10)
-    string(APPEND table "${name} rank ${rank} (stage ${stage}): predicted ${predicted} MiB, measured ${measured} MiB, "
-                        "error ${error} %\n")
-    if(pct10 GREATER 100 OR pct10 LESS -100)
-      string(APPEND failed "${name} rank ${rank}; ")
-    endif()
+    check_rank("${name} rank ${rank} (stage ${stage})" ${predicted} ${out}.rss.${rank})
   endforeach()
   set(table "${table}" PARENT_SCOPE)
-  set(failures "${failed}" PARENT_SCOPE)
+  set(failures "${failures}" PARENT_SCOPE)
 endfunction()
 
 foreach(w 1 2)
