@@ -13,9 +13,6 @@ std::string number(int64_t v) { return std::to_string(v); }
 std::string refused_with_tp(const TrainOptions& o) {
   if (o.tp == 1) return "";
   if (o.zero) return "--tp and --zero cannot be combined yet (use --zero 0)";
-  if (o.checkpoint_activations || o.checkpoint_every)
-    return "--tp and --checkpoint-activations cannot be combined yet";
-  if (o.dtype != "float32") return "--tp and --dtype " + o.dtype + " cannot be combined yet";
   if (o.sample_tokens > 0) return "--tp and --sample-tokens cannot be combined yet (sample with ember generate)";
   return "";
 }

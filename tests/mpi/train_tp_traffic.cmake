@@ -7,9 +7,11 @@
 # A (2L + 1 + 2L qk + L_moe) calls, A ((2L + 1) N d 4 + 2L qk hd 4 + L_moe N k 4) bytes (the
 # blocks' and the head's input gradients, QK-norm weights, MoE routing weights); clip 1 call of
 # 8 bytes; each checkpoint 3 calls per split parameter (it and its two AdamW moments) of its
-# padded whole. A GQA QK-norm z-loss model at --grad-accum 2 with a padded vocabulary, the same
-# at (T, P, D) = (2, 1, 2) (the data-parallel traffic is not the tensor group's), and an MoE
-# model (shared expert). Variables: EMBER, TOOL, MPIRUN, WORK.
+# padded whole; with R blocks recomputed (--checkpoint-activations) their two forward sums again
+# in the backward, A 2R calls of N d 4 bytes. A GQA QK-norm z-loss model at --grad-accum 2 with a
+# padded vocabulary, the same at (T, P, D) = (2, 1, 2) (the data-parallel traffic is not the
+# tensor group's) and with --checkpoint-every 2 (R = 1 of 2 blocks), and an MoE model (shared
+# expert). Variables: EMBER, TOOL, MPIRUN, WORK.
 include(${CMAKE_CURRENT_LIST_DIR}/failed_job.cmake)
 file(REMOVE_RECURSE ${WORK})
 set(mpirun ${MPIRUN} --oversubscribe --bind-to none)
@@ -35,15 +37,15 @@ function(check_phase dir phase calls bytes)
   endif()
 endfunction()
 
-# check_run(DIR B T A D L HEADS KV HD FFN VPAD QK MOE_L K E EH SHARED): every phase of the run
+# check_run(DIR B T A D L HEADS KV HD FFN VPAD QK MOE_L K E EH SHARED R): every phase of the run
 # against the formula; the one checkpoint in the profiled steps (the last step's) counted apart.
-function(check_run dir B T A d L heads kv hd ffn vpad qk moe_layers k experts eh shared)
+function(check_run dir B T A d L heads kv hd ffn vpad qk moe_layers k experts eh shared recomputed)
   math(EXPR N "${B} * ${T}")
   math(EXPR fwd_calls "${A} * (2 * ${L} + 3)")
   math(EXPR fwd_bytes "${A} * ((2 * ${L} + 1) * ${N} * ${d} * 4 + 24 * ${N})")
-  math(EXPR bwd_calls "${A} * (2 * ${L} + 1 + 2 * ${L} * ${qk} + ${moe_layers})")
-  math(EXPR bwd_bytes
-       "${A} * ((2 * ${L} + 1) * ${N} * ${d} * 4 + 2 * ${L} * ${qk} * ${hd} * 4 + ${moe_layers} * ${N} * ${k} * 4)")
+  math(EXPR bwd_calls "${A} * (2 * ${L} + 1 + 2 * ${L} * ${qk} + ${moe_layers} + 2 * ${recomputed})")
+  math(EXPR bwd_bytes "${A} * ((2 * ${L} + 1) * ${N} * ${d} * 4 + 2 * ${L} * ${qk} * ${hd} * 4 \
+                       + ${moe_layers} * ${N} * ${k} * 4 + 2 * ${recomputed} * ${N} * ${d} * 4)")
   check_phase(${dir} forward ${fwd_calls} ${fwd_bytes})
   check_phase(${dir} backward ${bwd_calls} ${bwd_bytes})
   check_phase(${dir} clip 1 8)
@@ -83,10 +85,13 @@ set(common train --data ${WORK}/train.bin --sequential --seq-len 16 --steps 4 --
     --log-every 1 --eval-every 2 --profile)
 run("T=2 A=2" ${mpirun} -np 2 ${EMBER} ${common} --config ${WORK}/gqa.json --grad-accum 2 --tp 2
     --out ${WORK}/gqa)
-check_run(${WORK}/gqa 4 16 2 16 2 4 2 4 32 66 1 0 0 0 0 0)
+check_run(${WORK}/gqa 4 16 2 16 2 4 2 4 32 66 1 0 0 0 0 0 0)
 run("T=2 D=2 A=2" ${mpirun} -np 4 ${EMBER} ${common} --config ${WORK}/gqa.json --grad-accum 2 --tp 2
     --out ${WORK}/gqa_d2)
-check_run(${WORK}/gqa_d2 4 16 2 16 2 4 2 4 32 66 1 0 0 0 0 0)
+check_run(${WORK}/gqa_d2 4 16 2 16 2 4 2 4 32 66 1 0 0 0 0 0 0)
+run("T=2 A=2 recompute" ${mpirun} -np 2 ${EMBER} ${common} --config ${WORK}/gqa.json --grad-accum 2 --tp 2
+    --checkpoint-every 2 --out ${WORK}/gqa_recompute)
+check_run(${WORK}/gqa_recompute 4 16 2 16 2 4 2 4 32 66 1 0 0 0 0 0 1)
 
 # Every block MoE: 4 experts of 8 units, top-2, one shared expert; head_dim 16 / 2 = 8.
 file(WRITE ${WORK}/moe.json [=[
@@ -95,5 +100,5 @@ file(WRITE ${WORK}/moe.json [=[
  "aux_loss_coef": 0.01, "router_z_loss_coef": 0.001}}
 ]=])
 run("MoE T=2" ${mpirun} -np 2 ${EMBER} ${common} --config ${WORK}/moe.json --tp 2 --out ${WORK}/moe)
-check_run(${WORK}/moe 4 16 1 16 2 2 2 8 32 64 0 2 2 4 8 1)
+check_run(${WORK}/moe 4 16 1 16 2 2 2 8 32 64 0 2 2 4 8 1 0)
 file(REMOVE_RECURSE ${WORK})
