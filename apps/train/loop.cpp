@@ -81,15 +81,16 @@ void forward_backward(TrainRun& run, StepResult& s) {
 }
 
 // Clipping: the norm here, the scaling fused into the optimizer's pass
-// (grad_scale) instead of a pass of its own over every gradient; ZeRO-1/2
-// clip their shard of the gradient in place (the norm is the global one).
+// (grad_scale) instead of a pass of its own over every gradient; ZeRO-1/2/3
+// clip their shard of the gradient in place (the norm is the global one), except under --tp /
+// --pp, where ZeRO-1's shard is scaled by grad_scale in its update.
 void clip_gradients(TrainRun& run, StepResult& s) {
   EMBER_PROFILE_PHASE(kClipPhase);
-  if (run.o.zero) {
-    s.norm = run.optimization.reducer->clip_grad_norm(run.o.clip);
-  } else if (run.tp_group || run.pp_group) {  // each parameter counted once over the ranks
+  if (run.tp_group || run.pp_group) {  // each parameter counted once over the ranks (and shards)
     s.norm = parallel_grad_norm(run);
-    s.grad_scale = optim::clip_coefficient(s.norm, run.o.clip);
+    s.grad_scale = optim::clip_coefficient(s.norm, run.o.clip);  // ZeroAdamW scales its shard
+  } else if (run.o.zero) {
+    s.norm = run.optimization.reducer->clip_grad_norm(run.o.clip);
   } else {
     s.norm = optim::grad_norm(run.params);
     s.grad_scale = optim::clip_coefficient(s.norm, run.o.clip);

@@ -12,7 +12,7 @@ std::string number(int64_t v) { return std::to_string(v); }
 // The options a layout does not combine with yet: "" when none.
 std::string refused_with_tp(const TrainOptions& o) {
   if (o.tp == 1) return "";
-  if (o.zero) return "--tp and --zero cannot be combined yet (use --zero 0)";
+  if (o.zero >= 2) return "--tp and --zero " + number(o.zero) + " cannot be combined yet (use --zero 0 or 1)";
   if (o.sample_tokens > 0) return "--tp and --sample-tokens cannot be combined yet (sample with ember generate)";
   return "";
 }
@@ -25,7 +25,7 @@ std::string refused_with_pp(const TrainOptions& o) {
     }
     return "";
   }
-  if (o.zero) return "--pp and --zero " + number(o.zero) + " cannot be combined yet (use --zero 0)";
+  if (o.zero >= 2) return "--pp and --zero " + number(o.zero) + " cannot be combined yet (use --zero 0 or 1)";
   if (o.sample_tokens > 0) return "--pp and --sample-tokens cannot be combined yet (sample with ember generate)";
   const int64_t m = o.micro_batches > 0 ? o.micro_batches : o.pp;
   if (o.batch_size % m != 0)

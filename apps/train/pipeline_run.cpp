@@ -19,6 +19,18 @@ constexpr int kValidationTag = 10;  // a held-out batch's activations, stage s -
 constexpr int kStepsTag = 11;       // the checkpoint's parts, each stage's leader -> rank 0
 constexpr int kTensorTag = 12;
 
+// ZeRO-1 with tied embeddings, on the two end stages: the table's gradient is summed over them
+// before the data-parallel reduction, not after. After it a rank holds only its shard of the
+// averaged flat buffer, and the two stages' buffers (other parameters beside the table) cut the
+// table at other places, so each rank would need pieces from several ranks of the other stage.
+// Summed first (data rank d of stage 0 with data rank d of the last), the reduction averages the
+// sum: both stages then update the table from the same averaged gradient, whatever their
+// shards. The price: these two stages' reduction starts at the reducer's finish(), after the
+// step's backward, instead of overlapping it.
+bool tied_sum_first(const TrainRun& run) {
+  return run.o.zero && run.cfg.tie_embeddings && (run.stage.first() || run.stage.last());
+}
+
 // One rank's stage over the micro-batches of one micro-step u of --grad-accum: the graphs of the
 // micro-batches in flight, from the stage's input to its output and loss.
 class StageStep {
@@ -68,8 +80,10 @@ class StageStep {
   Tensor backward(int m, const Tensor& grad) {
     EMBER_PROFILE_PHASE(kBackwardPhase);
     dist::Reducer* reducer = run_.optimization.reducer.get();
-    // The data-parallel all-reduce runs during the step's last backward.
-    if (reducer) reducer->set_sync(u_ == run_.o.grad_accum - 1 && m == M_ - 1);
+    // The data-parallel all-reduce runs during the step's last backward (with tied_sum_first,
+    // from finish()).
+    const bool last = u_ == run_.o.grad_accum - 1 && m == M_ - 1;
+    if (reducer) reducer->set_sync(last && !tied_sum_first(run_));
     Live& l = live_.at(m);
     std::vector<Variable> roots;
     std::vector<Tensor> seeds;
@@ -155,13 +169,15 @@ void pipeline_forward_backward(TrainRun& run, StepResult& s) {
     }
   }
   gather_stage_times(run, times, s);
-  if (run.optimization.reducer) {
+  {
     EMBER_PROFILE_PHASE(kCommWaitPhase);
-    run.optimization.reducer->finish();
-  }
-  if (run.cfg.tie_embeddings && (run.stage.first() || run.stage.last())) {
-    EMBER_PROFILE_PHASE(kCommWaitPhase);
-    dist::sum_tied_gradient(*run.pp_group, run.model->embed_tokens().weight().grad());
+    const bool tied = run.cfg.tie_embeddings && (run.stage.first() || run.stage.last());
+    auto sum_tied = [&run] {
+      dist::sum_tied_gradient(*run.pp_group, run.model->embed_tokens().weight().grad());
+    };
+    if (tied && tied_sum_first(run)) sum_tied();
+    if (run.optimization.reducer) run.optimization.reducer->finish();
+    if (tied && !tied_sum_first(run)) sum_tied();  // plain: .grad is the averaged gradient now
   }
   sum_over_stages(run, {&s.ce, &s.z, &s.aux});
 }

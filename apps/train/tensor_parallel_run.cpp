@@ -2,10 +2,12 @@
 // to shards (checkpoints), and the global gradient norm.
 #include "apps/train/tensor_parallel_run.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "apps/train/pipeline_run.h"
 #include "dist/group.h"
+#include "dist/reducer.h"
 #include "nn/tensor_parallel.h"
 #include "optim/clip.h"
 
@@ -73,16 +75,69 @@ optim::Optimizer::StateSource sharding_source(const TrainRun& run, optim::Optimi
   };
 }
 
-double parallel_grad_norm(const TrainRun& run) {
+namespace {
+
+// The squares of a rank's gradients: those of split parameters (summed over the tensor group
+// after) and those of whole ones (the same on every tensor rank: taken once); the tied table's
+// last-stage copy in neither.
+struct GradSquares {
+  double split = 0, whole = 0;
+};
+
+bool counted_as_split(const TrainRun& run, const std::string& name) {
+  return run.tp_group && nn::tensor_split(name) != nn::TensorSplit::Whole;
+}
+
+GradSquares local_squares(const TrainRun& run) {
   std::vector<Variable> split, whole;
   for (const auto& [name, p] : run.model->named_parameters()) {
     if (is_tied_copy(run, name)) continue;
-    (run.tp_group && nn::tensor_split(name) != nn::TensorSplit::Whole ? split : whole).push_back(p);
+    (counted_as_split(run, name) ? split : whole).push_back(p);
   }
   const double split_norm = optim::grad_norm(split), whole_norm = optim::grad_norm(whole);
-  Tensor sq = Tensor::from_vector(std::vector<double>{split_norm * split_norm}, {1});
+  return {split_norm * split_norm, whole_norm * whole_norm};
+}
+
+double sum_of_squares(const Tensor& t) {
+  double sum = 0;
+  dispatch_float(t.dtype(), "gradient norm", [&](auto tag) {
+    using T = decltype(tag);
+    const T* d = t.numel() ? t.data<T>() : nullptr;
+    for (int64_t i = 0; i < t.numel(); ++i) sum += static_cast<double>(d[i]) * d[i];
+  });
+  return sum;
+}
+
+// ZeRO-1: a data rank holds the averaged gradient of its shard of the reducer's flat buffer only
+// (dist::ZeroAdamW updates it). Each parameter's part of the shard is counted by the
+// parameter's kind; every element lies in one rank's shard, so the sums over the data ranks
+// are the slice's.
+GradSquares shard_squares(const TrainRun& run) {
+  const dist::Reducer& reducer = *run.optimization.reducer;
+  const Tensor& grad = reducer.shard_grad();
+  const int r = reducer.comm().rank();
+  std::vector<double> sq{0, 0};
+  for (const auto& [name, p] : run.model->named_parameters()) {
+    const int64_t i = reducer.index_of(p);
+    if (i < 0 || is_tied_copy(run, name)) continue;
+    const size_t k = static_cast<size_t>(i), b = reducer.bucket_of(k);
+    const int64_t at = reducer.flat_offset(k), piece = reducer.piece_begin(b, r);
+    const int64_t lo = std::max(at, piece), hi = std::min(at + p.numel(), reducer.piece_begin(b, r + 1));
+    if (lo >= hi) continue;
+    const Tensor part = grad.narrow(0, reducer.shard_offset(b) + lo - piece, hi - lo);
+    sq[counted_as_split(run, name) ? 0 : 1] += sum_of_squares(part);
+  }
+  sq = reducer.comm().all_reduce(sq, dist::ReduceOp::Sum);
+  return {sq[0], sq[1]};
+}
+
+}  // namespace
+
+double parallel_grad_norm(const TrainRun& run) {
+  const GradSquares mine = run.o.zero ? shard_squares(run) : local_squares(run);
+  Tensor sq = Tensor::from_vector(std::vector<double>{mine.split}, {1});
   if (run.tp_group) run.tp_group->all_reduce_sum(sq);
-  sq = Tensor::from_vector(std::vector<double>{sq.to_vector<double>()[0] + whole_norm * whole_norm}, {1});
+  sq = Tensor::from_vector(std::vector<double>{sq.to_vector<double>()[0] + mine.whole}, {1});
   if (run.pp_group) run.pp_group->all_reduce_sum(sq);
   return std::sqrt(sq.to_vector<double>()[0]);
 }

@@ -29,7 +29,9 @@ optim::Optimizer::StateSource sharding_source(const TrainRun& run, optim::Optimi
 // The L2 norm of all gradients over the tensor ranks and the stages, each parameter counted
 // once: the split ones' squares summed over the tensor group, the whole ones' (the same on
 // every tensor rank) taken once, the tied table's last-stage copy left out; then summed over
-// the stages.
+// the stages. Under --zero 1 (a data rank holds its shard of the averaged gradient only) each
+// parameter's part of the shard is counted so, summed over the data ranks first. Collective
+// over the slice's data ranks (ZeRO), tensor group and stages.
 double parallel_grad_norm(const TrainRun& run);
 
 }  // namespace ember::apps

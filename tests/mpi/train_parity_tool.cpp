@@ -7,6 +7,9 @@
 //                                     every /model tensor of checkpoint A within a
 //                                     relative error of LIMIT (1e-5 by default) of B's
 //                                     (exit 1 otherwise)
+//   train_parity_tool compare-state A B LIMIT
+//                                     the same for /model and /optim's moments, and
+//                                     equal optimizer step counts
 //   train_parity_tool chat DIR        writes DIR/base.h5 and DIR/chat.jsonl
 //   train_parity_tool pairs DIR       writes DIR/base.h5 and DIR/pairs.jsonl (24 pairs)
 //   (tests/finetune_testing.h)
@@ -22,6 +25,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -86,6 +90,59 @@ int compare_metrics(const char* a_dir, const char* b_dir, double norm_rel) {
   return 0;
 }
 
+// Every tensor of `a` within a relative error of `limit` of b's (and b has no other): the worst.
+// -1 when one is missing or over the limit (printed).
+double compare_tensors(const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b,
+                       const char* b_name, double limit) {
+  if (a.size() != b.size()) {
+    std::printf("different tensor counts: %zu vs %zu\n", a.size(), b.size());
+    return -1;
+  }
+  double worst = 0;
+  for (const auto& [name, ta] : a) {
+    const auto it = b.find(name);
+    if (it == b.end()) {
+      std::printf("%s: missing in %s\n", name.c_str(), b_name);
+      return -1;
+    }
+    const std::vector<float> x = ta.to_vector<float>(), y = it->second.to_vector<float>();
+    if (x.size() != y.size()) {
+      std::printf("%s: sizes differ\n", name.c_str());
+      return -1;
+    }
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      diff += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
+      norm += double(y[i]) * y[i];
+    }
+    const double rel = std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
+    worst = std::max(worst, rel);
+    if (!(rel <= limit)) {
+      std::printf("%s: relative error %.3g (limit %.3g)\n", name.c_str(), rel, limit);
+      return -1;
+    }
+  }
+  return worst;
+}
+
+// compare (the model's tensors) and compare-state (also the optimizer's moments, its step and
+// every parameter's update count, which must be equal).
+int compare_checkpoints(const char* a_path, const char* b_path, double limit, bool with_state) {
+  const nn::Checkpoint a = nn::read_checkpoint(a_path, with_state), b = nn::read_checkpoint(b_path, with_state);
+  const double model = compare_tensors(a.model, b.model, b_path, limit);
+  if (model < 0) return 1;
+  std::printf("%zu tensors equal within %.3g\n", a.model.size(), model);
+  if (!with_state) return 0;
+  const double state = compare_tensors(a.optim, b.optim, b_path, limit);
+  if (state < 0) return 1;
+  if (a.optim_step != b.optim_step || a.optim_param_steps != b.optim_param_steps) {
+    std::printf("the optimizer's step counts differ\n");
+    return 1;
+  }
+  std::printf("%zu optimizer tensors equal within %.3g, step counts equal\n", a.optim.size(), state);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -110,40 +167,9 @@ int main(int argc, char** argv) {
     nn::write_checkpoint(argv[2], c);
     return 0;
   }
-  if (mode == "compare" && (argc == 4 || argc == 5)) {
-    const double limit = argc == 5 ? std::stod(argv[4]) : 1e-5;
-    const nn::Checkpoint a = nn::read_checkpoint(argv[2], false), b = nn::read_checkpoint(argv[3], false);
-    if (a.model.size() != b.model.size()) {
-      std::printf("different tensor counts: %zu vs %zu\n", a.model.size(), b.model.size());
-      return 1;
-    }
-    double worst = 0;
-    for (const auto& [name, ta] : a.model) {
-      const auto it = b.model.find(name);
-      if (it == b.model.end()) {
-        std::printf("%s: missing in %s\n", name.c_str(), argv[3]);
-        return 1;
-      }
-      const std::vector<float> x = ta.to_vector<float>(), y = it->second.to_vector<float>();
-      if (x.size() != y.size()) {
-        std::printf("%s: sizes differ\n", name.c_str());
-        return 1;
-      }
-      double diff = 0, norm = 0;
-      for (size_t i = 0; i < x.size(); ++i) {
-        diff += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
-        norm += double(y[i]) * y[i];
-      }
-      const double rel = std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
-      worst = std::max(worst, rel);
-      if (!(rel <= limit)) {
-        std::printf("%s: relative error %.3g (limit %.3g)\n", name.c_str(), rel, limit);
-        return 1;
-      }
-    }
-    std::printf("%zu tensors equal within %.3g\n", a.model.size(), worst);
-    return 0;
-  }
+  if (mode == "compare" && (argc == 4 || argc == 5))
+    return compare_checkpoints(argv[2], argv[3], argc == 5 ? std::stod(argv[4]) : 1e-5, false);
+  if (mode == "compare-state" && argc == 5) return compare_checkpoints(argv[2], argv[3], std::stod(argv[4]), true);
   if (mode == "chat" && argc == 3) {
     std::filesystem::create_directories(argv[2]);
     testing::write_chat_base((std::filesystem::path(argv[2]) / "base.h5").string());
@@ -160,7 +186,8 @@ int main(int argc, char** argv) {
     return compare_metrics(argv[2], argv[3], argc == 5 ? std::stod(argv[4]) : 1e-5);
   std::fprintf(
       stderr,
-      "usage: train_parity_tool data DIR [SEED] | bad-state CKPT | compare A B [LIMIT] | chat DIR | "
+      "usage: train_parity_tool data DIR [SEED] | bad-state CKPT | compare A B [LIMIT] | "
+      "compare-state A B LIMIT | chat DIR | "
       "pairs DIR | "
       "metrics A B [N]\n");
   return 2;
