@@ -354,7 +354,9 @@ Reducer::Reducer(Communicator& comm, const std::vector<Variable>& params, Reduce
   s.flat = Tensor::zeros({options.shard_grads ? 1 : std::max<int64_t>(s.numel, 1)}, dtype);
   s.flags = Tensor::zeros({std::max<int64_t>(static_cast<int64_t>(n), 1)}, DType::Float32);
   s.lay_out_shards();
-  const int64_t shard_len = s.shard_len;
+  // Plain data parallelism keeps no shard: the averaged gradient is the flat buffer (a shard
+  // here would cost 1/W of the model's gradients for nothing).
+  const int64_t shard_len = options.zero ? s.shard_len : 0;
   s.shard_storage = Tensor::zeros({std::max<int64_t>(shard_len, 1)}, dtype);
   s.shard_grad = s.shard_storage.narrow(0, 0, shard_len);
   s.copied.assign(n, 0);

@@ -121,7 +121,7 @@ class Reducer {
   int64_t shard_offset(size_t b) const;
   int64_t shard_numel() const;
   size_t bucket_of(size_t index) const;  // of params()[index]
-  // ZeRO: this rank's shard of the averaged gradient (after finish()).
+  // ZeRO: this rank's shard of the averaged gradient (after finish()); without ZeRO empty.
   const Tensor& shard_grad() const;
   // The flat buffer (ZeRO-1 uses it to all-gather the parameters); with
   // shard_grads it is not kept (one element).

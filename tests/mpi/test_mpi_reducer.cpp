@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "autograd/ops.h"
+#include "core/allocator.h"
 #include "dist/reducer.h"
 #include "mpi_testing.h"
 #include "optim/adamw.h"
@@ -251,4 +252,26 @@ TEST_CASE("W ranks of B rows take the step of one process with W * B rows", "[mp
     }
   }
   CHECK(worst < 1e-10);
+}
+
+// Plain data parallelism keeps one flat buffer of the gradients and nothing more; ZeRO keeps
+// this rank's shard of it besides (a shard allocated without ZeRO cost 1/W of the model).
+TEST_CASE("the reducer keeps a shard of the gradient only under ZeRO", "[mpi][reducer]") {
+  const int64_t n = int64_t{1} << 20;  // 4 MiB of float32 in two parameters
+  std::vector<Variable> params{Variable(Tensor::zeros({n / 2}), true), Variable(Tensor::zeros({n / 2}), true)};
+  const int W = comm().world_size();
+  const size_t flat = allocator_bucket_size(static_cast<size_t>(n) * 4), small = 4096;  // flags and the like
+  for (const bool zero : {false, true}) {
+    const size_t before = allocator_stats().bytes_in_use;
+    dist::Reducer reducer(comm(), params, dist::ReducerOptions{.zero = zero});
+    const size_t grown = allocator_stats().bytes_in_use - before;
+    INFO("zero " << zero << ": the reducer holds " << grown << " bytes; the flat buffer is " << flat);
+    if (!zero) {
+      CHECK(grown <= flat + small);
+      CHECK(reducer.shard_grad().numel() == 0);
+    } else {
+      CHECK(reducer.shard_grad().numel() == reducer.shard_numel());
+      CHECK(grown >= flat + static_cast<size_t>(n / W) * 4 - 64);
+    }
+  }
 }
