@@ -62,9 +62,12 @@ Variable LoRAAdapter::row_dropout(const Variable& x) const {
   const uint64_t offset = dropout_gen_->advance(static_cast<uint64_t>(shape_numel(whole)));
   // The whole input's mask (kept: 1 / (1 - p), dropped: 0) drawn as one rank draws it; x times
   // this rank's columns of it is one rank's dropout of x there, bit for bit.
-  NoGradGuard no_grad;
-  const Tensor mask = dropout(Variable(Tensor::ones(whole, x.dtype())), options_.dropout,
-                              dropout_gen_->seed, offset).data();
+  Tensor mask;
+  {
+    NoGradGuard no_grad;
+    mask = dropout(Variable(Tensor::ones(whole, x.dtype())), options_.dropout, dropout_gen_->seed,
+                   offset).data();
+  }
   return mul(x, Variable(mask.narrow(mask.dim() - 1, tp_->rank() * n, n).contiguous()));
 }
 
