@@ -5,7 +5,8 @@
 # untied head: the losses, gradient norms, trained tokens and validation losses of every step
 # (train_parity_tool metrics) and the final trained tensors (relative 1e-4 per tensor: the
 # row-parallel sums add the halves of each product in another order) match. At (T, P, D) =
-# (2, 1, 2) the reducer runs over the ranks holding the same shards. A LoRA checkpoint is the
+# (2, 1, 2) the reducer runs over the ranks holding the same shards; --checkpoint-activations
+# changes nothing (bit for bit). A LoRA checkpoint is the
 # one process's (the adapters gathered whole, naming the base): saved at T = 2 it resumes on one
 # process, saved on one process it resumes at T = 2, and at T = 2 it resumes bit for bit. What
 # --tp does not combine with in fine-tuning is refused in one line.
@@ -56,6 +57,10 @@ function(resume name source np)
   file(WRITE ${WORK}/${name}/latest "step_00000002.h5\n")
   run("resume ${name}" ${mpirun} -np ${np} ${EMBER} finetune --resume ${WORK}/${name} --tp ${np})
 endfunction()
+# Recomputed blocks replay the adapters' dropout masks and all-reduces: bit for bit.
+run("dropout T=2 recomputed" ${mpirun} -np 2 ${EMBER} ${common} --lora-targets q,o,down,head --lora-dropout 0.1
+    --tp 2 --checkpoint-activations --out ${WORK}/recomputed)
+run("T=2 recomputed = T=2" ${TOOL} compare ${WORK}/recomputed/${final} ${WORK}/dropout2/${final} 0)
 resume(t2_at_t1 dropout2 1)
 run("T=2 resumed at T=1 = T=1" ${TOOL} compare ${WORK}/t2_at_t1/${final} ${WORK}/dropout1/${final} ${reassociated})
 resume(t1_at_t2 dropout1 2)
