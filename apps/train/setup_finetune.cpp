@@ -80,7 +80,8 @@ std::vector<std::pair<std::string, Variable>> build_finetune_model(TrainRun& run
     if (run.added_rows > 0) nn::add_vocab_rows(*run.model, run.added_rows, o.seed);
     if (o.full && run.added_rows > 0) run.model = grown_plain_model(*run.model, o.seed);
     if (!o.full) {
-      nn::add_adapters(*run.model, lora_config(o), o.quantize, o.seed);
+      // --tp: a model it cannot split (LoRA on MoE) fails every rank with one line.
+      agreed(run.comm, [&] { nn::add_adapters(*run.model, lora_config(o), o.quantize, o.seed); });
       // Only rank 0 writes checkpoints (the one place base_sha256 is used).
       agreed(run.comm, [&] {
         if (run.root) run.finetune_base_sha256 = sha256_file(run.finetune_base);
