@@ -74,6 +74,21 @@ expect_failure("finetune --tp with --zero" "--tp and --zero cannot be combined y
 expect_failure("finetune --tp with --add-chat-tokens" "--tp and --add-chat-tokens cannot be combined yet" 2
                --tp 2 --add-chat-tokens)
 expect_failure("finetune --pp (not an option of ember finetune)" "not expected" 2 --pp 2)
+# A base whose o_proj [48, 48] NF4 blocks (64 values) straddle the column split at T = 2 (made by
+# ember train with a tokenizer of its own, which has the ChatML tokens).
+file(WRITE ${WORK}/d48.json [=[
+{"vocab_size": 270, "d_model": 48, "n_layers": 1, "n_heads": 2, "ffn_hidden": 64, "max_seq_len": 64,
+ "dropout": 0}
+]=])
+run("d_model 48 base" ${EMBER} train --config ${WORK}/d48.json --data ${WORK}/chat.jsonl --vocab-size 270
+    --steps 1 --batch-size 2 --seq-len 16 --out ${WORK}/d48)
+execute_process(COMMAND ${mpirun} -np 2 ${EMBER} finetune --base ${WORK}/d48/step_00000001.h5 ${steps}
+                        --quantize nf4 --tp 2 --out ${WORK}/refused
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+check_failed_job("nf4 blocks across the split" "--tp 2: model.layers.0.self_attn.o_proj.weight: the NF4 blocks of 64 elements of [48, 48] do not align with its columns [0, 24)" "${rc}" "${out}${err}")
+if(EXISTS ${WORK}/refused)
+  message(FATAL_ERROR "a refused run left --out behind")
+endif()
 foreach(command align reward)
   execute_process(COMMAND ${mpirun} -np 2 ${EMBER} ${command} --base ${WORK}/base.h5 ${steps} --tp 2
                           --out ${WORK}/refused
