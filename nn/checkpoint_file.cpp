@@ -221,7 +221,8 @@ std::unique_ptr<Transformer> load_model_weights(const ModelConfig& cfg, uint64_t
     if (quantized && tp.active() && layer >= 0 && ends_with(name, "_proj.weight")) {
       block_whole.emplace(name, t);  // quantized whole, then cut (quantize_block)
     } else {
-      params[i].second.data().copy_(tp.active() ? tensor_shard(t, tensor_split(name), tp.rank(), tp.size()) : t);
+      const Tensor mine = tp.active() ? tensor_shard(t, tensor_split(name), tp.rank(), tp.size()) : t;
+      params[i].second.data().copy_(mine);
     }
     params[i].second = Variable();  // the model holds the only reference: quantizing frees it
     const bool block_read =

@@ -69,11 +69,13 @@ const std::map<std::string, TensorSplit>& split_rules() {
     std::map<std::string, TensorSplit> adapters;
     for (const auto& [name, split] : r) {
       const std::string suffix = ".weight";
-      if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      const size_t at = name.size() - std::min(name.size(), suffix.size());
+      if (split == S::Whole || split == S::VocabRows || name.compare(at, suffix.size(), suffix) != 0)
         continue;
-      const std::string base = name.substr(0, name.size() - suffix.size());
-      if (split == S::Rows) adapters[base + ".lora_A.weight"] = S::Whole, adapters[base + ".lora_B.weight"] = S::Rows;
-      if (split == S::Columns) adapters[base + ".lora_A.weight"] = S::Columns, adapters[base + ".lora_B.weight"] = S::Whole;
+      const std::string base = name.substr(0, at);
+      const bool rows = split == S::Rows;
+      adapters[base + ".lora_A.weight"] = rows ? S::Whole : S::Columns;
+      adapters[base + ".lora_B.weight"] = rows ? S::Rows : S::Whole;
     }
     adapters["lm_head.lora_A.weight"] = S::Whole;
     adapters["lm_head.lora_B.weight"] = S::VocabRows;

@@ -210,8 +210,9 @@ Variable Transformer::head(const Variable& h) const {
                 "tensor parallelism: the head takes no ZeRO-3 or added rows");
     const Variable hc = copy_to_group(h, *tp_.group);
     const auto* linear = dynamic_cast<const Linear*>(lm_head_.get());
-    logits = lm_head_ && !linear ? lm_head_->forward(hc)
-                                 : matmul(hc, linear ? linear->weight() : embed_tokens_->weight(), false, true);
+    logits = lm_head_ && !linear
+                 ? lm_head_->forward(hc)
+                 : matmul(hc, linear ? linear->weight() : embed_tokens_->weight(), false, true);
     if (tied_head_adapter_) logits = logits + tied_head_adapter_->forward(hc);
   } else {
     logits = lm_head_ ? lm_head_->forward(h) : embed_tokens_->project(h, std::move(table_read));

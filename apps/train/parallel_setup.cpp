@@ -12,7 +12,8 @@ std::string number(int64_t v) { return std::to_string(v); }
 // ember finetune (align, reward) with --tp: what it does not combine with yet ("" when none).
 std::string refused_with_finetune_tp(const TrainOptions& o) {
   if (!o.finetune) return "";
-  if (o.align || o.reward) return std::string("--tp and ember ") + (o.align ? "align" : "reward") + " cannot be combined yet";
+  if (o.align || o.reward)
+    return std::string("--tp and ember ") + (o.align ? "align" : "reward") + " cannot be combined yet";
   if (o.zero) return "--tp and --zero cannot be combined yet in ember finetune (use --zero 0)";
   if (o.add_chat_tokens) return "--tp and --add-chat-tokens cannot be combined yet";
   return "";

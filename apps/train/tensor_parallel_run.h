@@ -31,11 +31,12 @@ optim::Optimizer::StateSink gathering_sink(const TrainRun& run, optim::Optimizer
 optim::Optimizer::StateSource sharding_source(const TrainRun& run, optim::Optimizer::StateSource get);
 
 // The L2 norm of all gradients (of the trained tensors: checkpoint_parameters) over the tensor
-// ranks and the stages, each parameter counted once: the split ones' squares summed over the tensor group, the whole ones' (the same on
-// every tensor rank) taken once, the tied table's last-stage copy left out; then summed over
-// the stages. Under --zero 1 (a data rank holds its shard of the averaged gradient only) each
-// parameter's part of the shard is counted so, summed over the data ranks first. Collective
-// over the slice's data ranks (ZeRO), tensor group and stages.
+// ranks and the stages, each parameter counted once: the split ones' squares summed over the
+// tensor group, the whole ones' (the same on every tensor rank) taken once, the tied table's
+// last-stage copy left out; then summed over the stages. Under --zero 1 (a data rank holds its
+// shard of the averaged gradient only) each parameter's part of the shard is counted so, summed
+// over the data ranks first. Collective over the slice's data ranks (ZeRO), tensor group and
+// stages.
 double parallel_grad_norm(const TrainRun& run);
 
 }  // namespace ember::apps

@@ -79,8 +79,9 @@ void check_lora_parallel_equals_whole(const std::string& json, int T) {
   const std::vector<Run> ranks =
       testing::run_ranks(T, [&](const ParallelGroup& g) { return step(c, TensorParallel{&g}); });
   INFO(json << " at T = " << T);
-  for (const char* name : {"model.layers.1.self_attn.q_proj.lora_A.weight", "model.layers.0.self_attn.o_proj.lora_A.weight",
-                           "model.layers.1.mlp.down_proj.lora_A.weight", "lm_head.lora_B.weight"})
+  for (const char* name :
+       {"model.layers.1.self_attn.q_proj.lora_A.weight", "model.layers.0.self_attn.o_proj.lora_A.weight",
+        "model.layers.1.mlp.down_proj.lora_A.weight", "lm_head.lora_B.weight"})
     REQUIRE(whole.grad.count(name) == 1);  // both parallel forms and the head
   for (int r = 0; r < T; ++r) {
     const Run& got = ranks[static_cast<size_t>(r)];
