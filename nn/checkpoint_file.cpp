@@ -12,6 +12,7 @@
 #include "core/io/sha256.h"
 #include "autograd/grad_mode.h"
 #include "nn/adapters/adapters.h"
+#include "nn/sizing/parameter_layout.h"
 #include "nn/skip_init.h"
 
 namespace ember::nn {
@@ -176,42 +177,60 @@ int64_t layer_of(const std::string& name) {
   return name.rfind(prefix, 0) == 0 ? std::stoll(name.substr(prefix.size())) : -1;
 }
 
-// f's /model/<name> into parameter v: present, of v's shape, finite.
-void read_weight(const H5File& f, const std::string& name, const Variable& v) {
+// f's /model/<name>: present, of shape `shape`, finite.
+Tensor read_weight(const H5File& f, const std::string& name, const Shape& shape) {
   const std::string where = f.path() + ": tensor /model/" + name;
   EMBER_CHECK(f.exists("/model/" + name), f.path(), ": missing tensor /model/", name);
   const Tensor t = f.read_tensor("/model/" + name);
-  EMBER_CHECK(t.shape() == v.shape(), where, " has shape ", shape_str(t.shape()), ", expected ",
-              shape_str(v.shape()), " from the checkpoint's config");
+  EMBER_CHECK(t.shape() == shape, where, " has shape ", shape_str(t.shape()), ", expected ",
+              shape_str(shape), " from the checkpoint's config");
   check_finite(t, where);
-  v.data().copy_(t);
+  return t;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
 
 std::unique_ptr<Transformer> load_model_weights(const ModelConfig& cfg, uint64_t seed,
                                                 const std::string& path,
-                                                const std::string& quantize) {
+                                                const std::string& quantize, TensorParallel tp) {
   std::unique_ptr<Transformer> model;
   {
     SkipInitGuard skip;
-    model = std::make_unique<Transformer>(cfg, seed);
+    model = std::make_unique<Transformer>(cfg, seed, DType::Float32, tp);
   }
   const H5File f(path, H5File::Mode::Read);
   auto params = model->named_parameters();
   const size_t stored = f.list("/model").size();
   EMBER_CHECK(stored == params.size(), path, ": /model holds ", stored,
               " tensors, but the model its config describes has ", params.size(), " parameters");
+  std::map<std::string, Shape> whole_shape;  // under tensor parallelism: the whole tensors' shapes
+  if (tp.active()) {
+    for (const ParameterEntry& e : parameter_layout(cfg)) whole_shape.emplace(e.name, e.shape);
+  }
   const bool quantized = quantize == "nf4" || quantize == "nf4-dq";
+  std::map<std::string, Tensor> block_whole;  // tensor parallel, quantized: the block's projections
   NoGradGuard no_grad;
   for (size_t i = 0; i < params.size(); ++i) {
-    read_weight(f, params[i].first, params[i].second);
+    const std::string& name = params[i].first;
+    const Tensor t = read_weight(f, name, tp.active() ? whole_shape.at(name) : params[i].second.shape());
+    const int64_t layer = layer_of(name);
+    if (quantized && tp.active() && layer >= 0 && ends_with(name, "_proj.weight")) {
+      block_whole.emplace(name, t);  // quantized whole, then cut (quantize_block)
+    } else {
+      const Tensor mine = tp.active() ? tensor_shard(t, tensor_split(name), tp.rank(), tp.size()) : t;
+      params[i].second.data().copy_(mine);
+    }
     params[i].second = Variable();  // the model holds the only reference: quantizing frees it
-    const int64_t layer = layer_of(params[i].first);
     const bool block_read =
         layer >= 0 && (i + 1 == params.size() || layer_of(params[i + 1].first) != layer);
     if (quantized && block_read) {
-      quantize_block(*model, layer, quantize == "nf4-dq");
+      quantize_block(*model, layer, quantize == "nf4-dq",
+                     [&](const std::string& weight) { return block_whole.at(weight); });
+      block_whole.clear();
       allocator_empty_cache();
     }
   }
@@ -225,7 +244,7 @@ namespace {
 // sha256, a plain checkpoint whose config is the fine-tune's without lora), as a model. A given
 // moved_base is read in place of c.base (the base moved since).
 std::unique_ptr<Transformer> load_base(const Checkpoint& c, const std::string& path,
-                                       const std::string& moved_base) {
+                                       const std::string& moved_base, TensorParallel tp) {
   EMBER_CHECK(!c.base.empty(), path, ": a fine-tune checkpoint (its config has \"lora\") must name its base "
               "(root attribute base)");
   EMBER_CHECK(!c.base_sha256.empty(), path, ": records no sha256 of its base ", c.base,
@@ -251,7 +270,7 @@ std::unique_ptr<Transformer> load_base(const Checkpoint& c, const std::string& p
   const ModelConfig expect = finetune_base_config(c.config, base_config.vocab_size);
   EMBER_CHECK(base_config.to_json() == expect.to_json(), path, ": its base ", base,
               " has a different model config than the fine-tune was made from");
-  return load_model_weights(base_config, 0, base, c.config.quantize);
+  return load_model_weights(base_config, 0, base, c.config.quantize, tp);
 }
 
 }  // namespace
@@ -291,14 +310,21 @@ void check_model_tensors(const Checkpoint& c, const std::string& path) {
 }
 
 std::unique_ptr<Transformer> model_from_checkpoint(const Checkpoint& c, const std::string& path,
-                                                   const std::string& moved_base) {
+                                                   const std::string& moved_base, TensorParallel tp) {
   if (c.config.lora) {
-    std::unique_ptr<Transformer> model = load_base(c, path, moved_base);
+    std::unique_ptr<Transformer> model = load_base(c, path, moved_base, tp);
     make_finetune(*model, c.config, c.config.vocab_size - model->config().vocab_size);
     const auto trainable = trainable_parameters(*model);
-    check_tensors_against(c, path, trainable);
+    if (tp.active()) {
+      check_model_tensors(c, path);  // the whole tensors; each rank keeps its shards
+    } else {
+      check_tensors_against(c, path, trainable);
+    }
     NoGradGuard no_grad;
-    for (const auto& [name, v] : trainable) v.data().copy_(c.model.at(name));
+    for (const auto& [name, v] : trainable) {
+      const Tensor& whole = c.model.at(name);
+      v.data().copy_(tp.active() ? tensor_shard(whole, tensor_split(name), tp.rank(), tp.size()) : whole);
+    }
     model->eval();
     return model;
   }

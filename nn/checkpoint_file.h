@@ -86,16 +86,23 @@ void check_finite(const Tensor& t, const std::string& what);
 // loaded. moved_base (a command's --base), when given, is read in place of c.base: the base
 // moved, and the file must have sha256 c.base_sha256 (an Error naming both hashes). A plain
 // checkpoint ignores it.
+// Under tensor parallelism (tp) the base is read as load_model_weights reads it and each rank
+// keeps the shards of the trained tensors.
 std::unique_ptr<Transformer> model_from_checkpoint(const Checkpoint& c, const std::string& path,
-                                                   const std::string& moved_base = "");
+                                                   const std::string& moved_base = "",
+                                                   TensorParallel tp = {});
 // The model of cfg (built from seed) with the plain checkpoint `path`'s /model tensors as its
 // parameters, read one at a time into weights left uninitialized (SkipInitGuard): exactly its
 // parameter names, each of its shape, finite. With quantize "nf4"/"nf4-dq" each block's
 // projections go to NF4 (quantize_block) as soon as that block's tensors are read and their
 // float32 storage is returned to the system, so the float32 blocks are never all resident.
+// Under tensor parallelism (tp) the model holds its rank's shards: each tensor is read whole and
+// cut; a quantized block's projections are kept whole until the block is read, quantized whole as
+// one rank quantizes them and cut (quantize_block), so one block's float32 weights are resident.
 std::unique_ptr<Transformer> load_model_weights(const ModelConfig& cfg, uint64_t seed,
                                                 const std::string& path,
-                                                const std::string& quantize = "none");
+                                                const std::string& quantize = "none",
+                                                TensorParallel tp = {});
 // The base model of a fine-tune config before its vocabulary growth: the config with lora,
 // quantize, align, reward and vocab_size (base_vocab_size) of the base.
 ModelConfig finetune_base_config(const ModelConfig& finetune_config, int64_t base_vocab_size);

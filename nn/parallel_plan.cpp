@@ -63,6 +63,23 @@ const std::map<std::string, TensorSplit>& split_rules() {
       r[at + "down_proj.weight"] = S::Columns;
       r[at + "down_proj.bias"] = S::Whole;
     }
+    // LoRA adapters (docs/model.md#lora): a column-parallel target's A whole (its input is), B
+    // by rows as the base; a row-parallel one's A by columns as the base, B whole (applied once,
+    // after the sum); the head's B by vocabulary rows.
+    std::map<std::string, TensorSplit> adapters;
+    for (const auto& [name, split] : r) {
+      const std::string suffix = ".weight";
+      const size_t at = name.size() - std::min(name.size(), suffix.size());
+      if (split == S::Whole || split == S::VocabRows || name.compare(at, suffix.size(), suffix) != 0)
+        continue;
+      const std::string base = name.substr(0, at);
+      const bool rows = split == S::Rows;
+      adapters[base + ".lora_A.weight"] = rows ? S::Whole : S::Columns;
+      adapters[base + ".lora_B.weight"] = rows ? S::Rows : S::Whole;
+    }
+    adapters["lm_head.lora_A.weight"] = S::Whole;
+    adapters["lm_head.lora_B.weight"] = S::VocabRows;
+    r.merge(adapters);
     return r;
   }();
   return rules;

@@ -30,8 +30,10 @@ void check_tensor_parallel(const ModelConfig& cfg, int64_t tp);
 // vocab_size rounded up to a multiple of T; the padded rows' logits never count.
 int64_t padded_vocab(int64_t vocab_size, int64_t tp);
 
-// The split rule of a parameter by its name (docs/model.md#parameter-names); an Error for a
-// name the Transformer does not have (a LoRA adapter's, say).
+// The split rule of a parameter by its name (docs/model.md#parameter-names), LoRA adapters'
+// included (`<target>.lora_A.weight`: whole for q, k, v, gate, up and the head, by columns for
+// o and down; `.lora_B.weight`: by rows, whole, by vocabulary rows); an Error for a name the
+// Transformer does not have (rows added by --add-chat-tokens, say).
 TensorSplit tensor_split(const std::string& name);
 
 // One tensor rank's shape of a parameter of `shape` split by `split` over T ranks; an Error

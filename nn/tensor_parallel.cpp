@@ -31,9 +31,11 @@ Tensor tensor_unshard(const std::vector<Tensor>& shards, TensorSplit split, int6
 }
 
 Variable row_parallel_forward(const UnaryModule& module, const Variable& x, const ParallelGroup& g) {
+  if (const auto* own = dynamic_cast<const RowParallelModule*>(&module))
+    return own->row_parallel_forward(x, g);
   const auto* linear = dynamic_cast<const Linear*>(&module);
   EMBER_CHECK(linear && !linear->added_rows().defined(),
-              "tensor parallelism: o_proj and down_proj must be plain Linear layers");
+              "tensor parallelism: o_proj and down_proj must be Linear, NF4 or LoRA layers");
   const Variable y = reduce_from_group(matmul(x, linear->weight(), false, true), g);
   return linear->bias().defined() ? add(y, linear->bias()) : y;
 }

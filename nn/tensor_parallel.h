@@ -31,8 +31,18 @@ Tensor tensor_shard(const Tensor& whole, TensorSplit split, int64_t rank, int64_
 // order: the inverse of tensor_shard.
 Tensor tensor_unshard(const std::vector<Tensor>& shards, TensorSplit split, int64_t rows);
 
+// A module other than a plain Linear that runs row-parallel (an NF4 projection, a LoRA one):
+// its forward on this rank's part x of the input, summed over the group, as one rank's forward
+// on the whole input.
+class RowParallelModule {
+ public:
+  virtual ~RowParallelModule() = default;
+  virtual Variable row_parallel_forward(const Variable& x, const ParallelGroup& g) const = 0;
+};
+
 // y = sum over the group of x W_t^T, + b: a row-parallel Linear (each rank its input columns
 // W_t of W) on this rank's part x of the input; the bias, whole, is added once after the sum.
+// A RowParallelModule runs its own.
 Variable row_parallel_forward(const UnaryModule& linear, const Variable& x, const ParallelGroup& g);
 
 // The rows of the vocabulary-parallel embedding: rank t holds rows [t Vs, (t + 1) Vs) of the

@@ -205,18 +205,19 @@ Variable Transformer::head(const Variable& h) const {
   std::function<void()> table_read;
   if (residency_) table_read = [r = residency_] { r->tied_table_read(); };
   Variable logits;
-  if (tp_.active()) {  // this rank's vocabulary rows of the table
-    EMBER_CHECK(!residency_ && !tied_head_adapter_ &&
-                    !(embed_tokens_ && embed_tokens_->added_rows().defined()),
-                "tensor parallelism: the head takes no ZeRO-3, adapter or added rows");
+  if (tp_.active()) {  // this rank's vocabulary rows of the table (a LoRA head: its adapter's too)
+    EMBER_CHECK(!residency_ && !(embed_tokens_ && embed_tokens_->added_rows().defined()),
+                "tensor parallelism: the head takes no ZeRO-3 or added rows");
+    const Variable hc = copy_to_group(h, *tp_.group);
     const auto* linear = dynamic_cast<const Linear*>(lm_head_.get());
-    EMBER_CHECK(!lm_head_ || linear, "tensor parallelism: lm_head must be a plain Linear");
-    logits = matmul(copy_to_group(h, *tp_.group), linear ? linear->weight() : embed_tokens_->weight(),
-                    false, true);
+    logits = lm_head_ && !linear
+                 ? lm_head_->forward(hc)
+                 : matmul(hc, linear ? linear->weight() : embed_tokens_->weight(), false, true);
+    if (tied_head_adapter_) logits = logits + tied_head_adapter_->forward(hc);
   } else {
     logits = lm_head_ ? lm_head_->forward(h) : embed_tokens_->project(h, std::move(table_read));
+    if (tied_head_adapter_) logits = logits + tied_head_adapter_->forward(h);
   }
-  if (tied_head_adapter_) logits = logits + tied_head_adapter_->forward(h);
   if (cfg_.final_softcap > 0) {
     logits = tanh(logits / cfg_.final_softcap) * cfg_.final_softcap;
   }

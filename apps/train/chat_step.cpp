@@ -3,6 +3,7 @@
 //   loss = sum over those tokens of (ce + z_coef lse^2) / N
 //        + (1 / (A W)) sum over micro-batches and ranks of the MoE terms (over real tokens),
 // so accumulation and data parallelism give the gradient of one large batch whatever the padding.
+// W counts the data-parallel ranks (--tp: a data index's tensor ranks compute one share together).
 // The reducer averages gradients over ranks, so each rank differentiates W x its share:
 // its CE is divided by N / W, its MoE terms by A.
 #include <algorithm>
@@ -27,7 +28,8 @@ Tensor real_inputs(const data::ChatBatch& b, int64_t T) {
   return real;
 }
 
-// The step's micro-batches and their trained-token count over every rank (one all-reduce).
+// The step's micro-batches and their trained-token count over the data-parallel ranks (one
+// all-reduce; --tp: the tensor ranks of a data index read the same rows, counted once).
 std::vector<data::ChatBatch> step_batches(TrainRun& run, int64_t& trained_tokens) {
   EMBER_PROFILE_PHASE(kDataPhase);
   EMBER_PROFILE_SCOPE(kDataFamily);
@@ -37,7 +39,7 @@ std::vector<data::ChatBatch> step_batches(TrainRun& run, int64_t& trained_tokens
     batches.push_back(run.chat_loader->batch(run.step, u));
     count += static_cast<double>(batches.back().trained_tokens);
   }
-  if (run.world > 1) count = run.comm.all_reduce(count, dist::ReduceOp::Sum);
+  if (run.data_world > 1) count = run.data_parallel().all_reduce(count, dist::ReduceOp::Sum);
   trained_tokens = static_cast<int64_t>(count);
   return batches;
 }
@@ -49,7 +51,7 @@ void chat_forward_backward(TrainRun& run, StepResult& s) {
   dist::Reducer* reducer = run.optimization.reducer.get();
   const std::vector<data::ChatBatch> batches = step_batches(run, s.trained_tokens);
   // A step without a trained token has loss 0 and no CE gradient (all weights 0).
-  const double norm = static_cast<double>(s.trained_tokens) / static_cast<double>(run.world);
+  const double norm = static_cast<double>(s.trained_tokens) / static_cast<double>(run.data_world);
   AutocastGuard mixed(run.autocast);  // forward and backward only
   for (int64_t u = 0; u < A; ++u) {
     if (reducer) reducer->set_sync(u == A - 1);

@@ -173,7 +173,7 @@ void log_base_validation(TrainRun& run, MetricsLog& metrics) {
   RunTally tally;
   const HeldParameters held(run.optimization);  // ZeRO-3: gathered
   agreed(run.comm, [&] {
-    if (!run.root) return;
+    if (!(run.tp_group ? run.data_rank == 0 : run.root)) return;  // --tp: a collective forward
     before = validation_loss(run, tally, record);
   });
   metrics.append(record.dump());

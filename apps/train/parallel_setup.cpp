@@ -9,9 +9,20 @@ namespace {
 
 std::string number(int64_t v) { return std::to_string(v); }
 
+// ember finetune (align, reward) with --tp: what it does not combine with yet ("" when none).
+std::string refused_with_finetune_tp(const TrainOptions& o) {
+  if (!o.finetune) return "";
+  if (o.align || o.reward)
+    return std::string("--tp and ember ") + (o.align ? "align" : "reward") + " cannot be combined yet";
+  if (o.zero) return "--tp and --zero cannot be combined yet in ember finetune (use --zero 0)";
+  if (o.add_chat_tokens) return "--tp and --add-chat-tokens cannot be combined yet";
+  return "";
+}
+
 // The options a layout does not combine with yet: "" when none.
 std::string refused_with_tp(const TrainOptions& o) {
   if (o.tp == 1) return "";
+  if (const std::string refused = refused_with_finetune_tp(o); !refused.empty()) return refused;
   if (o.zero >= 2) return "--tp and --zero " + number(o.zero) + " cannot be combined yet (use --zero 0 or 1)";
   if (o.sample_tokens > 0) return "--tp and --sample-tokens cannot be combined yet (sample with ember generate)";
   return "";

@@ -125,9 +125,11 @@ std::string save_checkpoint(TrainRun& run, int64_t at_step) {
     };
   } else if (!run.cfg.lora) {
     c.model = run.model->state_dict();
-  } else {  // LoRA: the trained tensors, naming the base (docs/formats.md#fine-tune-checkpoints)
+  } else {  // LoRA: the trained tensors (--tp: gathered whole above)
     for (const auto& [tensor, v] : nn::trainable_parameters(*run.model))
       c.model.emplace(tensor, v.data());
+  }
+  if (run.cfg.lora) {  // naming the base (docs/formats.md#fine-tune-checkpoints)
     c.base = run.finetune_base;
     c.base_sha256 = run.finetune_base_sha256;
   }

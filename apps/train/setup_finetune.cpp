@@ -7,8 +7,10 @@
 // ember reward adds the score head score.weight (drawn from --seed, always trained) last.
 // The base's weights are read tensor by tensor into a model built without initializing them
 // (nn::load_model_weights); with --quantize each block goes to NF4 as soon as it is read, so
-// the float32 blocks are never all resident.
+// the float32 blocks are never all resident. Under --tp every rank builds its shards of that
+// model: each tensor read whole and cut, each adapter drawn whole and cut.
 #include "apps/train/run.h"
+#include "apps/train/tensor_parallel_run.h"
 #include "autograd/grad_mode.h"
 #include "core/io/hdf5_file.h"
 #include "core/io/sha256.h"
@@ -41,6 +43,9 @@ std::unique_ptr<nn::Transformer> grown_plain_model(const nn::Transformer& grown,
   return model;
 }
 
+// --tp: the tensor group (every rank's model holds its shards of one process's).
+nn::TensorParallel tensor_parallel(const TrainRun& run) { return nn::TensorParallel{run.tp_group.get()}; }
+
 }  // namespace
 
 nn::Checkpoint read_base_without_weights(const std::string& path) {
@@ -57,24 +62,26 @@ std::vector<std::pair<std::string, Variable>> build_finetune_model(TrainRun& run
   if (resumed_lora) {
     // --base: the base moved, read from there (checked by the sha256 the checkpoint records).
     const std::string moved_base = o.base.empty() ? "" : run.finetune_base;
-    agreed(run.comm,
-           [&] { run.model = nn::model_from_checkpoint(run.start, run.start_path, moved_base); });
+    agreed(run.comm, [&] {
+      run.model = nn::model_from_checkpoint(run.start, run.start_path, moved_base, tensor_parallel(run));
+    });
     run.model->train();
     run.finetune_base_sha256 = run.start.base_sha256;
   } else {
     if (o.resume.empty()) {
       const std::string quantize = o.full ? "none" : o.quantize;
       agreed(run.comm, [&] {
-        run.model = nn::load_model_weights(run.cfg, o.seed, run.start_path, quantize);
+        run.model = nn::load_model_weights(run.cfg, o.seed, run.start_path, quantize, tensor_parallel(run));
       });
-    } else {
-      run.model = std::make_unique<nn::Transformer>(run.cfg, o.seed);
-      run.model->load_state_dict(run.start.model);  // a resumed --full run's checkpoint
+    } else {  // a resumed --full run's checkpoint (--tp: each rank's shards of it)
+      run.model = std::make_unique<nn::Transformer>(run.cfg, o.seed, DType::Float32, tensor_parallel(run));
+      run.model->load_state_dict(shard_state(run, run.start.model));
     }
     if (run.added_rows > 0) nn::add_vocab_rows(*run.model, run.added_rows, o.seed);
     if (o.full && run.added_rows > 0) run.model = grown_plain_model(*run.model, o.seed);
     if (!o.full) {
-      nn::add_adapters(*run.model, lora_config(o), o.quantize, o.seed);
+      // --tp: a model it cannot split (LoRA on MoE) fails every rank with one line.
+      agreed(run.comm, [&] { nn::add_adapters(*run.model, lora_config(o), o.quantize, o.seed); });
       // Only rank 0 writes checkpoints (the one place base_sha256 is used).
       agreed(run.comm, [&] {
         if (run.root) run.finetune_base_sha256 = sha256_file(run.finetune_base);

@@ -8,6 +8,7 @@
 #include "apps/train/pipeline_run.h"
 #include "dist/group.h"
 #include "dist/reducer.h"
+#include "nn/adapters/adapters.h"
 #include "nn/tensor_parallel.h"
 #include "optim/clip.h"
 
@@ -52,8 +53,12 @@ Tensor gather_whole(const TrainRun& run, const std::string& name, const Tensor& 
 
 }  // namespace
 
+std::vector<std::pair<std::string, Variable>> checkpoint_parameters(const TrainRun& run) {
+  return run.cfg.lora ? nn::trainable_parameters(*run.model) : run.model->named_parameters();
+}
+
 void gather_model(const TrainRun& run, const nn::TensorPut& put) {
-  for (const auto& [name, p] : run.model->named_parameters()) {
+  for (const auto& [name, p] : checkpoint_parameters(run)) {
     const Tensor whole = gather_whole(run, name, p.data());
     if (put) put(name, whole);
   }
@@ -90,7 +95,7 @@ bool counted_as_split(const TrainRun& run, const std::string& name) {
 
 GradSquares local_squares(const TrainRun& run) {
   std::vector<Variable> split, whole;
-  for (const auto& [name, p] : run.model->named_parameters()) {
+  for (const auto& [name, p] : checkpoint_parameters(run)) {  // the trained ones
     if (is_tied_copy(run, name)) continue;
     (counted_as_split(run, name) ? split : whole).push_back(p);
   }

@@ -16,8 +16,12 @@ namespace ember::apps {
 // Each whole tensor of a state (parameters by name, or "<name>/<moment>") cut to this rank's shard.
 std::map<std::string, Tensor> shard_state(const TrainRun& run, const std::map<std::string, Tensor>& whole);
 
-// Collective over the tensor group: each parameter's whole tensor in turn, passed to put (which
-// may be empty off rank 0), so that one whole tensor at a time is held.
+// What a checkpoint's /model holds: every parameter, or a LoRA run's trained tensors (its
+// adapters; the frozen base is named by the checkpoint, docs/formats.md#fine-tune-checkpoints).
+std::vector<std::pair<std::string, Variable>> checkpoint_parameters(const TrainRun& run);
+
+// Collective over the tensor group: each checkpoint_parameters tensor whole in turn, passed to
+// put (which may be empty off rank 0), so that one whole tensor at a time is held.
 void gather_model(const TrainRun& run, const nn::TensorPut& put);
 
 // An optimizer state sink that gathers each tensor whole before passing it to put (every rank
@@ -26,12 +30,13 @@ void gather_model(const TrainRun& run, const nn::TensorPut& put);
 optim::Optimizer::StateSink gathering_sink(const TrainRun& run, optim::Optimizer::StateSink put);
 optim::Optimizer::StateSource sharding_source(const TrainRun& run, optim::Optimizer::StateSource get);
 
-// The L2 norm of all gradients over the tensor ranks and the stages, each parameter counted
-// once: the split ones' squares summed over the tensor group, the whole ones' (the same on
-// every tensor rank) taken once, the tied table's last-stage copy left out; then summed over
-// the stages. Under --zero 1 (a data rank holds its shard of the averaged gradient only) each
-// parameter's part of the shard is counted so, summed over the data ranks first. Collective
-// over the slice's data ranks (ZeRO), tensor group and stages.
+// The L2 norm of all gradients (of the trained tensors: checkpoint_parameters) over the tensor
+// ranks and the stages, each parameter counted once: the split ones' squares summed over the
+// tensor group, the whole ones' (the same on every tensor rank) taken once, the tied table's
+// last-stage copy left out; then summed over the stages. Under --zero 1 (a data rank holds its
+// shard of the averaged gradient only) each parameter's part of the shard is counted so, summed
+// over the data ranks first. Collective over the slice's data ranks (ZeRO), tensor group and
+// stages.
 double parallel_grad_norm(const TrainRun& run);
 
 }  // namespace ember::apps

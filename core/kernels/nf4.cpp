@@ -112,18 +112,76 @@ template <class T>
 void nf4_dequantize_range(const Nf4Tensor& q, int64_t begin, int64_t count, T* out) {
   EMBER_CHECK(begin >= 0 && count >= 0 && begin + count <= q.numel(), "nf4_dequantize_range: [",
               begin, ", ", begin + count, ") outside a tensor of ", q.numel(), " elements");
-  const int64_t b_first = begin / kNf4Block, b_last = (begin + count + kNf4Block - 1) / kNf4Block;
+  const int64_t bs = q.block, b_first = begin / bs, b_last = (begin + count + bs - 1) / bs;
 #pragma omp parallel for schedule(static) if (count > kParallelGrain && !omp_in_parallel())
   for (int64_t b = b_first; b < b_last; ++b) {
     const T a = static_cast<T>(q.block_absmax(b));
-    const int64_t i0 = std::max(begin, b * kNf4Block);
-    const int64_t i1 = std::min(begin + count, (b + 1) * kNf4Block);
+    const int64_t i0 = std::max(begin, b * bs);
+    const int64_t i1 = std::min(begin + count, (b + 1) * bs);
     for (int64_t i = i0; i < i1; ++i) out[i - begin] = static_cast<T>(kNf4Codes[q.code(i)]) * a;
   }
 }
 
 template void nf4_dequantize_range<float>(const Nf4Tensor&, int64_t, int64_t, float*);
 template void nf4_dequantize_range<double>(const Nf4Tensor&, int64_t, int64_t, double*);
+
+namespace {
+
+// The shard of `whole` whose element j is whole's element at(j), blocks of `block` elements,
+// the shard's block b taking the absmax of whole's block absmax_of(b).
+template <class At, class Block>
+Nf4Tensor nf4_cut(const Nf4Tensor& whole, Shape shape, int64_t block, At at, Block absmax_of) {
+  Nf4Tensor s;
+  s.shape = std::move(shape);
+  s.block = block;
+  const int64_t n = s.numel();
+  s.codes.assign((n + 1) / 2, 0);
+  for (int64_t j = 0; j < n; ++j) {
+    const uint8_t c = whole.code(at(j));
+    s.codes[j / 2] |= static_cast<uint8_t>(j % 2 == 0 ? c << 4 : c);
+  }
+  s.absmax.resize(s.num_blocks());
+  for (int64_t b = 0; b < s.num_blocks(); ++b) s.absmax[b] = whole.block_absmax(absmax_of(b));
+  return s;
+}
+
+void check_cut(const Nf4Tensor& whole, bool ok, const std::string& what, const char* dim,
+               int64_t first, int64_t count) {
+  EMBER_CHECK(whole.shape.size() == 2 && whole.block == kNf4Block, what,
+              ": only a whole 2-D NF4 tensor is cut into shards");
+  EMBER_CHECK(first >= 0 && count >= 1, what, ": ", dim, " [", first, ", ", first + count, ")");
+  EMBER_CHECK(ok, what, ": the NF4 blocks of ", kNf4Block, " elements of ", shape_str(whole.shape),
+              " do not align with its ", dim, " [", first, ", ", first + count,
+              "), so the shard cannot keep the one-process quantization");
+}
+
+}  // namespace
+
+Nf4Tensor nf4_rows(const Nf4Tensor& whole, int64_t first, int64_t count, const std::string& what) {
+  const int64_t in = whole.shape.size() == 2 ? whole.shape[1] : 0;
+  const bool ok = first + count <= (whole.shape.empty() ? 0 : whole.shape[0]) &&
+                  first * in % kNf4Block == 0 && count * in % kNf4Block == 0;
+  check_cut(whole, ok, what, "rows", first, count);
+  const int64_t begin = first * in, b0 = begin / kNf4Block;
+  return nf4_cut(whole, {count, in}, kNf4Block, [&](int64_t j) { return begin + j; },
+                 [&](int64_t b) { return b0 + b; });
+}
+
+Nf4Tensor nf4_columns(const Nf4Tensor& whole, int64_t first, int64_t count, const std::string& what) {
+  const int64_t in = whole.shape.size() == 2 ? whole.shape[1] : 0;
+  const bool rows_in_blocks = in > 0 && kNf4Block % in == 0;  // a block: 64 / in whole rows
+  const bool blocks_in_rows = in > 0 && in % kNf4Block == 0 && first % kNf4Block == 0 &&
+                              count % kNf4Block == 0;
+  check_cut(whole, first + count <= in && (rows_in_blocks || blocks_in_rows), what, "columns",
+            first, count);
+  auto at = [&](int64_t j) { return j / count * in + first + j % count; };
+  if (rows_in_blocks)  // block b of the shard: the shard's part of whole block b
+    return nf4_cut(whole, {whole.shape[0], count}, kNf4Block / in * count, at, [](int64_t b) { return b; });
+  const int64_t per_row = count / kNf4Block;  // whole blocks of each row's part
+  return nf4_cut(whole, {whole.shape[0], count}, kNf4Block, at, [&](int64_t b) {
+    return (b / per_row * in + first) / kNf4Block + b % per_row;
+  });
+}
 
 Tensor nf4_dequantize(const Nf4Tensor& q, DType dtype) {
   Tensor out = Tensor::empty(q.shape, dtype);

@@ -5,6 +5,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -42,9 +43,11 @@ struct Nf4Tensor {
   std::vector<int8_t> absmax_q;     // nf4-dq
   std::vector<float> absmax_scale;  // nf4-dq, one per 256 absmaxes
   float absmax_mean = 0;            // nf4-dq
+  // Elements per absmax: kNf4Block, or (a tensor-parallel shard cut by nf4_columns) a part of it.
+  int64_t block = kNf4Block;
 
   int64_t numel() const { return shape_numel(shape); }
-  int64_t num_blocks() const { return (numel() + kNf4Block - 1) / kNf4Block; }
+  int64_t num_blocks() const { return (numel() + block - 1) / block; }
   bool double_quant() const { return absmax.empty() && !absmax_q.empty(); }
   // The absmax dequantization multiplies by (the float32 one, or q * scale + m).
   float block_absmax(int64_t block) const;
@@ -58,6 +61,16 @@ struct Nf4Tensor {
 // Quantizes a float32 tensor (any shape, any strides): code = nf4_nearest_code(double(w) /
 // double(absmax)); double_quant gives nf4-dq.
 Nf4Tensor nf4_quantize(const Tensor& w, bool double_quant = false);
+// A tensor-parallel shard of a quantized 2-D tensor [out, in] (nn/tensor_parallel.h): rows
+// [first, first + count) or columns [first, first + count), holding exactly the codes and
+// absmaxes of those elements, so it dequantizes to the whole's dequantized values there, bit
+// for bit. nf4-dq absmaxes are kept as the float32 values they dequantize to (a shard is nf4).
+// Rows need their elements to start and end at block boundaries; columns need the blocks to lie
+// in whole rows (64 divisible by in, the shard's blocks are then 64 count / in elements) or the
+// shard's part of each row to be whole blocks. Otherwise an Error naming `what`, the shape and
+// the block size.
+Nf4Tensor nf4_rows(const Nf4Tensor& whole, int64_t first, int64_t count, const std::string& what);
+Nf4Tensor nf4_columns(const Nf4Tensor& whole, int64_t first, int64_t count, const std::string& what);
 // The whole tensor back, float32 or float64, in its shape.
 Tensor nf4_dequantize(const Nf4Tensor& q, DType dtype = DType::Float32);
 // Elements [begin, begin + count) of the flattened tensor, dequantized into out.

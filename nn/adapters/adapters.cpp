@@ -10,6 +10,7 @@
 #include "core/kernels/elementwise.h"
 #include "nn/adapters/lora.h"
 #include "nn/adapters/nf4_linear.h"
+#include "nn/tensor_parallel.h"
 
 namespace ember::nn {
 namespace {
@@ -46,18 +47,58 @@ Module& child(const Module& parent, const std::string& name) {
   return *child_ptr(parent, name);
 }
 
-// A LoRALinear over the Linear or Nf4Linear base (null for any other module).
+// Under tensor parallelism: how the projection `name` (its weight's parameter name) is split,
+// and the whole [out, in] of its base's shard [out, in].
+struct TargetSplit {
+  TensorSplit split = TensorSplit::Whole;
+  LoRAWholeSize whole;
+};
+
+// A LoRALinear over the Linear or Nf4Linear base (null for any other module), its adapters
+// drawn at the whole size.
 std::shared_ptr<LoRALinear> wrap_in_lora(const std::shared_ptr<Module>& base,
                                          const LoRAOptions& options, Generator& gen,
                                          const std::shared_ptr<Generator>& dropout_gen,
-                                         DType dtype) {
+                                         DType dtype, LoRAWholeSize whole = {}) {
   if (auto linear = std::dynamic_pointer_cast<Linear>(base)) {
-    return std::make_shared<LoRALinear>(linear, options, gen, dropout_gen);
+    return std::make_shared<LoRALinear>(linear, options, gen, dropout_gen, whole);
   }
   if (auto nf4 = std::dynamic_pointer_cast<Nf4Linear>(base)) {
-    return std::make_shared<LoRALinear>(nf4, options, gen, dropout_gen, dtype);
+    return std::make_shared<LoRALinear>(nf4, options, gen, dropout_gen, dtype, whole);
   }
   return nullptr;
+}
+
+// The split of a target's base (`path`: its module's name) and the whole size of its shard.
+TargetSplit target_split(const Module& base, const std::string& path, const TensorParallel& tp,
+                         int64_t vocab_size) {
+  TargetSplit t;
+  if (!tp.active()) return t;
+  t.split = tensor_split(path + ".weight");
+  int64_t out = 0, in = 0;
+  if (const auto* linear = dynamic_cast<const Linear*>(&base)) {
+    out = linear->weight().size(0), in = linear->weight().size(1);
+  } else if (const auto* nf4 = dynamic_cast<const Nf4Linear*>(&base)) {
+    out = nf4->out_features(), in = nf4->in_features();
+  }
+  t.whole = {t.split == TensorSplit::Rows ? out * tp.size() : out,
+             t.split == TensorSplit::Columns ? in * tp.size() : in};
+  if (t.split == TensorSplit::VocabRows) t.whole.out = vocab_size;
+  return t;
+}
+
+// Under tensor parallelism: the adapters of `adapter` (module `path`), drawn whole, cut to
+// this rank's shards (nn/parallel_plan.h's rules) and run as their base is split.
+void shard_adapter(LoRAAdapter& adapter, const std::string& path, const TensorParallel& tp,
+                   TensorSplit base_split, int64_t whole_in) {
+  if (!tp.active()) return;
+  for (const auto& [name, p] : adapter.named_parameters()) {
+    if (name.rfind("lora_", 0) != 0) continue;
+    p.set_data(tensor_shard(p.data(), tensor_split(path + "." + name), tp.rank(), tp.size()));
+  }
+  adapter.set_tensor_parallel(tp.group,
+                              base_split == TensorSplit::Columns ? LoRAParallel::Row : LoRAParallel::Column,
+                              whole_in);
 }
 
 std::string expected_targets() {
@@ -106,6 +147,16 @@ void check_adapter_options(const Transformer& model, const LoRAConfig& lora,
               "--lora-dropout: dropout must be in [0, 1), got ", lora.dropout);
 }
 
+// Whether a Linear projection is left below blocks (not yet quantized).
+bool any_linear_projection(Module& blocks) {
+  bool found = false;
+  walk(blocks, "", [&](Module& parent, const std::string& name, const std::string&) {
+    found = found || (!projection_target(name).empty() &&
+                      dynamic_cast<const Linear*>(&child(parent, name)) != nullptr);
+  });
+  return found;
+}
+
 // requires_grad false on every parameter but the rows add_vocab_rows added.
 void freeze_base(const Module& model) {
   const std::string suffix = ".added_rows";
@@ -116,51 +167,82 @@ void freeze_base(const Module& model) {
   }
 }
 
-// Each Linear projection below blocks swapped for its NF4 form (the Linear then released).
-void quantize_projections(Module& blocks, bool double_quant) {
-  walk(blocks, "", [&](Module& parent, const std::string& name, const std::string&) {
+// Each Linear projection below blocks (named prefix + its path) swapped for its NF4 form (the
+// Linear then released); under tensor parallelism the shard of the whole weight whole_of gives.
+void quantize_projections(Module& blocks, const std::string& prefix, bool double_quant,
+                          const TensorParallel& tp, const WholeWeight& whole_of) {
+  walk(blocks, "", [&](Module& parent, const std::string& name, const std::string& path) {
     const auto* linear = dynamic_cast<const Linear*>(&child(parent, name));
     if (projection_target(name).empty() || linear == nullptr) return;
-    parent.replace_module(name, Nf4Linear::quantize(*linear, double_quant));
+    if (!tp.active()) {
+      parent.replace_module(name, Nf4Linear::quantize(*linear, double_quant));
+      return;
+    }
+    const std::string weight = prefix + path + ".weight";
+    const Tensor whole = whole_of ? whole_of(weight) : Tensor();
+    EMBER_CHECK(whole.defined(), "quantize: the whole weight of ", weight,
+                " is needed to quantize its tensor-parallel shard");
+    parent.replace_module(name, Nf4Linear::quantize_shard(whole, linear->bias(), double_quant,
+                                                          tensor_split(weight), tp.rank(),
+                                                          tp.size(), weight));
   });
 }
 
 }  // namespace
 
-void quantize_block(Transformer& model, int64_t layer, bool double_quant) {
+void quantize_block(Transformer& model, int64_t layer, bool double_quant,
+                    const WholeWeight& whole_of) {
   Module& blocks = child(child(model, "model"), "layers");
-  quantize_projections(child(blocks, std::to_string(layer)), double_quant);
+  const std::string at = std::to_string(layer);
+  quantize_projections(child(blocks, at), "model.layers." + at + ".", double_quant,
+                       model.tensor_parallel(), whole_of);
 }
 
 void add_adapters(Transformer& model, const LoRAConfig& lora, const std::string& quantize,
                   uint64_t seed) {
   check_adapter_options(model, lora, quantize);
+  EMBER_CHECK(!model.tensor_parallel().active() || !model.config().moe,
+              "tensor parallelism of LoRA adapters on an MoE model is not available yet "
+              "(use --tp 1, or --full)");
   freeze_base(model);
   const LoRAOptions options{lora.r, lora.alpha, lora.dropout};
   auto wants = [&](const std::string& t) {
     return std::find(lora.targets.begin(), lora.targets.end(), t) != lora.targets.end();
   };
   Module& blocks = child(child(model, "model"), "layers");
-  if (quantize != "none") quantize_projections(blocks, quantize == "nf4-dq");
+  const TensorParallel& tp = model.tensor_parallel();
+  if (quantize != "none") {
+    // A tensor-parallel model's blocks were quantized as they were read (load_model_weights):
+    // its Linear shards alone cannot give the one-rank quantization.
+    EMBER_CHECK(!tp.active() || !any_linear_projection(blocks), "add_adapters: under tensor "
+                "parallelism the base must be quantized while it is read (load_model_weights)");
+    quantize_projections(blocks, "model.layers.", quantize == "nf4-dq", tp, {});
+  }
   Generator gen(seed);
   const auto& dropout_gen = model.shared_dropout_generator();
+  const int64_t V = model.config().vocab_size;
   walk(blocks, "", [&](Module& parent, const std::string& name, const std::string& path) {
     const std::string target = projection_target(name);
     if (target.empty() || !wants(target)) return;
-    auto wrapped = wrap_in_lora(child_ptr(parent, name), options, gen, dropout_gen, model.dtype());
-    EMBER_CHECK(wrapped != nullptr, "add_adapters: model.layers.", path,
-                " is neither a Linear nor NF4");
+    const std::string full = "model.layers." + path;
+    const TargetSplit t = target_split(child(parent, name), full, tp, V);
+    auto wrapped = wrap_in_lora(child_ptr(parent, name), options, gen, dropout_gen, model.dtype(), t.whole);
+    EMBER_CHECK(wrapped != nullptr, "add_adapters: ", full, " is neither a Linear nor NF4");
+    shard_adapter(*wrapped, full, tp, t.split, t.whole.in);
     parent.replace_module(name, wrapped);
   });
   if (wants("head")) {
     if (model.config().tie_embeddings) {
-      const Embedding& e = model.embed_tokens();
-      model.set_tied_head_adapter(std::make_shared<LoRAAdapter>(
-          model.config().d_model, e.num_embeddings(), options, gen, model.dtype(), dropout_gen));
+      auto adapter = std::make_shared<LoRAAdapter>(model.config().d_model, V, options, gen,
+                                                   model.dtype(), dropout_gen);
+      shard_adapter(*adapter, "lm_head", tp, TensorSplit::VocabRows, model.config().d_model);
+      model.set_tied_head_adapter(adapter);
     } else {
-      auto wrapped =
-          wrap_in_lora(child_ptr(model, "lm_head"), options, gen, dropout_gen, model.dtype());
+      const TargetSplit t = target_split(child(model, "lm_head"), "lm_head", tp, V);
+      auto wrapped = wrap_in_lora(child_ptr(model, "lm_head"), options, gen, dropout_gen,
+                                  model.dtype(), t.whole);
       EMBER_CHECK(wrapped != nullptr, "add_adapters: lm_head is not a Linear");
+      shard_adapter(*wrapped, "lm_head", tp, t.split, t.whole.in);
       model.replace_module("lm_head", wrapped);
     }
   }

@@ -3,6 +3,7 @@
 // vocabulary rows (--add-chat-tokens), the trainable tensors, and the merge of
 // everything back into a plain model's state_dict and config.
 #pragma once
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -21,6 +22,11 @@ inline const std::vector<std::string> kLoRATargets{"q",    "k",  "v",    "o",
 // gate, up, down, head)` for an unknown or empty name, and on a duplicate.
 std::vector<std::string> parse_lora_targets(const std::string& list);
 
+// Under tensor parallelism (model.tensor_parallel(): its projections hold shards) each adapter is
+// drawn whole, as above, then cut to its tensor rank's shard (nn/parallel_plan.h's split of
+// `<target>.lora_A.weight` / `.lora_B.weight`) and runs column- or row-parallel as its base
+// (LoRAParallel); an NF4 base must have been quantized while it was read (load_model_weights);
+// an MoE model is an Error.
 // Freezes every parameter of model (requires_grad false; rows added by add_vocab_rows stay
 // trainable), then, when quantize is "nf4"/"nf4-dq", replaces each frozen 2-D weight of the
 // blocks (attention q/k/v/o, FFN and expert and shared-expert gate/up/down; not embeddings,
@@ -38,7 +44,12 @@ void add_adapters(Transformer& model, const LoRAConfig& lora, const std::string&
 // experts) replaced by their NF4 form as add_adapters makes it (nf4-dq when double_quant); their
 // float32 weights are released once nothing else holds them. add_adapters then leaves them as
 // they are, so quantizing block by block while loading gives the same model.
-void quantize_block(Transformer& model, int64_t layer, bool double_quant);
+// Under tensor parallelism (the model's projections hold shards) each projection is the shard
+// of its whole weight quantized as one rank quantizes it (Nf4Linear::quantize_shard): whole_of
+// gives that whole float weight by parameter name.
+using WholeWeight = std::function<Tensor(const std::string& name)>;
+void quantize_block(Transformer& model, int64_t layer, bool double_quant,
+                    const WholeWeight& whole_of = {});
 
 // --add-chat-tokens: grows the vocabulary by n rows: model.embed_tokens (and lm_head when untied)
 // get n new rows, trainable, drawn normal(0, 0.02) from Generator(seed); the old rows stay frozen

@@ -6,6 +6,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
+#include "autograd/parallel_ops.h"
 #include "core/kernels/elementwise.h"
 #include "core/kernels/matmul.h"
 
@@ -33,7 +34,7 @@ static const P& non_null(const P& p, const char* what) {
 
 LoRAAdapter::LoRAAdapter(int64_t in, int64_t out, const LoRAOptions& options, Generator& gen,
                          DType dtype, std::shared_ptr<Generator> dropout_gen)
-    : options_(options) {
+    : options_(options), dropout_gen_(dropout_gen) {
   check_options(options_);
   EMBER_CHECK(options_.dropout == 0 || dropout_gen != nullptr, "LoRA: dropout ", options_.dropout,
               " needs a dropout generator");
@@ -49,7 +50,34 @@ LoRAAdapter::LoRAAdapter(int64_t in, int64_t out, const LoRAOptions& options, Ge
 }
 
 Variable LoRAAdapter::dropout_input(const Variable& x) const {
-  return dropout_ ? dropout_->forward(x) : x;
+  if (!dropout_) return x;
+  return mode_ == LoRAParallel::Row ? row_dropout(x) : dropout_->forward(x);
+}
+
+Variable LoRAAdapter::row_dropout(const Variable& x) const {
+  if (!is_training()) return x;
+  Shape whole = x.shape();
+  const int64_t n = whole.back();
+  whole.back() = whole_in_;
+  const uint64_t offset = dropout_gen_->advance(static_cast<uint64_t>(shape_numel(whole)));
+  // The whole input's mask (kept: 1 / (1 - p), dropped: 0) drawn as one rank draws it; x times
+  // this rank's columns of it is one rank's dropout of x there, bit for bit.
+  Tensor mask;
+  {
+    NoGradGuard no_grad;
+    mask = dropout(Variable(Tensor::ones(whole, x.dtype())), options_.dropout, dropout_gen_->seed,
+                   offset).data();
+  }
+  return mul(x, Variable(mask.narrow(mask.dim() - 1, tp_->rank() * n, n).contiguous()));
+}
+
+void LoRAAdapter::set_tensor_parallel(const ParallelGroup* group, LoRAParallel mode,
+                                      int64_t whole_in) {
+  EMBER_CHECK(mode == LoRAParallel::None || group != nullptr,
+              "LoRA: tensor parallelism needs a group");
+  tp_ = group;
+  mode_ = mode;
+  whole_in_ = whole_in;
 }
 
 Variable LoRAAdapter::forward(const Variable& x) const {
@@ -58,7 +86,12 @@ Variable LoRAAdapter::forward(const Variable& x) const {
     shape.back() = lora_B().size(0);
     return Variable(Tensor::zeros(shape, x.dtype()));
   }
-  return mul_scalar(lora_b_->forward(lora_a_->forward(dropout_input(x))), scale());
+  if (mode_ == LoRAParallel::None)
+    return mul_scalar(lora_b_->forward(lora_a_->forward(dropout_input(x))), scale());
+  const Variable a = mode_ == LoRAParallel::Column ? copy_to_group(lora_A(), *tp_) : lora_A();
+  Variable low = matmul(dropout_input(x), a, false, true);
+  if (mode_ == LoRAParallel::Row) low = reduce_from_group(low, *tp_);
+  return mul_scalar(matmul(low, lora_B(), false, true), scale());
 }
 
 Tensor LoRAAdapter::delta_weight() const {
@@ -68,8 +101,9 @@ Tensor LoRAAdapter::delta_weight() const {
 }
 
 LoRALinear::LoRALinear(std::shared_ptr<Linear> base, const LoRAOptions& options, Generator& gen,
-                       std::shared_ptr<Generator> dropout_gen)
-    : LoRAAdapter(non_null(base, "Linear")->weight().size(1), base->out_features(), options, gen,
+                       std::shared_ptr<Generator> dropout_gen, LoRAWholeSize whole)
+    : LoRAAdapter(whole.in > 0 ? whole.in : non_null(base, "Linear")->weight().size(1),
+                  whole.out > 0 ? whole.out : non_null(base, "Linear")->out_features(), options, gen,
                   base->weight().dtype(), std::move(dropout_gen)),
       linear_(std::move(base)) {
   share_parameter("weight", linear_->weight()).set_requires_grad(false);
@@ -78,9 +112,10 @@ LoRALinear::LoRALinear(std::shared_ptr<Linear> base, const LoRAOptions& options,
 }
 
 LoRALinear::LoRALinear(std::shared_ptr<Nf4Linear> base, const LoRAOptions& options, Generator& gen,
-                       std::shared_ptr<Generator> dropout_gen, DType dtype)
-    : LoRAAdapter(non_null(base, "Nf4Linear")->in_features(), base->out_features(), options, gen,
-                  dtype, std::move(dropout_gen)),
+                       std::shared_ptr<Generator> dropout_gen, DType dtype, LoRAWholeSize whole)
+    : LoRAAdapter(whole.in > 0 ? whole.in : non_null(base, "Nf4Linear")->in_features(),
+                  whole.out > 0 ? whole.out : non_null(base, "Nf4Linear")->out_features(), options,
+                  gen, dtype, std::move(dropout_gen)),
       nf4_(std::move(base)) {
   if (nf4_->bias().defined()) share_parameter("bias", nf4_->bias()).set_requires_grad(false);
 }
@@ -96,6 +131,11 @@ const Variable& LoRALinear::base_bias() const {
 Variable LoRALinear::forward(const Variable& x) const {
   if (adapters_off) return base_module().forward(x);
   return add(base_module().forward(x), LoRAAdapter::forward(x));
+}
+
+Variable LoRALinear::row_parallel_forward(const Variable& x, const ParallelGroup& g) const {
+  const Variable y = nn::row_parallel_forward(base_module(), x, g);
+  return adapters_off ? y : add(y, LoRAAdapter::forward(x));
 }
 
 Tensor LoRALinear::merged_weight() const {

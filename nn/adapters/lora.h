@@ -10,6 +10,7 @@
 #include "core/rng.h"
 #include "nn/layers.h"
 #include "nn/adapters/nf4_linear.h"
+#include "nn/tensor_parallel.h"
 
 namespace ember::nn {
 
@@ -34,6 +35,19 @@ struct LoRAOptions {
   double dropout = 0;
 };
 
+// The whole [out, in] of a base that holds a tensor-parallel shard (0: the base's own size): A
+// and B are drawn at it, as one rank draws them; add_adapters then keeps their shards.
+struct LoRAWholeSize {
+  int64_t out = 0, in = 0;
+};
+
+// How an adapter runs under tensor parallelism (nn/tensor_parallel.h). Column: its base's
+// output rows are split and its input is whole: A whole, used through copy_to_group (its
+// gradient summed over the group), B this rank's rows. Row: its base's input columns are
+// split: A this rank's columns, the low-rank product x_t A_t^T summed over the group, then B,
+// whole, applied once; dropout takes this rank's columns of the whole input's mask.
+enum class LoRAParallel { None, Column, Row };
+
 // delta(x) = (alpha / r) * dropout(x) A^T B^T; x [..., in] -> [..., out].
 class LoRAAdapter : public UnaryModule {
  public:
@@ -47,6 +61,9 @@ class LoRAAdapter : public UnaryModule {
   Variable dropout_input(const Variable& x) const;
   // (alpha / r) B A [out, in] (no graph).
   Tensor delta_weight() const;
+  // Tensor parallelism over group (the adapters hold their shards already); whole_in: the
+  // whole input width (Row: what the dropout mask is drawn for).
+  void set_tensor_parallel(const ParallelGroup* group, LoRAParallel mode, int64_t whole_in);
 
   double scale() const { return options_.alpha / static_cast<double>(options_.r); }
   const LoRAOptions& options() const { return options_; }
@@ -57,19 +74,28 @@ class LoRAAdapter : public UnaryModule {
   LoRAOptions options_;
   std::shared_ptr<Linear> lora_a_, lora_b_;
   std::shared_ptr<Dropout> dropout_;
+  std::shared_ptr<Generator> dropout_gen_;
+  const ParallelGroup* tp_ = nullptr;
+  LoRAParallel mode_ = LoRAParallel::None;
+  int64_t whole_in_ = 0;
+  // Row: dropout of this rank's columns x_t of the whole input, as the whole's mask has them.
+  Variable row_dropout(const Variable& x) const;
 };
 
 // base(x) + delta(x) (base(x) alone under an AdaptersOffGuard). The base's parameters are shared under this module's own names (the
 // base is not a child, so no extra name level); its weight and bias are frozen
 // (requires_grad false), its added rows (nn/adapters/adapters.h add_vocab_rows) are not.
-class LoRALinear : public LoRAAdapter {
+class LoRALinear : public LoRAAdapter, public RowParallelModule {
  public:
   LoRALinear(std::shared_ptr<Linear> base, const LoRAOptions& options, Generator& gen,
-             std::shared_ptr<Generator> dropout_gen = nullptr);
+             std::shared_ptr<Generator> dropout_gen = nullptr, LoRAWholeSize whole = {});
   // Over an NF4 base: the adapters are of dtype.
   LoRALinear(std::shared_ptr<Nf4Linear> base, const LoRAOptions& options, Generator& gen,
-             std::shared_ptr<Generator> dropout_gen = nullptr, DType dtype = DType::Float32);
+             std::shared_ptr<Generator> dropout_gen = nullptr, DType dtype = DType::Float32,
+             LoRAWholeSize whole = {});
   Variable forward(const Variable& x) const override;
+  // The row-parallel base (its partial products summed over g, its bias once), then the update.
+  Variable row_parallel_forward(const Variable& x, const ParallelGroup& g) const override;
 
   // W' = W + (alpha / r) B A (no graph); an NF4 W dequantized, added rows included.
   Tensor merged_weight() const;

@@ -190,3 +190,44 @@ TEST_CASE("nf4: stored bytes of a [768, 3072] weight", "[nf4]") {
   CHECK(dq.nbytes() == n / 2 + blocks + 4 * 144 + 4);  // 1217092
   CHECK(double(dq.nbytes()) / double(n) == Approx(0.51587).margin(1e-5));
 }
+
+using kernels::nf4_columns;
+using kernels::nf4_dequantize;
+using kernels::nf4_quantize;
+using kernels::nf4_rows;
+
+// Tensor-parallel shards of a quantized weight (kernels::nf4_rows / nf4_columns): the shard's
+// dequantized values are the whole's dequantized values at its elements, bit for bit.
+static void check_shard(const Nf4Tensor& whole, const Nf4Tensor& shard, bool rows, int64_t first) {
+  const Tensor w = nf4_dequantize(whole), s = nf4_dequantize(shard);
+  const Tensor want = w.narrow(rows ? 0 : 1, first, s.size(rows ? 0 : 1)).contiguous();
+  CHECK(s.to_vector<float>() == want.to_vector<float>());
+}
+
+TEST_CASE("nf4 shards: rows and columns keep the whole's codes and absmaxes", "[nf4]") {
+  for (bool dq : {false, true}) {
+    INFO((dq ? "nf4-dq" : "nf4"));
+    // in 16: a block holds 4 rows; a column half keeps 32-element parts of them
+    const Tensor a = Tensor::randn({16, 16}, 7, 0, DType::Float32);
+    const Nf4Tensor qa = nf4_quantize(a, dq);
+    for (int64_t t = 0; t < 2; ++t) {
+      check_shard(qa, nf4_rows(qa, 8 * t, 8, "w"), true, 8 * t);
+      const Nf4Tensor c = nf4_columns(qa, 8 * t, 8, "w");
+      CHECK(c.block == 32);
+      CHECK(!c.double_quant());
+      check_shard(qa, c, false, 8 * t);
+    }
+    // in 256, 4 ranks: every row part is a whole block; 1000 blocks (4 int8 scales under dq)
+    const Tensor b = Tensor::randn({250, 256}, 8, 0, DType::Float32);
+    const Nf4Tensor qb = nf4_quantize(b, dq);
+    for (int64_t t = 0; t < 4; ++t) check_shard(qb, nf4_columns(qb, 64 * t, 64, "w"), false, 64 * t);
+    check_shard(qb, nf4_rows(qb, 125, 125, "w"), true, 125);
+  }
+  // Blocks that straddle the split: refused, naming the tensor.
+  const Nf4Tensor q = nf4_quantize(Tensor::randn({8, 48}, 9, 0, DType::Float32));
+  CHECK_THROWS_WITH(nf4_columns(q, 24, 24, "--tp 2: model.layers.0.self_attn.o_proj.weight"),
+                    "--tp 2: model.layers.0.self_attn.o_proj.weight: the NF4 blocks of 64 elements "
+                    "of [8, 48] do not align with its columns [24, 48), so the shard cannot keep "
+                    "the one-process quantization");
+  CHECK_THROWS_WITH(nf4_rows(q, 1, 7, "w"), Catch::Contains("do not align with its rows [1, 8)"));
+}
