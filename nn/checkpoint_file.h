@@ -86,16 +86,22 @@ void check_finite(const Tensor& t, const std::string& what);
 // loaded. moved_base (a command's --base), when given, is read in place of c.base: the base
 // moved, and the file must have sha256 c.base_sha256 (an Error naming both hashes). A plain
 // checkpoint ignores it.
+// With a pipeline stage (a fine-tune checkpoint only): the stage's part of the model
+// (load_model_weights), its trained tensors read from c.
 std::unique_ptr<Transformer> model_from_checkpoint(const Checkpoint& c, const std::string& path,
-                                                   const std::string& moved_base = "");
+                                                   const std::string& moved_base = "",
+                                                   PipelineStage stage = {});
 // The model of cfg (built from seed) with the plain checkpoint `path`'s /model tensors as its
 // parameters, read one at a time into weights left uninitialized (SkipInitGuard): exactly its
 // parameter names, each of its shape, finite. With quantize "nf4"/"nf4-dq" each block's
 // projections go to NF4 (quantize_block) as soon as that block's tensors are read and their
 // float32 storage is returned to the system, so the float32 blocks are never all resident.
+// With a pipeline stage (nn/pipeline_stage.h): the stage's part of the model (the file holds
+// every tensor).
 std::unique_ptr<Transformer> load_model_weights(const ModelConfig& cfg, uint64_t seed,
                                                 const std::string& path,
-                                                const std::string& quantize = "none");
+                                                const std::string& quantize = "none",
+                                                PipelineStage stage = {});
 // The base model of a fine-tune config before its vocabulary growth: the config with lora,
 // quantize, align, reward and vocab_size (base_vocab_size) of the base.
 ModelConfig finetune_base_config(const ModelConfig& finetune_config, int64_t base_vocab_size);

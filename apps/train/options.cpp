@@ -217,7 +217,8 @@ const std::vector<Field>& finetune_fields() {
                              "--weight-decay", "--beta1", "--beta2", "--clip", "--save-every",
                              "--keep", "--keep-every", "--log-every",
                              "--eval-every", "--dtype", "--profile", "--zero", "--bucket-mb",
-                             "--check-every", "--checkpoint-activations", "--checkpoint-every"}) {
+                             "--check-every", "--checkpoint-activations", "--checkpoint-every",
+                             "--pp", "--micro-batches", "--pp-layers", "--pp-schedule"}) {
       // clang-format on
       const auto& train = fields();
       const auto it = std::find_if(train.begin(), train.end(), [&](const Field& f) {

@@ -128,6 +128,8 @@ std::string save_checkpoint(TrainRun& run, int64_t at_step) {
   } else {  // LoRA: the trained tensors, naming the base (docs/formats.md#fine-tune-checkpoints)
     for (const auto& [tensor, v] : nn::trainable_parameters(*run.model))
       c.model.emplace(tensor, v.data());
+  }
+  if (run.cfg.lora) {  // --pp too: its stages send only their trained tensors (gather_model)
     c.base = run.finetune_base;
     c.base_sha256 = run.finetune_base_sha256;
   }

@@ -7,7 +7,9 @@
 // ember reward adds the score head score.weight (drawn from --seed, always trained) last.
 // The base's weights are read tensor by tensor into a model built without initializing them
 // (nn::load_model_weights); with --quantize each block goes to NF4 as soon as it is read, so
-// the float32 blocks are never all resident.
+// the float32 blocks are never all resident. With --pp each rank builds its stage's part
+// (nn::PipelineStage): the same tensors, adapters included, as one process's.
+#include "apps/train/pipeline_run.h"
 #include "apps/train/run.h"
 #include "autograd/grad_mode.h"
 #include "core/io/hdf5_file.h"
@@ -58,18 +60,19 @@ std::vector<std::pair<std::string, Variable>> build_finetune_model(TrainRun& run
     // --base: the base moved, read from there (checked by the sha256 the checkpoint records).
     const std::string moved_base = o.base.empty() ? "" : run.finetune_base;
     agreed(run.comm,
-           [&] { run.model = nn::model_from_checkpoint(run.start, run.start_path, moved_base); });
+           [&] { run.model = nn::model_from_checkpoint(run.start, run.start_path, moved_base, run.stage); });
     run.model->train();
     run.finetune_base_sha256 = run.start.base_sha256;
   } else {
     if (o.resume.empty()) {
       const std::string quantize = o.full ? "none" : o.quantize;
       agreed(run.comm, [&] {
-        run.model = nn::load_model_weights(run.cfg, o.seed, run.start_path, quantize);
+        run.model = nn::load_model_weights(run.cfg, o.seed, run.start_path, quantize, run.stage);
       });
     } else {
-      run.model = std::make_unique<nn::Transformer>(run.cfg, o.seed);
-      run.model->load_state_dict(run.start.model);  // a resumed --full run's checkpoint
+      // A resumed --full run's checkpoint (--pp: the stage's tensors of it).
+      run.model = std::make_unique<nn::Transformer>(run.cfg, o.seed, DType::Float32, nn::TensorParallel{}, run.stage);
+      run.model->load_state_dict(stage_state(run, run.start.model));
     }
     if (run.added_rows > 0) nn::add_vocab_rows(*run.model, run.added_rows, o.seed);
     if (o.full && run.added_rows > 0) run.model = grown_plain_model(*run.model, o.seed);

@@ -8,6 +8,7 @@
 #include "apps/train/pipeline_run.h"
 #include "dist/group.h"
 #include "dist/reducer.h"
+#include "nn/adapters/adapters.h"
 #include "nn/tensor_parallel.h"
 #include "optim/clip.h"
 
@@ -53,7 +54,8 @@ Tensor gather_whole(const TrainRun& run, const std::string& name, const Tensor& 
 }  // namespace
 
 void gather_model(const TrainRun& run, const nn::TensorPut& put) {
-  for (const auto& [name, p] : run.model->named_parameters()) {
+  // A LoRA checkpoint holds the trained tensors only (docs/formats.md#fine-tune-checkpoints).
+  for (const auto& [name, p] : run.cfg.lora ? nn::trainable_parameters(*run.model) : run.model->named_parameters()) {
     const Tensor whole = gather_whole(run, name, p.data());
     if (put) put(name, whole);
   }

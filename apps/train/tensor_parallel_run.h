@@ -16,8 +16,9 @@ namespace ember::apps {
 // Each whole tensor of a state (parameters by name, or "<name>/<moment>") cut to this rank's shard.
 std::map<std::string, Tensor> shard_state(const TrainRun& run, const std::map<std::string, Tensor>& whole);
 
-// Collective over the tensor group: each parameter's whole tensor in turn, passed to put (which
-// may be empty off rank 0), so that one whole tensor at a time is held.
+// Collective over the tensor group: each parameter's whole tensor in turn (a LoRA run: each
+// trained one's), passed to put (which may be empty off rank 0), so that one whole tensor at a
+// time is held.
 void gather_model(const TrainRun& run, const nn::TensorPut& put);
 
 // An optimizer state sink that gathers each tensor whole before passing it to put (every rank

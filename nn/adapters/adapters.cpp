@@ -10,6 +10,7 @@
 #include "core/kernels/elementwise.h"
 #include "nn/adapters/lora.h"
 #include "nn/adapters/nf4_linear.h"
+#include "nn/parallel_plan.h"
 
 namespace ember::nn {
 namespace {
@@ -125,6 +126,24 @@ void quantize_projections(Module& blocks, bool double_quant) {
   });
 }
 
+// The adapters' draws of blocks 0 .. layer - 1 (r x in for each targeted projection weight
+// [out, in]): where a pipeline stage whose first block is `layer` takes up the one-process
+// model's stream, so that its adapters are the same-named ones of one process.
+uint64_t draws_before(const ModelConfig& cfg, const LoRAConfig& lora, int64_t layer) {
+  const std::string prefix = "model.layers.", suffix = ".weight";
+  uint64_t n = 0;
+  for (const PlacedParameter& p : place_parameters(cfg, make_parallel_layout(cfg, 1, 1))) {
+    if (!p.name.starts_with(prefix) || !p.name.ends_with(suffix) ||
+        std::stoll(p.name.substr(prefix.size())) >= layer)
+      continue;
+    const std::string path = p.name.substr(0, p.name.size() - suffix.size());
+    const std::string target = projection_target(path.substr(path.rfind('.') + 1));
+    if (!target.empty() && std::find(lora.targets.begin(), lora.targets.end(), target) != lora.targets.end())
+      n += static_cast<uint64_t>(lora.r * p.shape.at(1));
+  }
+  return n;
+}
+
 }  // namespace
 
 void quantize_block(Transformer& model, int64_t layer, bool double_quant) {
@@ -143,6 +162,8 @@ void add_adapters(Transformer& model, const LoRAConfig& lora, const std::string&
   Module& blocks = child(child(model, "model"), "layers");
   if (quantize != "none") quantize_projections(blocks, quantize == "nf4-dq");
   Generator gen(seed);
+  // A pipeline stage draws its blocks' adapters, and the last stage the head's, as one process does.
+  gen.advance(draws_before(model.config(), lora, model.stage().first_layer));
   const auto& dropout_gen = model.shared_dropout_generator();
   walk(blocks, "", [&](Module& parent, const std::string& name, const std::string& path) {
     const std::string target = projection_target(name);
@@ -152,7 +173,7 @@ void add_adapters(Transformer& model, const LoRAConfig& lora, const std::string&
                 " is neither a Linear nor NF4");
     parent.replace_module(name, wrapped);
   });
-  if (wants("head")) {
+  if (wants("head") && model.stage().last()) {
     if (model.config().tie_embeddings) {
       const Embedding& e = model.embed_tokens();
       model.set_tied_head_adapter(std::make_shared<LoRAAdapter>(
