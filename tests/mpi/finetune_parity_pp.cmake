@@ -8,10 +8,12 @@
 # untied one (k, up, down, head), QLoRA (nf4 tied, nf4-dq untied), with gpipe,
 # --checkpoint-activations and --dtype bf16, for an MoE base (its real-token mask through the
 # stages) and at (T, P, D) = (1, 2, 2). Measured: LoRA and QLoRA equal one process bit for bit
-# (no table gradient summed over the stages), --full and MoE within 2.3e-7. A LoRA checkpoint saved at
-# P = 2 is the one-process file (base, trained tensors only) and resumes at P = 1 to the
-# unbroken run, at P = 2 bit for bit; one saved at P = 1 resumes at P = 2. Combinations not
-# available are refused in one line. Variables: EMBER, TOOL, MPIRUN, WORK.
+# (no table gradient summed over the stages), --full and MoE within 2.3e-7. A LoRA checkpoint
+# saved at P = 2 is the one-process file (base, trained tensors only, their AdamW moments and
+# step counts: compare-state; measured equal, --full's moments within 4.2e-7) and resumes at
+# P = 1 to the unbroken run, at P = 2 bit for bit (--full too); one saved at P = 1 resumes at
+# P = 2. Combinations not available are refused in one line. Variables: EMBER, TOOL, MPIRUN,
+# WORK.
 include(${CMAKE_CURRENT_LIST_DIR}/failed_job.cmake)
 file(REMOVE_RECURSE ${WORK})
 set(mpirun ${MPIRUN} --oversubscribe --bind-to none)
@@ -78,11 +80,13 @@ one(moe1 --full)
 same_as_one(moe2 2 moe1 --full --pp 2 --batch-size 4)
 
 # The P = 2 LoRA checkpoint is the one-process file: the trained tensors only (compare fails on
-# another count of tensors), naming the base and its sha256 (the resume at P = 1 below reads
-# the base by them).
+# another count of tensors), their AdamW moments and step counts, naming the base and its
+# sha256 (the resume at P = 1 below reads the base by them).
 set(common finetune --base ${WORK}/base.h5 ${options})
-run("LoRA P=2 file = P=1 file" ${TOOL} compare ${WORK}/lora2/step_00000002.h5 ${WORK}/lora1/step_00000002.h5
-    ${reassociated})
+run("LoRA P=2 file = P=1 file" ${TOOL} compare-state ${WORK}/lora2/step_00000002.h5
+    ${WORK}/lora1/step_00000002.h5 ${reassociated})
+run("--full P=2 file = P=1 file" ${TOOL} compare-state ${WORK}/full2/step_00000002.h5
+    ${WORK}/full1/step_00000002.h5 ${reassociated})
 
 # resume_at(name source step np [options...]): step `step` of run `source` copied into WORK/name
 # and resumed on np ranks with the options.
