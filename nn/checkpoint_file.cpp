@@ -13,6 +13,7 @@
 #include "autograd/grad_mode.h"
 #include "nn/adapters/adapters.h"
 #include "nn/sizing/parameter_layout.h"
+#include "nn/parallel_plan.h"
 #include "nn/skip_init.h"
 
 namespace ember::nn {
@@ -177,6 +178,20 @@ int64_t layer_of(const std::string& name) {
   return name.rfind(prefix, 0) == 0 ? std::stoll(name.substr(prefix.size())) : -1;
 }
 
+// The tensors of c.model that pipeline stage `stage` answers for: its blocks', and, on the last
+// stage, every other one. Each tensor of the file is checked by exactly one stage.
+Checkpoint stage_tensors(const Checkpoint& c, const PipelineStage& stage) {
+  Checkpoint out;
+  out.config = c.config;
+  for (const auto& [name, t] : c.model) {
+    const int64_t layer = layer_of(name);
+    const bool block = layer >= 0 && layer < c.config.n_layers;
+    if (block ? layer >= stage.first_layer && layer < stage.first_layer + stage.n_layers : stage.last())
+      out.model.emplace(name, t);
+  }
+  return out;
+}
+
 // f's /model/<name>: present, of shape `shape`, finite.
 Tensor read_weight(const H5File& f, const std::string& name, const Shape& shape) {
   const std::string where = f.path() + ": tensor /model/" + name;
@@ -196,17 +211,21 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 std::unique_ptr<Transformer> load_model_weights(const ModelConfig& cfg, uint64_t seed,
                                                 const std::string& path,
-                                                const std::string& quantize, TensorParallel tp) {
+                                                const std::string& quantize, TensorParallel tp,
+                                                PipelineStage stage) {
   std::unique_ptr<Transformer> model;
   {
     SkipInitGuard skip;
-    model = std::make_unique<Transformer>(cfg, seed, DType::Float32, tp);
+    model = std::make_unique<Transformer>(cfg, seed, DType::Float32, tp, stage);
   }
   const H5File f(path, H5File::Mode::Read);
   auto params = model->named_parameters();
   const size_t stored = f.list("/model").size();
-  EMBER_CHECK(stored == params.size(), path, ": /model holds ", stored,
-              " tensors, but the model its config describes has ", params.size(), " parameters");
+  // A pipeline stage holds part of the model: the file holds all of it.
+  const size_t whole = model->stage().active() ? place_parameters(cfg, make_parallel_layout(cfg, 1, 1)).size()
+                                               : params.size();
+  EMBER_CHECK(stored == whole, path, ": /model holds ", stored,
+              " tensors, but the model its config describes has ", whole, " parameters");
   std::map<std::string, Shape> whole_shape;  // under tensor parallelism: the whole tensors' shapes
   if (tp.active()) {
     for (const ParameterEntry& e : parameter_layout(cfg)) whole_shape.emplace(e.name, e.shape);
@@ -244,7 +263,8 @@ namespace {
 // sha256, a plain checkpoint whose config is the fine-tune's without lora), as a model. A given
 // moved_base is read in place of c.base (the base moved since).
 std::unique_ptr<Transformer> load_base(const Checkpoint& c, const std::string& path,
-                                       const std::string& moved_base, TensorParallel tp) {
+                                       const std::string& moved_base, TensorParallel tp,
+                                       PipelineStage stage) {
   EMBER_CHECK(!c.base.empty(), path, ": a fine-tune checkpoint (its config has \"lora\") must name its base "
               "(root attribute base)");
   EMBER_CHECK(!c.base_sha256.empty(), path, ": records no sha256 of its base ", c.base,
@@ -270,7 +290,7 @@ std::unique_ptr<Transformer> load_base(const Checkpoint& c, const std::string& p
   const ModelConfig expect = finetune_base_config(c.config, base_config.vocab_size);
   EMBER_CHECK(base_config.to_json() == expect.to_json(), path, ": its base ", base,
               " has a different model config than the fine-tune was made from");
-  return load_model_weights(base_config, 0, base, c.config.quantize, tp);
+  return load_model_weights(base_config, 0, base, c.config.quantize, tp, stage);
 }
 
 }  // namespace
@@ -310,15 +330,16 @@ void check_model_tensors(const Checkpoint& c, const std::string& path) {
 }
 
 std::unique_ptr<Transformer> model_from_checkpoint(const Checkpoint& c, const std::string& path,
-                                                   const std::string& moved_base, TensorParallel tp) {
+                                                   const std::string& moved_base, TensorParallel tp,
+                                                   PipelineStage stage) {
   if (c.config.lora) {
-    std::unique_ptr<Transformer> model = load_base(c, path, moved_base, tp);
+    std::unique_ptr<Transformer> model = load_base(c, path, moved_base, tp, stage);
     make_finetune(*model, c.config, c.config.vocab_size - model->config().vocab_size);
     const auto trainable = trainable_parameters(*model);
     if (tp.active()) {
-      check_model_tensors(c, path);  // the whole tensors; each rank keeps its shards
+      check_model_tensors(c, path);  // the whole tensors (each rank keeps its stage's shards)
     } else {
-      check_tensors_against(c, path, trainable);
+      check_tensors_against(model->stage().active() ? stage_tensors(c, model->stage()) : c, path, trainable);
     }
     NoGradGuard no_grad;
     for (const auto& [name, v] : trainable) {

@@ -87,10 +87,11 @@ void check_finite(const Tensor& t, const std::string& what);
 // moved, and the file must have sha256 c.base_sha256 (an Error naming both hashes). A plain
 // checkpoint ignores it.
 // Under tensor parallelism (tp) the base is read as load_model_weights reads it and each rank
-// keeps the shards of the trained tensors.
+// keeps the shards of the trained tensors; with a pipeline stage (a fine-tune checkpoint only)
+// the stage's part of the model, its trained tensors read from c.
 std::unique_ptr<Transformer> model_from_checkpoint(const Checkpoint& c, const std::string& path,
                                                    const std::string& moved_base = "",
-                                                   TensorParallel tp = {});
+                                                   TensorParallel tp = {}, PipelineStage stage = {});
 // The model of cfg (built from seed) with the plain checkpoint `path`'s /model tensors as its
 // parameters, read one at a time into weights left uninitialized (SkipInitGuard): exactly its
 // parameter names, each of its shape, finite. With quantize "nf4"/"nf4-dq" each block's
@@ -99,10 +100,12 @@ std::unique_ptr<Transformer> model_from_checkpoint(const Checkpoint& c, const st
 // Under tensor parallelism (tp) the model holds its rank's shards: each tensor is read whole and
 // cut; a quantized block's projections are kept whole until the block is read, quantized whole as
 // one rank quantizes them and cut (quantize_block), so one block's float32 weights are resident.
+// With a pipeline stage (nn/pipeline_stage.h): the stage's part of the model (the file holds
+// every tensor).
 std::unique_ptr<Transformer> load_model_weights(const ModelConfig& cfg, uint64_t seed,
                                                 const std::string& path,
                                                 const std::string& quantize = "none",
-                                                TensorParallel tp = {});
+                                                TensorParallel tp = {}, PipelineStage stage = {});
 // The base model of a fine-tune config before its vocabulary growth: the config with lora,
 // quantize, align, reward and vocab_size (base_vocab_size) of the base.
 ModelConfig finetune_base_config(const ModelConfig& finetune_config, int64_t base_vocab_size);

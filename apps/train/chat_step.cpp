@@ -5,9 +5,12 @@
 // so accumulation and data parallelism give the gradient of one large batch whatever the padding.
 // W counts the data-parallel ranks (--tp: a data index's tensor ranks compute one share together).
 // The reducer averages gradients over ranks, so each rank differentiates W x its share:
-// its CE is divided by N / W, its MoE terms by A.
+// its CE is divided by N / W, its MoE terms by A. With --pp W is the D data-parallel ranks
+// (the stages read the same rows) and each micro-step's rows run as M micro-batches through
+// the stages (apps/train/pipeline_run.h).
 #include <algorithm>
 
+#include "apps/train/pipeline_run.h"
 #include "apps/train/run.h"
 #include "apps/train/step_phases.h"
 #include "autograd/autocast.h"
@@ -29,7 +32,8 @@ Tensor real_inputs(const data::ChatBatch& b, int64_t T) {
 }
 
 // The step's micro-batches and their trained-token count over the data-parallel ranks (one
-// all-reduce; --tp: the tensor ranks of a data index read the same rows, counted once).
+// all-reduce; --tp and --pp: the tensor ranks and stages of a data index read the same rows,
+// counted once).
 std::vector<data::ChatBatch> step_batches(TrainRun& run, int64_t& trained_tokens) {
   EMBER_PROFILE_PHASE(kDataPhase);
   EMBER_PROFILE_SCOPE(kDataFamily);
@@ -44,6 +48,41 @@ std::vector<data::ChatBatch> step_batches(TrainRun& run, int64_t& trained_tokens
   return batches;
 }
 
+// --pp: micro-step u's chat batch of B rows cut into M micro-batches of B / M rows; the last
+// stage's loss over the step's norm, every stage's MoE terms scaled by 1 / (M A) (the
+// micro-batches are the one process's of --batch-size B / M --grad-accum M A D).
+class ChatMicroBatches : public MicroBatches {
+ public:
+  ChatMicroBatches(const TrainRun& run, const data::ChatBatch& b, double norm)
+      : b_(b), n_(run.o.batch_size / run.o.micro_batches), T_(run.o.seq_len), norm_(norm),
+        moe_scale_(1.0 / static_cast<double>(run.o.micro_batches * run.o.grad_accum)) {
+    if (run.cfg.moe) real_ = real_inputs(b, T_);
+  }
+
+  Tensor inputs(int m) const override { return rows(b_.tokens, m, 0); }
+  Tensor real(int m) const override { return real_.defined() ? rows(real_, m, 0) : Tensor(); }
+
+  nn::LossTerms loss(const nn::Transformer& model, const nn::StageOutput& out, int m,
+                     StepResult& s) const override {
+    const nn::LossTerms l = model.stage_loss(out, rows(b_.tokens, m, 1), rows(b_.trained, m, 0), norm_, moe_scale_);
+    s.ce += l.ce;
+    s.z += l.z;
+    s.aux += l.aux * moe_scale_;
+    return l;
+  }
+
+ private:
+  // Micro-batch m's rows of t [B, >= T], T columns from `first`.
+  Tensor rows(const Tensor& t, int m, int64_t first) const {
+    return t.narrow(0, m * n_, n_).narrow(1, first, T_).contiguous();
+  }
+
+  const data::ChatBatch& b_;
+  const int64_t n_, T_;
+  const double norm_, moe_scale_;
+  Tensor real_;
+};
+
 }  // namespace
 
 void chat_forward_backward(TrainRun& run, StepResult& s) {
@@ -52,6 +91,12 @@ void chat_forward_backward(TrainRun& run, StepResult& s) {
   const std::vector<data::ChatBatch> batches = step_batches(run, s.trained_tokens);
   // A step without a trained token has loss 0 and no CE gradient (all weights 0).
   const double norm = static_cast<double>(s.trained_tokens) / static_cast<double>(run.data_world);
+  if (run.pipeline) {
+    pipeline_forward_backward(run, s, [&](int64_t u) {
+      return std::make_unique<ChatMicroBatches>(run, batches[static_cast<size_t>(u)], norm);
+    });
+    return;
+  }
   AutocastGuard mixed(run.autocast);  // forward and backward only
   for (int64_t u = 0; u < A; ++u) {
     if (reducer) reducer->set_sync(u == A - 1);

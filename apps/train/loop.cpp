@@ -173,7 +173,8 @@ void log_base_validation(TrainRun& run, MetricsLog& metrics) {
   RunTally tally;
   const HeldParameters held(run.optimization);  // ZeRO-3: gathered
   agreed(run.comm, [&] {
-    if (!(run.tp_group ? run.data_rank == 0 : run.root)) return;  // --tp: a collective forward
+    // --tp, --pp: every rank of data index 0 (a collective forward, through the stages).
+    if ((run.tp_group || run.pp_group) ? run.data_rank != 0 : !run.root) return;
     before = validation_loss(run, tally, record);
   });
   metrics.append(record.dump());
@@ -372,7 +373,7 @@ ShardLoss validation_loss(TrainRun& run, RunTally& tally, json& record) {
 
 ShardLoss validation_loss(TrainRun& run) {
   AutocastGuard eval_mixed(run.autocast);
-  if (run.pipeline) return pipeline_shard_loss(run);
+  if (run.pipeline) return run.chat_val_rows ? pipeline_chat_loss(run) : pipeline_shard_loss(run);
   if (run.chat_val_rows) {
     return chat_shard_loss(*run.model, run.chat_val_rows, run.data_world * run.o.batch_size,
                          run.token_bytes);

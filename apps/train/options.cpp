@@ -218,7 +218,7 @@ const std::vector<Field>& finetune_fields() {
                              "--keep", "--keep-every", "--log-every",
                              "--eval-every", "--dtype", "--profile", "--zero", "--bucket-mb",
                              "--check-every", "--checkpoint-activations", "--checkpoint-every",
-                             "--tp"}) {
+                             "--tp", "--pp", "--micro-batches", "--pp-layers", "--pp-schedule"}) {
       // clang-format on
       const auto& train = fields();
       const auto it = std::find_if(train.begin(), train.end(), [&](const Field& f) {

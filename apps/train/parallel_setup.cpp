@@ -36,6 +36,13 @@ std::string refused_with_pp(const TrainOptions& o) {
     }
     return "";
   }
+  if (o.align) return "--pp and ember align cannot be combined yet (use --pp 1)";
+  if (o.reward) return "--pp and ember reward cannot be combined yet (use --pp 1)";
+  if (o.finetune && o.add_chat_tokens)
+    return "--pp and --add-chat-tokens cannot be combined yet (a base whose tokenizer has the chat tokens needs no "
+           "--add-chat-tokens)";
+  if (o.finetune && o.zero)
+    return "--pp and --zero " + number(o.zero) + " cannot be combined yet in ember finetune (use --zero 0)";
   if (o.zero >= 2) return "--pp and --zero " + number(o.zero) + " cannot be combined yet (use --zero 0 or 1)";
   if (o.sample_tokens > 0) return "--pp and --sample-tokens cannot be combined yet (sample with ember generate)";
   const int64_t m = o.micro_batches > 0 ? o.micro_batches : o.pp;

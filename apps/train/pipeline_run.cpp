@@ -1,6 +1,7 @@
-// --pp P in the training runtime: the step's micro-batches through dist::PipelineRunner, the
-// held-out loss through the stages, and the checkpoint's tensors of the later stages sent to
-// rank 0 (see pipeline_run.h).
+// --pp P in the training runtime: the step's micro-batches through dist::PipelineRunner (ember
+// train's token windows here, finetune's chat rows from chat_step.cpp), the held-out loss
+// through the stages, and the checkpoint's tensors of the later stages sent to rank 0 (see
+// pipeline_run.h).
 #include "apps/train/pipeline_run.h"
 
 #include <algorithm>
@@ -31,17 +32,48 @@ bool tied_sum_first(const TrainRun& run) {
   return run.o.zero && run.cfg.tie_embeddings && (run.stage.first() || run.stage.last());
 }
 
-// One rank's stage over the micro-batches of one micro-step u of --grad-accum: the graphs of the
-// micro-batches in flight, from the stage's input to its output and loss.
-class StageStep {
+// ember train's micro-step u: the rank's batch [B, T + 1] of token windows, M micro-batches of
+// B / M rows, each one's loss divided by M x A (its share of the step's mean).
+class TokenWindows : public MicroBatches {
  public:
-  StageStep(TrainRun& run, StepResult& s, int64_t u)
-      : run_(run), s_(s), u_(u), M_(run.o.micro_batches),
+  TokenWindows(TrainRun& run, int64_t u)
+      : M_(run.o.micro_batches), T_(run.o.seq_len),
         scale_(static_cast<double>(run.o.micro_batches * run.o.grad_accum)) {
     EMBER_PROFILE_PHASE(kDataPhase);
     EMBER_PROFILE_SCOPE(kDataFamily);
     batch_ = run.loader->batch(run.step, u);
   }
+
+  Tensor inputs(int m) const override { return rows(m, 0); }
+
+  nn::LossTerms loss(const nn::Transformer& model, const nn::StageOutput& out, int m,
+                     StepResult& s) const override {
+    nn::LossTerms l = model.stage_loss(out, rows(m, 1));
+    s.ce += l.ce / scale_;
+    s.z += l.z / scale_;
+    s.aux += l.aux / scale_;
+    if (l.total.defined()) l.total = l.total / scale_;
+    return l;
+  }
+
+ private:
+  // Micro-batch m's rows of the rank's batch [B, T + 1], from column `first`.
+  Tensor rows(int m, int64_t first) const {
+    const int64_t n = batch_.size(0) / M_;
+    return batch_.narrow(0, m * n, n).narrow(1, first, T_).contiguous();
+  }
+
+  const int64_t M_, T_;
+  const double scale_;  // M x A
+  Tensor batch_;
+};
+
+// One rank's stage over the micro-batches of one micro-step u of --grad-accum: the graphs of the
+// micro-batches in flight, from the stage's input to its output and loss.
+class StageStep {
+ public:
+  StageStep(TrainRun& run, StepResult& s, int64_t u, const MicroBatches& batches)
+      : run_(run), s_(s), u_(u), M_(run.o.micro_batches), batches_(batches) {}
 
   dist::StageFunctions functions() {
     return {[this](int m, const Tensor& in) { return forward(m, in); },
@@ -55,22 +87,13 @@ class StageStep {
     nn::LossTerms loss;
   };
 
-  // Micro-batch m's rows of the rank's batch [B, T + 1], from column `first`.
-  Tensor rows(int m, int64_t first) const {
-    const int64_t n = batch_.size(0) / M_, T = run_.o.seq_len;
-    return batch_.narrow(0, m * n, n).narrow(1, first, T).contiguous();
-  }
-
   Tensor forward(int m, const Tensor& in) {
     EMBER_PROFILE_PHASE(kForwardPhase);
     const nn::Transformer& model = *run_.model;
     Live l;
     if (!model.stage().first()) l.input = Variable(in).set_requires_grad(true);
-    l.out = model.forward_stage(rows(m, 0), l.input);
-    l.loss = model.stage_loss(l.out, rows(m, 1));
-    s_.ce += l.loss.ce / scale_;
-    s_.z += l.loss.z / scale_;
-    s_.aux += l.loss.aux / scale_;
+    l.out = model.forward_stage(batches_.inputs(m), l.input, batches_.real(m));
+    l.loss = batches_.loss(model, l.out, m, s_);
     const Tensor out = model.stage().last() ? Tensor() : l.out.output.data();
     live_[m] = std::move(l);
     return out;
@@ -92,7 +115,7 @@ class StageStep {
       seeds.push_back(grad);
     }
     if (l.loss.total.defined()) {
-      roots.push_back(l.loss.total / scale_);
+      roots.push_back(l.loss.total);
       seeds.emplace_back();
     }
     ember::backward(roots, seeds);
@@ -104,8 +127,7 @@ class StageStep {
   TrainRun& run_;
   StepResult& s_;
   const int64_t u_, M_;
-  const double scale_;  // M x A: each micro-batch's share of the step's mean loss
-  Tensor batch_;
+  const MicroBatches& batches_;
   std::map<int, Live> live_;
 };
 
@@ -157,11 +179,16 @@ bool is_tied_copy(const TrainRun& run, const std::string& name) {
 }
 
 void pipeline_forward_backward(TrainRun& run, StepResult& s) {
+  pipeline_forward_backward(run, s, [&run](int64_t u) { return std::make_unique<TokenWindows>(run, u); });
+}
+
+void pipeline_forward_backward(TrainRun& run, StepResult& s, const MicroStep& micro_step) {
   dist::PipelineTimes times;
   {
     AutocastGuard mixed(run.autocast);
     for (int64_t u = 0; u < run.o.grad_accum; ++u) {
-      StageStep step(run, s, u);
+      const std::unique_ptr<MicroBatches> batches = micro_step(u);
+      StageStep step(run, s, u, *batches);
       const dist::PipelineTimes t = run.pipeline->run(step.functions());
       times.forward += t.forward;
       times.backward += t.backward;
@@ -171,7 +198,9 @@ void pipeline_forward_backward(TrainRun& run, StepResult& s) {
   gather_stage_times(run, times, s);
   {
     EMBER_PROFILE_PHASE(kCommWaitPhase);
-    const bool tied = run.cfg.tie_embeddings && (run.stage.first() || run.stage.last());
+    // A LoRA run's table is frozen: no gradient to sum.
+    const bool tied = run.cfg.tie_embeddings && (run.stage.first() || run.stage.last()) &&
+                      run.model->embed_tokens().weight().requires_grad();
     auto sum_tied = [&run] {
       dist::sum_tied_gradient(*run.pp_group, run.model->embed_tokens().weight().grad());
     };
@@ -182,25 +211,37 @@ void pipeline_forward_backward(TrainRun& run, StepResult& s) {
   sum_over_stages(run, {&s.ce, &s.z, &s.aux});
 }
 
+namespace {
+
+// A held-out batch x [B, T] through this stage (no graph): the previous stage's activations
+// received, this stage's output sent on to the next.
+nn::StageOutput evaluate_stage(const TrainRun& run, const Tensor& x) {
+  const nn::Transformer& model = *run.model;
+  const dist::Group& pipeline = *run.pp_group;
+  const int s = pipeline.rank();
+  Variable in;
+  if (!model.stage().first()) {
+    Tensor received = Tensor::empty({x.size(0), x.size(1), run.cfg.d_model}, DType::Float32);
+    pipeline.recv(received, s - 1, kValidationTag);
+    in = Variable(received);
+  }
+  nn::StageOutput out = model.forward_stage(x, in);
+  if (!model.stage().last()) pipeline.send(out.output.data().contiguous(), s + 1, kValidationTag);
+  return out;
+}
+
+}  // namespace
+
 ShardLoss pipeline_shard_loss(TrainRun& run) {
   nn::Transformer& model = *run.model;
   const nn::EvalModeGuard eval(model);
   const NoGradGuard no_grad;
-  const dist::Group& pipeline = *run.pp_group;
-  const int s = pipeline.rank();
   const int64_t T = run.val_loader->options().seq_len;
   ShardLossSums sums;
   for (int64_t i = 0; i < run.eval_batches; ++i) {
     const Tensor b = run.val_loader->batch(i, 0);
     const Tensor x = b.narrow(1, 0, T).contiguous(), y = b.narrow(1, 1, T).contiguous();
-    Variable in;
-    if (!model.stage().first()) {
-      Tensor received = Tensor::empty({b.size(0), T, run.cfg.d_model}, DType::Float32);
-      pipeline.recv(received, s - 1, kValidationTag);
-      in = Variable(received);
-    }
-    const nn::StageOutput out = model.forward_stage(x, in);
-    if (!model.stage().last()) pipeline.send(out.output.data().contiguous(), s + 1, kValidationTag);
+    const nn::StageOutput out = evaluate_stage(run, x);
     sums.add(model.stage_loss(out, y));
     if (model.stage().first()) sums.count_targets(y, run.token_bytes);
   }
@@ -209,6 +250,21 @@ ShardLoss pipeline_shard_loss(TrainRun& run) {
   sums.tokens = static_cast<int64_t>(tokens);
   sums.bytes = static_cast<int64_t>(bytes);
   return sums.mean(!run.token_bytes.empty());
+}
+
+ShardLoss pipeline_chat_loss(TrainRun& run) {
+  nn::Transformer& model = *run.model;
+  const nn::EvalModeGuard eval(model);
+  ShardLoss r = chat_shard_loss(run.chat_val_rows, run.data_world * run.o.batch_size, run.token_bytes,
+                                [&](const Tensor& x, const Tensor& y, const Tensor& weight) {
+                                  const nn::StageOutput out = evaluate_stage(run, x);
+                                  return model.stage().last() ? model.stage_loss(out, y, weight, 1.0, 0.0)
+                                                              : nn::LossTerms{};
+                                });
+  // The counts are every stage's; the loss is the last stage's (0 on the others), and bits
+  // per byte is linear in it.
+  sum_over_stages(run, {&r.loss, &r.total, &r.z, &r.bits_per_byte});
+  return r;
 }
 
 namespace {

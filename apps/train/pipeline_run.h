@@ -3,7 +3,9 @@
 // whole state, and the checkpoint's tensors of stages 1 .. P - 1 sent to rank 0, which writes
 // them with its own: the file is the one a single process writes.
 #pragma once
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "apps/train/run.h"
@@ -28,11 +30,29 @@ std::map<std::string, V> stage_state(const TrainRun& run, const std::map<std::st
 // update, counted and saved once (stage 0's).
 bool is_tied_copy(const TrainRun& run, const std::string& name);
 
-// A step's forward and backward (x --grad-accum): the rank's batch of B rows cut into M
-// micro-batches of B / M rows run by the schedule, each micro-batch's loss divided by M x A;
-// the data-parallel all-reduce during the last backward, the tied table's gradient summed over
-// the end stages; s's loss terms summed over the stages (every stage holds the step's), and
-// every stage's times.
+// The rows of one micro-step of --grad-accum cut into the M micro-batches the schedule runs:
+// what each stage's forward reads and the loss of a micro-batch (ember train's token windows,
+// ember finetune's chat rows).
+class MicroBatches {
+ public:
+  virtual ~MicroBatches() = default;
+  // Micro-batch m's ids [B / M, T] and its mask of real ids (undefined: every id is real).
+  virtual Tensor inputs(int m) const = 0;
+  virtual Tensor real(int) const { return Tensor(); }
+  // Micro-batch m's loss on this stage's output (Transformer::stage_loss): its total is what
+  // the backward differentiates; its terms are added to s as the step reports them.
+  virtual nn::LossTerms loss(const nn::Transformer& model, const nn::StageOutput& out, int m,
+                             StepResult& s) const = 0;
+};
+using MicroStep = std::function<std::unique_ptr<MicroBatches>(int64_t u)>;
+
+// A step's forward and backward (x --grad-accum): micro-step u's micro-batches (micro_step(u))
+// run by the schedule; the data-parallel all-reduce during the last backward, a trained tied
+// table's gradient summed over the end stages; s's loss terms summed over the stages (every
+// stage holds the step's), and every stage's times.
+void pipeline_forward_backward(TrainRun& run, StepResult& s, const MicroStep& micro_step);
+// ember train's: the rank's batch of B rows cut into M micro-batches of B / M rows, each
+// micro-batch's loss divided by M x A.
 void pipeline_forward_backward(TrainRun& run, StepResult& s);
 
 // The idle share of a pipeline's run from each stage's forward, backward and wait times:
@@ -45,6 +65,8 @@ double idle_share(const StepResult& s);
 // The held-out loss of shard_loss, its batches sent through the stages (forward only); every
 // rank of the pipeline returns the whole model's figures.
 ShardLoss pipeline_shard_loss(TrainRun& run);
+// ember finetune's: the held-out conversations' loss (chat_shard_loss) through the stages.
+ShardLoss pipeline_chat_loss(TrainRun& run);
 
 // Checkpoints. Rank 0 writes; the leader (data and tensor index 0) of each stage s > 0 sends
 // its stage's figures and tensors to it, whole, in three parts in this order, each answered by

@@ -112,6 +112,7 @@ struct TrainRun {
   // Model, optimizer and where training stands (setup_model.cpp).
   std::unique_ptr<nn::Transformer> model;
   std::vector<Variable> params;  // the trained ones (a LoRA run's adapters and added rows)
+  int64_t trained_params = 0;     // their elements over every stage (a tied table's once)
   Optimization optimization;  // after the model: its reducer hooks the model's parameters
   int64_t step = 0, tokens_seen = 0;
   optim::Schedule schedule;

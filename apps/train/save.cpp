@@ -129,7 +129,7 @@ std::string save_checkpoint(TrainRun& run, int64_t at_step) {
     for (const auto& [tensor, v] : nn::trainable_parameters(*run.model))
       c.model.emplace(tensor, v.data());
   }
-  if (run.cfg.lora) {  // naming the base (docs/formats.md#fine-tune-checkpoints)
+  if (run.cfg.lora) {  // naming the base (docs/formats.md#fine-tune-checkpoints); any layout
     c.base = run.finetune_base;
     c.base_sha256 = run.finetune_base_sha256;
   }

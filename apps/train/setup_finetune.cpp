@@ -8,7 +8,9 @@
 // The base's weights are read tensor by tensor into a model built without initializing them
 // (nn::load_model_weights); with --quantize each block goes to NF4 as soon as it is read, so
 // the float32 blocks are never all resident. Under --tp every rank builds its shards of that
-// model: each tensor read whole and cut, each adapter drawn whole and cut.
+// model: each tensor read whole and cut, each adapter drawn whole and cut; with --pp each rank
+// its stage's part (nn::PipelineStage): the same tensors, adapters included, as one process's.
+#include "apps/train/pipeline_run.h"
 #include "apps/train/run.h"
 #include "apps/train/tensor_parallel_run.h"
 #include "autograd/grad_mode.h"
@@ -63,7 +65,7 @@ std::vector<std::pair<std::string, Variable>> build_finetune_model(TrainRun& run
     // --base: the base moved, read from there (checked by the sha256 the checkpoint records).
     const std::string moved_base = o.base.empty() ? "" : run.finetune_base;
     agreed(run.comm, [&] {
-      run.model = nn::model_from_checkpoint(run.start, run.start_path, moved_base, tensor_parallel(run));
+      run.model = nn::model_from_checkpoint(run.start, run.start_path, moved_base, tensor_parallel(run), run.stage);
     });
     run.model->train();
     run.finetune_base_sha256 = run.start.base_sha256;
@@ -71,11 +73,11 @@ std::vector<std::pair<std::string, Variable>> build_finetune_model(TrainRun& run
     if (o.resume.empty()) {
       const std::string quantize = o.full ? "none" : o.quantize;
       agreed(run.comm, [&] {
-        run.model = nn::load_model_weights(run.cfg, o.seed, run.start_path, quantize, tensor_parallel(run));
+        run.model = nn::load_model_weights(run.cfg, o.seed, run.start_path, quantize, tensor_parallel(run), run.stage);
       });
-    } else {  // a resumed --full run's checkpoint (--tp: each rank's shards of it)
-      run.model = std::make_unique<nn::Transformer>(run.cfg, o.seed, DType::Float32, tensor_parallel(run));
-      run.model->load_state_dict(shard_state(run, run.start.model));
+    } else {  // a resumed --full run's checkpoint (--tp, --pp: this rank's shards of its stage's tensors)
+      run.model = std::make_unique<nn::Transformer>(run.cfg, o.seed, DType::Float32, tensor_parallel(run), run.stage);
+      run.model->load_state_dict(shard_state(run, stage_state(run, run.start.model)));
     }
     if (run.added_rows > 0) nn::add_vocab_rows(*run.model, run.added_rows, o.seed);
     if (o.full && run.added_rows > 0) run.model = grown_plain_model(*run.model, o.seed);

@@ -28,7 +28,15 @@ void build_model_and_optimizer(TrainRun& run) {
   // Bytes per token for bits per byte (none without a tokenizer: then it is bits per token).
   run.token_bytes = run.tokenizer ? token_byte_lengths(*run.tokenizer, run.cfg.vocab_size)
                                   : std::vector<int64_t>();
-  for (const auto& [name, v] : trained) run.params.push_back(v);
+  for (const auto& [name, v] : trained) {
+    run.params.push_back(v);
+    if (!is_tied_copy(run, name)) run.trained_params += v.data().numel();
+  }
+  if (run.pp_group) {  // --pp: every stage's
+    Tensor sum = Tensor::from_vector(std::vector<double>{static_cast<double>(run.trained_params)});
+    run.pp_group->all_reduce_sum(sum);
+    run.trained_params = static_cast<int64_t>(sum.to_vector<double>()[0]);
+  }
   // Every rank starts from rank 0's weights (also after --init-from / --resume); under --tp from
   // those of its data-parallel rank 0, which holds the same shards.
   dist::broadcast_parameters(run.data_parallel(), run.params);
@@ -72,8 +80,7 @@ void restore_training_state(TrainRun& run) {
   if (o.finetune && !o.full) {
     // LoRA / QLoRA: a frozen weight costs its forward and input-gradient products (4 FLOPs per
     // parameter and token) but no weight gradient; the trained tensors cost the usual 6.
-    int64_t trained = 0;
-    for (const Variable& p : run.params) trained += p.data().numel();
+    const int64_t trained = run.trained_params;
     run.stats.flops_per_token = 4.0 * static_cast<double>(run.stats.active_matmul_params) +
                                 6.0 * static_cast<double>(trained) +
                                 run.stats.attention_flops_per_token;

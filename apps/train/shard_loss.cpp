@@ -88,6 +88,14 @@ ShardLoss shard_loss(nn::Transformer& model, const data::BatchLoader& loader, in
 ShardLoss chat_shard_loss(nn::Transformer& model, std::shared_ptr<const data::ChatRows> rows,
                          int64_t rows_per_batch, const std::vector<int64_t>& token_bytes) {
   const nn::EvalModeGuard eval(model);
+  return chat_shard_loss(std::move(rows), rows_per_batch, token_bytes,
+                         [&model](const Tensor& x, const Tensor& y, const Tensor& weight) {
+                           return model.loss(model.forward(x), y, weight, 1.0, 0.0);
+                         });
+}
+
+ShardLoss chat_shard_loss(std::shared_ptr<const data::ChatRows> rows, int64_t rows_per_batch,
+                          const std::vector<int64_t>& token_bytes, const ChatBatchLoss& loss) {
   const NoGradGuard no_grad;
   const int64_t n = static_cast<int64_t>(rows->rows.size()), T = rows->seq_len;
   const data::ChatLoader loader(rows,
@@ -101,8 +109,7 @@ ShardLoss chat_shard_loss(nn::Transformer& model, std::shared_ptr<const data::Ch
     const int64_t wrapped = std::max<int64_t>(0, first + rows_per_batch - n);
     if (wrapped > 0) b.trained.narrow(0, rows_per_batch - wrapped, wrapped).fill_(0.0);
     const Tensor y = b.tokens.narrow(1, 1, T).contiguous();
-    const nn::LossTerms l =
-        model.loss(model.forward(b.tokens.narrow(1, 0, T).contiguous()), y, b.trained, 1.0, 0.0);
+    const nn::LossTerms l = loss(b.tokens.narrow(1, 0, T).contiguous(), y, b.trained);
     ce += l.ce;
     z += l.z;
     const std::vector<int64_t> targets = y.to_vector<int64_t>();

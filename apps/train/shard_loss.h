@@ -6,6 +6,7 @@
 // And `ember finetune`'s on held-out conversations: the same over their trained tokens only.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -58,5 +59,12 @@ ShardLoss shard_loss(nn::Transformer& model, const data::BatchLoader& loader, in
 // trained token.
 ShardLoss chat_shard_loss(nn::Transformer& model, std::shared_ptr<const data::ChatRows> rows,
                           int64_t rows_per_batch, const std::vector<int64_t>& token_bytes);
+// The same with each batch's loss terms from `loss` (inputs and targets [B, T], the trained
+// weight [B, T] -> the terms of Transformer::loss with that weight, norm 1 and no MoE terms),
+// called in no-graph mode: a pipeline stage's share (nothing but on the last stage).
+using ChatBatchLoss =
+    std::function<nn::LossTerms(const Tensor& inputs, const Tensor& targets, const Tensor& weight)>;
+ShardLoss chat_shard_loss(std::shared_ptr<const data::ChatRows> rows, int64_t rows_per_batch,
+                          const std::vector<int64_t>& token_bytes, const ChatBatchLoss& loss);
 
 }  // namespace ember::apps

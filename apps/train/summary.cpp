@@ -77,10 +77,8 @@ void print_data_line(const TrainRun& run) {
 // What a fine-tuning run trains: every parameter, or the adapters (and added rows) over a base
 // kept as --quantize says.
 void print_finetune_line(const TrainRun& run) {
-  int64_t trained = 0;
-  for (const Variable& p : run.params) trained += p.numel();
   std::printf("fine-tuning %s: %lld trained parameters", run.finetune_base.c_str(),
-              static_cast<long long>(trained));
+              static_cast<long long>(run.trained_params));
   if (run.cfg.lora) {
     std::printf(" (LoRA r %lld alpha %g on %s, base %s)", static_cast<long long>(run.cfg.lora->r),
                 run.cfg.lora->alpha, run.o.lora_targets.c_str(),

@@ -42,7 +42,7 @@ int run_finetuning(TrainOptions o, dist::Communicator& comm) {
   resolve_model_source(run);       // --base or --resume; options checked
   fingerprint_data(run);           // compared with the resumed run's
   check_ranks_agree_on_run(run);   // under mpirun: options, model config, data
-  setup_parallel_layout(run);      // --tp: what it combines with; the groups
+  setup_parallel_layout(run);      // --tp, --pp: what they combine with; the groups, the stage
   choose_chat_tokenizer(run);      // the base's
   if (pairs) {
     open_preference_data(run);  // read, rendered, held out: a bad line writes nothing in --out

@@ -11,6 +11,7 @@
 #include "nn/adapters/lora.h"
 #include "nn/adapters/nf4_linear.h"
 #include "nn/tensor_parallel.h"
+#include "nn/parallel_plan.h"
 
 namespace ember::nn {
 namespace {
@@ -188,6 +189,24 @@ void quantize_projections(Module& blocks, const std::string& prefix, bool double
   });
 }
 
+// The adapters' draws of blocks 0 .. layer - 1 (r x in for each targeted projection weight
+// [out, in]): where a pipeline stage whose first block is `layer` takes up the one-process
+// model's stream, so that its adapters are the same-named ones of one process.
+uint64_t draws_before(const ModelConfig& cfg, const LoRAConfig& lora, int64_t layer) {
+  const std::string prefix = "model.layers.", suffix = ".weight";
+  uint64_t n = 0;
+  for (const PlacedParameter& p : place_parameters(cfg, make_parallel_layout(cfg, 1, 1))) {
+    if (!p.name.starts_with(prefix) || !p.name.ends_with(suffix) ||
+        std::stoll(p.name.substr(prefix.size())) >= layer)
+      continue;
+    const std::string path = p.name.substr(0, p.name.size() - suffix.size());
+    const std::string target = projection_target(path.substr(path.rfind('.') + 1));
+    if (!target.empty() && std::find(lora.targets.begin(), lora.targets.end(), target) != lora.targets.end())
+      n += static_cast<uint64_t>(lora.r * p.shape.at(1));
+  }
+  return n;
+}
+
 }  // namespace
 
 void quantize_block(Transformer& model, int64_t layer, bool double_quant,
@@ -219,6 +238,8 @@ void add_adapters(Transformer& model, const LoRAConfig& lora, const std::string&
     quantize_projections(blocks, "model.layers.", quantize == "nf4-dq", tp, {});
   }
   Generator gen(seed);
+  // A pipeline stage draws its blocks' adapters, and the last stage the head's, as one process does.
+  gen.advance(draws_before(model.config(), lora, model.stage().first_layer));
   const auto& dropout_gen = model.shared_dropout_generator();
   const int64_t V = model.config().vocab_size;
   walk(blocks, "", [&](Module& parent, const std::string& name, const std::string& path) {
@@ -231,7 +252,7 @@ void add_adapters(Transformer& model, const LoRAConfig& lora, const std::string&
     shard_adapter(*wrapped, full, tp, t.split, t.whole.in);
     parent.replace_module(name, wrapped);
   });
-  if (wants("head")) {
+  if (wants("head") && model.stage().last()) {
     if (model.config().tie_embeddings) {
       auto adapter = std::make_shared<LoRAAdapter>(model.config().d_model, V, options, gen,
                                                    model.dtype(), dropout_gen);

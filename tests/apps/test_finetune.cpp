@@ -252,7 +252,8 @@ TEST_CASE("ember finetune's option table: its own fields and train's that apply"
         "--val-fraction", "--steps",        "--batch-size",   "--seq-len",      "--grad-accum",
         "--lr",           "--min-lr",       "--warmup",       "--weight-decay", "--clip",
         "--seed",         "--sequential",   "--save-every",   "--keep",         "--eval-every",
-        "--dtype",        "--resume"}) {
+        "--dtype",        "--resume",       "--pp",           "--micro-batches", "--pp-layers",
+        "--pp-schedule"}) {
     CHECK(flags.count(f) == 1);
   }
   for (const char* f : {"--config", "--preset", "--init-from", "--tokenizer", "--val-data",

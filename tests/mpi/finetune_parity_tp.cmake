@@ -5,7 +5,8 @@
 # untied head: the losses, gradient norms, trained tokens and validation losses of every step
 # (train_parity_tool metrics) and the final trained tensors (relative 1e-4 per tensor: the
 # row-parallel sums add the halves of each product in another order) match. At (T, P, D) =
-# (2, 1, 2) the reducer runs over the ranks holding the same shards; --checkpoint-activations
+# (2, 1, 2) the reducer runs over the ranks holding the same shards; at (2, 2, 1) the tensor pairs
+# of two stages equal one process with --grad-accum 2 (LoRA, QLoRA); --checkpoint-activations
 # changes nothing (bit for bit). A LoRA checkpoint is the
 # one process's (the adapters gathered whole, naming the base): saved at T = 2 it resumes on one
 # process, saved on one process it resumes at T = 2, and at T = 2 it resumes bit for bit. What
@@ -46,6 +47,22 @@ run("LoRA T=2 D=2" ${mpirun} -np 4 ${EMBER} ${common} ${every_target} --batch-si
 run("LoRA T=2 D=2 metrics = T=1" ${TOOL} metrics ${WORK}/lora_d2 ${WORK}/lora1)
 run("LoRA T=2 D=2 tensors = T=1" ${TOOL} compare ${WORK}/lora_d2/${final} ${WORK}/lora1/${final} ${reassociated})
 
+# (T, P, D) = (2, 2, 1): two stages of tensor pairs, the batch of 4 in 2 micro-batches, against
+# one process at batch 2 with --grad-accum 2, LoRA and QLoRA.
+foreach(kind lora nf4)
+  set(quantize "")
+  if(kind STREQUAL "nf4")
+    set(quantize --quantize nf4)
+  endif()
+  run("${kind} T=1 B=2 A=2" ${EMBER} ${common} ${every_target} ${quantize} --batch-size 2 --grad-accum 2
+      --out ${WORK}/${kind}_a2)
+  run("${kind} (2,2,1)" ${mpirun} -np 4 ${EMBER} ${common} ${every_target} ${quantize} --tp 2 --pp 2
+      --out ${WORK}/${kind}_tp2pp2)
+  run("${kind} (2,2,1) metrics = T=1 A=2" ${TOOL} metrics ${WORK}/${kind}_tp2pp2 ${WORK}/${kind}_a2)
+  run("${kind} (2,2,1) tensors = T=1 A=2" ${TOOL} compare ${WORK}/${kind}_tp2pp2/${final} ${WORK}/${kind}_a2/${final}
+      ${reassociated})
+endforeach()
+
 # An untied head with an adapter of its own, adapter dropout (the row-parallel o and down take
 # their columns of the one-process mask), resumed across T.
 set(common finetune --base ${WORK}/untied/base.h5 ${steps})
@@ -73,7 +90,6 @@ expect_failure("finetune --tp with --zero" "--tp and --zero cannot be combined y
                --tp 2 --zero 1)
 expect_failure("finetune --tp with --add-chat-tokens" "--tp and --add-chat-tokens cannot be combined yet" 2
                --tp 2 --add-chat-tokens)
-expect_failure("finetune --pp (not an option of ember finetune)" "not expected" 2 --pp 2)
 # A base whose o_proj [48, 48] NF4 blocks (64 values) straddle the column split at T = 2 (made by
 # ember train with a tokenizer of its own, which has the ChatML tokens).
 file(WRITE ${WORK}/d48.json [=[

@@ -10,9 +10,8 @@
 //   train_parity_tool compare-state A B LIMIT
 //                                     the same for /model and /optim's moments, and
 //                                     equal optimizer step counts
-//   train_parity_tool chat DIR [untied]
-//                                     writes DIR/base.h5 (untied: lm_head apart from the
-//                                     embedding) and DIR/chat.jsonl
+//   train_parity_tool chat DIR [KIND] writes DIR/base.h5 and DIR/chat.jsonl; KIND untied: a
+//                                     base with an lm_head of its own, moe: an MoE base
 //   train_parity_tool pairs DIR       writes DIR/base.h5 and DIR/pairs.jsonl (24 pairs)
 //   (tests/finetune_testing.h)
 //   train_parity_tool metrics A B [N] run folders A and B logged the same steps with the same
@@ -172,17 +171,15 @@ int main(int argc, char** argv) {
   if (mode == "compare" && (argc == 4 || argc == 5))
     return compare_checkpoints(argv[2], argv[3], argc == 5 ? std::stod(argv[4]) : 1e-5, false);
   if (mode == "compare-state" && argc == 5) return compare_checkpoints(argv[2], argv[3], std::stod(argv[4]), true);
-  if (mode == "chat" && (argc == 3 || (argc == 4 && std::string(argv[3]) == "untied"))) {
-    std::filesystem::create_directories(argv[2]);
-    const std::string base = (std::filesystem::path(argv[2]) / "base.h5").string();
-    testing::write_chat_base(base);
-    if (argc == 4) {  // the same base with a head of its own
-      nn::Checkpoint c = nn::read_checkpoint(base, false);
-      c.config.tie_embeddings = false;
-      c.model = nn::Transformer(c.config, 3).state_dict();
-      std::filesystem::remove(base);
-      nn::write_checkpoint(base, c);
+  if (mode == "chat" && (argc == 3 || argc == 4)) {
+    const std::string kind = argc == 4 ? argv[3] : "";
+    if (kind != "" && kind != "untied" && kind != "moe") {
+      std::fprintf(stderr, "train_parity_tool chat: KIND is untied or moe, not %s\n", kind.c_str());
+      return 2;
     }
+    std::filesystem::create_directories(argv[2]);
+    testing::write_chat_base((std::filesystem::path(argv[2]) / "base.h5").string(), kind == "moe", 3,
+                             kind == "untied");
     testing::write_chat_data((std::filesystem::path(argv[2]) / "chat.jsonl").string());
     return 0;
   }
@@ -197,7 +194,7 @@ int main(int argc, char** argv) {
   std::fprintf(
       stderr,
       "usage: train_parity_tool data DIR [SEED] | bad-state CKPT | compare A B [LIMIT] | "
-      "compare-state A B LIMIT | chat DIR [untied] | "
+      "compare-state A B LIMIT | chat DIR [KIND] | "
       "pairs DIR | "
       "metrics A B [N]\n");
   return 2;

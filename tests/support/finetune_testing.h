@@ -29,10 +29,13 @@ inline data::Tokenizer chat_tokenizer() {
   return data::Tokenizer::bytes({"<|endoftext|>", "<|im_start|>", "<|im_end|>"});
 }
 
-// Writes the base checkpoint (weights from seed, no optimizer or run state) to path.
-inline void write_chat_base(const std::string& path, bool moe = false, uint64_t seed = 3) {
+// Writes the base checkpoint (weights from seed, no optimizer or run state) to path; untied:
+// with an lm_head of its own.
+inline void write_chat_base(const std::string& path, bool moe = false, uint64_t seed = 3,
+                            bool untied = false) {
   nn::Checkpoint c;
   c.config = chat_base_config(moe);
+  c.config.tie_embeddings = !untied;
   c.model = nn::Transformer(c.config, seed).state_dict();
   c.tokenizer_json = chat_tokenizer().to_json();
   nn::write_checkpoint(path, c);
