@@ -15,6 +15,7 @@
 # P = 2. Combinations not available are refused in one line. Variables: EMBER, TOOL, MPIRUN,
 # WORK.
 include(${CMAKE_CURRENT_LIST_DIR}/failed_job.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/layout_runs.cmake)
 file(REMOVE_RECURSE ${WORK})
 set(mpirun ${MPIRUN} --oversubscribe --bind-to none)
 
@@ -27,14 +28,6 @@ set(common finetune --base ${WORK}/base.h5 ${options})
 set(final step_00000004.h5)
 set(reassociated 1e-5)
 
-# same_as_one(name np reference [options...]): the run of `common` and the options at np ranks
-# equals run `reference`.
-function(same_as_one name np reference)
-  run("${name}" ${mpirun} -np ${np} ${EMBER} ${common} --out ${WORK}/${name} ${ARGN})
-  run("${name} metrics = ${reference}" ${TOOL} metrics ${WORK}/${name} ${WORK}/${reference} ${reassociated})
-  run("${name} weights = ${reference}" ${TOOL} compare ${WORK}/${name}/${final} ${WORK}/${reference}/${final}
-      ${reassociated})
-endfunction()
 # one(name [options...]): the one-process reference of --batch-size 4 at M = 2.
 function(one name)
   run("${name}" ${EMBER} ${common} --batch-size 2 --grad-accum 2 --out ${WORK}/${name} ${ARGN})
@@ -107,27 +100,18 @@ run("LoRA P=2 resumed at P=2 = P=2" ${TOOL} compare ${WORK}/lora2_at_2/${final} 
 resume_at(full2_at_2 full2 step_00000002.h5 2 --pp 2)
 run("--full P=2 resumed at P=2 = P=2" ${TOOL} compare ${WORK}/full2_at_2/${final} ${WORK}/full2/${final} 0)
 
-# expect_failure(what expect np command [options...]): refused up front with one line containing
-# `expect`, nothing trained.
-function(expect_failure what expect np)
-  execute_process(COMMAND ${mpirun} -np ${np} ${EMBER} ${ARGN} --out ${WORK}/refused
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
-  check_failed_job("${what}" "${expect}" "${rc}" "${out}${err}")
-  if(EXISTS ${WORK}/refused)
-    message(FATAL_ERROR "${what}: --out was written")
-  endif()
-endfunction()
 expect_failure("--pp with --add-chat-tokens" "--pp and --add-chat-tokens cannot be combined yet" 2
-               ${common} --batch-size 4 --pp 2 --add-chat-tokens)
+               --batch-size 4 --pp 2 --add-chat-tokens)
 expect_failure("--pp with --zero 1" "--pp and --zero 1 cannot be combined yet in ember finetune" 2
-               ${common} --batch-size 4 --pp 2 --zero 1)
+               --batch-size 4 --pp 2 --zero 1)
 expect_failure("--micro-batches 3, batch 4" "--batch-size 4 is not divisible by --micro-batches 3" 2
-               ${common} --batch-size 4 --pp 2 --micro-batches 3)
+               --batch-size 4 --pp 2 --micro-batches 3)
 expect_failure("--pp 3 on 2 ranks" "--tp 1 --pp 3 needs a world size divisible by 3, got 2" 2
-               ${common} --batch-size 4 --pp 3)
+               --batch-size 4 --pp 3)
 run("pairs" ${TOOL} pairs ${WORK}/pairs)
-expect_failure("--pp with ember align" "--pp and ember align cannot be combined yet" 2
-               align --base ${WORK}/pairs/base.h5 --data ${WORK}/pairs/pairs.jsonl --batch-size 4 --pp 2)
-expect_failure("--pp with ember reward" "--pp and ember reward cannot be combined yet" 2
-               reward --base ${WORK}/pairs/base.h5 --data ${WORK}/pairs/pairs.jsonl --batch-size 4 --pp 2)
+foreach(command align reward)
+  set(common ${command} --base ${WORK}/pairs/base.h5 --data ${WORK}/pairs/pairs.jsonl)
+  expect_failure("--pp with ember ${command}" "--pp and ember ${command} cannot be combined yet" 2
+                 --batch-size 4 --pp 2)
+endforeach()
 file(REMOVE_RECURSE ${WORK})

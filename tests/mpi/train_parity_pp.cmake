@@ -28,13 +28,6 @@ set(final step_00000010.h5)
 set(reassociated 1e-4)
 run("P=1" ${EMBER} ${common} --out ${WORK}/p1)
 
-# same_as_one(name np reference [options...]): the run at np ranks equals run `reference`.
-function(same_as_one name np reference)
-  run("${name}" ${mpirun} -np ${np} ${EMBER} ${common} --out ${WORK}/${name} ${ARGN})
-  run("${name} metrics = ${reference}" ${TOOL} metrics ${WORK}/${name} ${WORK}/${reference} ${reassociated})
-  run("${name} weights = ${reference}" ${TOOL} compare ${WORK}/${name}/${final} ${WORK}/${reference}/${final}
-      ${reassociated})
-endfunction()
 same_as_one(pp2 2 p1 --pp 2)
 # Each step's record has both stages' times and the idle share; the progress line the bubble.
 file(STRINGS ${WORK}/pp2/metrics.jsonl records)
