@@ -54,17 +54,18 @@ std::vector<data::ChatBatch> step_batches(TrainRun& run, int64_t& trained_tokens
 class ChatMicroBatches : public MicroBatches {
  public:
   ChatMicroBatches(const TrainRun& run, const data::ChatBatch& b, double norm)
-      : b_(b), n_(run.o.batch_size / run.o.micro_batches), T_(run.o.seq_len), norm_(norm),
+      : b_(b), M_(run.o.micro_batches), T_(run.o.seq_len), norm_(norm),
         moe_scale_(1.0 / static_cast<double>(run.o.micro_batches * run.o.grad_accum)) {
     if (run.cfg.moe) real_ = real_inputs(b, T_);
   }
 
-  Tensor inputs(int m) const override { return rows(b_.tokens, m, 0); }
-  Tensor real(int m) const override { return real_.defined() ? rows(real_, m, 0) : Tensor(); }
+  Tensor inputs(int m) const override { return rows(b_.tokens, m, M_, 0, T_); }
+  Tensor real(int m) const override { return real_.defined() ? rows(real_, m, M_, 0, T_) : Tensor(); }
 
   nn::LossTerms loss(const nn::Transformer& model, const nn::StageOutput& out, int m,
                      StepResult& s) const override {
-    const nn::LossTerms l = model.stage_loss(out, rows(b_.tokens, m, 1), rows(b_.trained, m, 0), norm_, moe_scale_);
+    const Tensor targets = rows(b_.tokens, m, M_, 1, T_), weight = rows(b_.trained, m, M_, 0, T_);
+    const nn::LossTerms l = model.stage_loss(out, targets, weight, norm_, moe_scale_);
     s.ce += l.ce;
     s.z += l.z;
     s.aux += l.aux * moe_scale_;
@@ -72,13 +73,8 @@ class ChatMicroBatches : public MicroBatches {
   }
 
  private:
-  // Micro-batch m's rows of t [B, >= T], T columns from `first`.
-  Tensor rows(const Tensor& t, int m, int64_t first) const {
-    return t.narrow(0, m * n_, n_).narrow(1, first, T_).contiguous();
-  }
-
   const data::ChatBatch& b_;
-  const int64_t n_, T_;
+  const int64_t M_, T_;
   const double norm_, moe_scale_;
   Tensor real_;
 };

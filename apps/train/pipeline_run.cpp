@@ -44,11 +44,11 @@ class TokenWindows : public MicroBatches {
     batch_ = run.loader->batch(run.step, u);
   }
 
-  Tensor inputs(int m) const override { return rows(m, 0); }
+  Tensor inputs(int m) const override { return rows(batch_, m, M_, 0, T_); }
 
   nn::LossTerms loss(const nn::Transformer& model, const nn::StageOutput& out, int m,
                      StepResult& s) const override {
-    nn::LossTerms l = model.stage_loss(out, rows(m, 1));
+    nn::LossTerms l = model.stage_loss(out, rows(batch_, m, M_, 1, T_));
     s.ce += l.ce / scale_;
     s.z += l.z / scale_;
     s.aux += l.aux / scale_;
@@ -57,12 +57,6 @@ class TokenWindows : public MicroBatches {
   }
 
  private:
-  // Micro-batch m's rows of the rank's batch [B, T + 1], from column `first`.
-  Tensor rows(int m, int64_t first) const {
-    const int64_t n = batch_.size(0) / M_;
-    return batch_.narrow(0, m * n, n).narrow(1, first, T_).contiguous();
-  }
-
   const int64_t M_, T_;
   const double scale_;  // M x A
   Tensor batch_;

@@ -43,6 +43,13 @@ class MicroBatches {
   // the backward differentiates; its terms are added to s as the step reports them.
   virtual nn::LossTerms loss(const nn::Transformer& model, const nn::StageOutput& out, int m,
                              StepResult& s) const = 0;
+
+ protected:
+  // Micro-batch m's rows of t [B, >= first + T] (B / M of them), T columns from `first`.
+  static Tensor rows(const Tensor& t, int m, int64_t M, int64_t first, int64_t T) {
+    const int64_t n = t.size(0) / M;
+    return t.narrow(0, m * n, n).narrow(1, first, T).contiguous();
+  }
 };
 using MicroStep = std::function<std::unique_ptr<MicroBatches>(int64_t u)>;
 

@@ -15,15 +15,14 @@
 #include "nn/tensor_parallel.h"
 #include "nn/transformer.h"
 #include "thread_group.h"
+#include "random_ids.h"
 
 using namespace ember;
 using namespace ember::nn;
 
 namespace {
 
-Tensor random_ids(int64_t B, int64_t T, int64_t V, uint64_t seed) {
-  return Tensor::rand({B, T}, seed, 0, DType::Float64, 0, static_cast<double>(V)).to(DType::Int64);
-}
+using ember::testing::random_ids;
 
 struct Run {
   double loss = 0;

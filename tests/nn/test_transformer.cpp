@@ -10,14 +10,12 @@
 #include "autograd/ops.h"
 #include "nn/sizing/model_stats.h"
 #include "nn/transformer.h"
+#include "random_ids.h"
 
 using namespace ember;
 using namespace ember::nn;
 
-static Tensor random_ids(int64_t B, int64_t T, int64_t V, uint64_t seed) {
-  Tensor u = Tensor::rand({B, T}, seed, 0, DType::Float64, 0, static_cast<double>(V));
-  return u.to(DType::Int64);
-}
+using ember::testing::random_ids;
 
 TEST_CASE("parameter names and shapes follow the documented names", "[transformer]") {
   const ModelConfig c = ModelConfig::from_json(R"({"vocab_size": 50, "d_model": 16, "n_layers": 2,
