@@ -12,6 +12,19 @@ function(same_as_one name np reference)
       ${reassociated})
 endfunction()
 
+# bf16_same_as_one(config [layout options...]): 3 steps of bf16 matmuls (a weight that rounds
+# differently in float32 flips its bf16 value later) of model `config` on 2 ranks with the layout
+# options equal those on one process.
+function(bf16_same_as_one config)
+  set(bf16 train --config ${config} --data ${WORK}/train.bin --sequential --seq-len 16 --steps 3
+      --warmup 2 --lr 1e-2 --clip 0.5 --log-every 1 --batch-size 4 --dtype bf16)
+  run("bf16 one process" ${EMBER} ${bf16} --out ${WORK}/bf16_1)
+  run("bf16 ${ARGN}" ${mpirun} -np 2 ${EMBER} ${bf16} ${ARGN} --out ${WORK}/bf16_2)
+  run("bf16 ${ARGN} metrics = one process" ${TOOL} metrics ${WORK}/bf16_2 ${WORK}/bf16_1)
+  run("bf16 ${ARGN} weights = one process" ${TOOL} compare ${WORK}/bf16_2/step_00000003.h5
+      ${WORK}/bf16_1/step_00000003.h5 ${reassociated})
+endfunction()
+
 # resume_layout(name source-run np [layout options...]): step 5 of source-run copied into
 # WORK/name and resumed on np ranks with the layout options.
 function(resume_layout name source np)
