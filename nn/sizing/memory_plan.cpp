@@ -69,11 +69,20 @@ Sizes sizes_of(const ModelConfig& cfg, const TrainingPlan& plan) {
 int64_t staging_bytes(const Sizes& s) { return size_class_bytes(s.staged); }
 
 // Open MPI's non-blocking all-reduce (libnbc) mallocs a temporary the size of its message for
-// each one in flight: counted for the two largest buckets (one completing while the next
-// starts; more are in flight when backward outpaces the all-reduces), each at most a piece.
-// (plan.message_bytes: a larger bucket is all-reduced in pieces of that size).
+// each one in flight: counted under ZeRO-2/3, whose buckets are all-reduced in staging buffers
+// of their own, for the two largest buckets (one completing while the next starts), each at
+// most a piece (plan.message_bytes: a larger bucket goes in pieces of that size). Under --zero 0
+// and 1 the all-reduces run on the flat buffer and the measured peak does not grow with the
+// bucket size (docs/scaling.md, "Per-rank memory"): nothing is counted.
 int64_t mpi_temporaries(const Sizes& s, const TrainingPlan& plan) {
-  return mpi_temporary_bytes(s.buckets, plan.world_size, plan.message_bytes);
+  if (plan.world_size == 1) return 0;
+  std::vector<int64_t> buckets = s.buckets;
+  std::sort(buckets.rbegin(), buckets.rend());
+  int64_t bytes = 0;
+  for (size_t i = 0; i < std::min<size_t>(2, buckets.size()); ++i) {
+    bytes += std::min(buckets[i] * kFloat, plan.message_bytes);
+  }
+  return bytes;
 }
 
 // --zero 3: parameters sharded 4P/W; a block's parameters all-gathered before its forward
@@ -128,14 +137,6 @@ int64_t largest_shard(int64_t elements, int64_t ranks) {
   return shard;
 }
 
-int64_t mpi_temporary_bytes(std::vector<int64_t> buckets, int64_t ranks, int64_t message_bytes) {
-  if (ranks == 1) return 0;
-  std::sort(buckets.rbegin(), buckets.rend());
-  int64_t bytes = 0;
-  for (size_t i = 0; i < std::min<size_t>(2, buckets.size()); ++i) bytes += std::min(buckets[i] * kFloat, message_bytes);
-  return bytes;
-}
-
 int64_t RankMemory::total() const {
   int64_t sum = 0;
   for (int64_t part : {parameters, gradients, optimizer, activations, communication, checkpoint_save, runtime}) {
@@ -178,14 +179,14 @@ RankMemory rank_memory(const ModelConfig& cfg, const TrainingPlan& plan) {
   if (plan.zero == 0) {
     m.gradients = full;
     m.optimizer = 2 * full;
-    m.communication = w > 1 ? full + mpi_temporaries(s, plan) : 0;  // no Reducer at one rank
+    m.communication = w > 1 ? full : 0;  // the flat buffer; no Reducer at one rank
     return m;
   }
   m.optimizer = 2 * shard;
   m.checkpoint_save = s.save_gather;  // rank 0 gathers the moments a tensor at a time to save
   if (plan.zero == 1) {
     m.gradients = full + shard;  // local .grad, and the averaged shard
-    m.communication = full + mpi_temporaries(s, plan);  // the flat buffer
+    m.communication = full;  // the flat buffer
     return m;
   }
   // ZeRO-2/3: at one rank backward keeps every .grad until finish(); with more, each .grad is

@@ -65,10 +65,6 @@ int64_t plan_add(int64_t a, int64_t b);
 // (rank r owns [N r / W, N (r+1) / W), at multiples of 16 elements): a ZeRO shard.
 int64_t largest_shard(int64_t elements, int64_t ranks);
 
-// Open MPI's temporaries for the two largest of these buckets (elements) in flight, each at
-// most message_bytes; 0 at one rank.
-int64_t mpi_temporary_bytes(std::vector<int64_t> buckets, int64_t ranks, int64_t message_bytes);
-
 // The fixed footprint of the `ember train` process with a model of a few thousand
 // parameters (measured peak RSS; docs/scaling.md, "Per-rank memory"): one process, or a
 // rank of an mpirun job.

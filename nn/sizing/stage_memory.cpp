@@ -5,7 +5,6 @@
 
 #include <algorithm>
 
-#include "autograd/gradient_buckets.h"
 #include "core/error.h"
 #include "nn/sizing/model_stats.h"
 
@@ -33,27 +32,16 @@ RankMemory data_parallel_part(const std::vector<int64_t>& numels, const StagePla
   const int64_t d = plan.data_parallel(), full = mul(kFloat, p);
   RankMemory m;
   m.parameters = full;
-  int64_t mpi = 0;
-  if (d > 1) {
-    std::vector<int64_t> buckets;
-    for (const std::vector<size_t>& members :
-         gradient_buckets(numels, kFloat, plan.run.first_bucket_bytes, plan.run.bucket_bytes)) {
-      int64_t size = 0;
-      for (const size_t k : members) size += numels[k];
-      buckets.push_back(size);
-    }
-    mpi = mpi_temporary_bytes(buckets, d, plan.run.message_bytes);
-  }
   if (plan.run.zero == 0) {
     m.gradients = full;
     m.optimizer = mul(2, full);
-    m.communication = d > 1 ? add(full, mpi) : 0;  // no Reducer without data parallelism
+    m.communication = d > 1 ? full : 0;  // the flat buffer; no Reducer without data parallelism
     return m;
   }
   const int64_t shard = mul(kFloat, largest_shard(p, d));
   m.gradients = add(full, shard);    // local .grad, and the averaged shard
   m.optimizer = mul(2, shard);
-  m.communication = add(full, mpi);  // the Reducer's flat buffer
+  m.communication = full;  // the Reducer's flat buffer (memory_plan.cpp: no MPI temporaries)
   m.checkpoint_save = size_class_bytes(numels);
   return m;
 }

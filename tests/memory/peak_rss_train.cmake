@@ -3,7 +3,8 @@
 # model dominates the process's own ~40-50 MiB), 2 steps of B 4 x T 64, at
 # W = 1 and W = 2 (mpirun) for K = 0, 1, 2, 3, and once with --checkpoint-activations; and
 # each rank of `--pp 2` at B 16 in 8 micro-batches under 1f1b and gpipe, of `--tp 2` and of
-# `--tp 2 --pp 2` (B 4) against its stage in info's per-stage table (`ember info --tp --pp ...`).
+# `--tp 2 --pp 2` (B 4), and of data parallelism over shards ((T, P, D) = (2, 1, 2) and (1, 2, 2)
+# with --zero 1), against its stage in info's per-stage table (`ember info --tp --pp ...`).
 # Every rank's ru_maxrss (tests/memory/peak_rss.cpp) must be within 10% of info's
 # total. Variables: EMBER, PEAK, MPIRUN, WORK, DATA.
 file(REMOVE_RECURSE ${WORK})
@@ -119,6 +120,9 @@ run_layout(pp2_gpipe 2 2 --pp 2 --batch-size 16 --micro-batches 8 --pp-schedule 
 run_layout(tp2 2 1 --tp 2 --batch-size 4)
 run_layout(tp2_recompute 2 1 --tp 2 --batch-size 8 --checkpoint-activations)
 run_layout(tp2_pp2 4 2 --tp 2 --pp 2 --batch-size 4)
+# Data parallelism over the shards: (T, P, D) = (2, 1, 2) and (1, 2, 2).
+run_layout(tp2_dp2 4 1 --tp 2 --batch-size 4)
+run_layout(pp2_dp2_zero1 4 2 --pp 2 --batch-size 4 --zero 1)
 message("${table}")
 if(failures)
   message(FATAL_ERROR "beyond 10% of the measured peak RSS: ${failures}")

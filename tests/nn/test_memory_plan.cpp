@@ -97,11 +97,11 @@ TEST_CASE("rank_memory: each ZeRO stage against hand-computed figures", "[memory
     CHECK(m.total() == 4 * full + act + 42 * kMiB);
   }
   plan.world_size = 2;
-  SECTION("W = 2, --zero 0: the flat buffer and one bucket's MPI temporary (one bucket of 4P)") {
+  SECTION("W = 2, --zero 0: the flat buffer, all-reduced in place (no MPI temporary)") {
     const RankMemory m = rank_memory(cfg, plan);
     CHECK(m.gradients == full);
     CHECK(m.optimizer == 2 * full);
-    CHECK(m.communication == 2 * full);
+    CHECK(m.communication == full);
     CHECK(m.runtime == 50 * kMiB);
   }
   SECTION("W = 2, --zero 1: .grad and the shard, moments sharded, the save gathers a tensor at a time") {
@@ -110,7 +110,7 @@ TEST_CASE("rank_memory: each ZeRO stage against hand-computed figures", "[memory
     CHECK(m.parameters == full);
     CHECK(m.gradients == full + shard);
     CHECK(m.optimizer == 2 * shard);
-    CHECK(m.communication == 2 * full);
+    CHECK(m.communication == full);
     CHECK(m.checkpoint_save == save);
   }
   SECTION("W = 2, --zero 2: the shard, one block's and the root's .grad, a staging buffer") {
