@@ -2,6 +2,8 @@
 // (docs/model.md#value-head).
 #include "nn/alignment/value_head.h"
 
+#include <string>
+
 #include "autograd/ops.h"
 
 namespace ember::nn {
