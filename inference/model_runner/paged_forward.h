@@ -64,6 +64,8 @@ class InferenceModel {
   // A plain model of cfg (no LoRA) from its state dict (names of docs/model.md#parameter-names).
   InferenceModel(const nn::ModelConfig& cfg, std::map<std::string, Tensor> weights);
   const nn::ModelConfig& config() const { return cfg_; }
+  // The float32 weights the forward reads, by parameter name (a plain model's own tensors).
+  const std::map<std::string, Tensor>& weights() const { return w_; }
   // Runs every chunk in one batch: writes each new token's K and V into its slot, attends each
   // token over positions [0, its own] of its sequence (sliding window and soft-cap applied).
   // Returns logits [R, V]: per chunk in order, n_tokens rows when all_logits, else 1 row.
