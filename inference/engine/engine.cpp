@@ -232,6 +232,7 @@ bool Engine::Impl::step() {
     reap_cancelled();
     plan = sched.schedule();
     if (plan.empty()) return false;
+    for (const auto& [src, dst] : sched.take_copies()) kv.copy_block(src, dst);
     for (const ScheduledChunk& c : plan) {
       chunks.push_back({c.seq->tokens.data() + c.pos0, c.n, c.pos0, &c.seq->blocks, c.all_logits});
     }
@@ -300,6 +301,7 @@ std::shared_ptr<RequestHandle> Engine::submit(EngineRequest req) {
   seq->prompt_len = static_cast<int64_t>(req.prompt.size());
   seq->use_prefix_cache = m.opt.prefix_cache && !req.prompt_logprobs;  // they need every row
   seq->prompt_logits = req.prompt_logprobs;
+  seq->share_from = req.prompt_logprobs ? 0 : req.share_prompt_with;
   auto handle = std::make_shared<RequestHandle>(id);
   Request r{req, handle, TokenSampler(req.sampling), Clock::now(), Clock::now(), 0, {}, false};
   if (req.prompt_logprobs) {

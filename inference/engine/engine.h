@@ -62,6 +62,10 @@ struct EngineRequest {
   // Temperature 0 keeps the raw logits.
   bool logprobs_at_temperature = false;
   bool output_stop_token = false;    // a drawn stop token ends the output (and has its logprob)
+  // The id (RequestHandle::id) of a request with the same prompt (parallel samples): admitted
+  // while that one runs with its prompt computed, this one shares its KV blocks (the last
+  // partial one copied) and computes only the prompt's last token. 0: none.
+  int64_t share_prompt_with = 0;
 };
 
 // What a request produced since its previous event, in order.

@@ -36,6 +36,8 @@ class PagedKVStore {
   static size_t bytes_per_block(const nn::ModelConfig& cfg, DType dtype = DType::Float32);
   int64_t n_blocks() const { return n_blocks_; }
   DType dtype() const { return dtype_; }
+  // Copies block src's keys and values of every layer into block dst.
+  void copy_block(int32_t src, int32_t dst);
   Tensor& k(int64_t layer) { return k_[static_cast<size_t>(layer)]; }
   Tensor& v(int64_t layer) { return v_[static_cast<size_t>(layer)]; }
 

@@ -1,8 +1,9 @@
 // rollout(): one Engine over an InferenceModel of the policy, stepped on the caller's thread.
 // Each prompt's first completion is submitted at once; when its first event arrives its
-// prompt's full blocks are in the prefix cache and its G - 1 siblings are submitted, so every
-// completion of the call decodes in the same continuous batch and a prompt is prefilled once
-// (but for its last partial block, which each completion computes: at most 16 tokens).
+// prompt is computed and its G - 1 siblings are submitted with share_prompt_with: they take
+// its KV blocks (the partial last one copied) and compute only the prompt's last token (or,
+// had it finished already, take its full blocks from the prefix cache). Every completion of
+// the call decodes in the same continuous batch and a prompt is prefilled once.
 #include "inference/rollout/rollout.h"
 
 #include <algorithm>
@@ -67,6 +68,7 @@ struct Run {
 
   void submit(int64_t p, int64_t g) {
     EngineRequest req;
+    if (g > 0) req.share_prompt_with = handles[static_cast<size_t>(p * opt.group_size)]->id();
     req.prompt = prompts[static_cast<size_t>(p)];
     req.sampling.max_tokens = opt.max_tokens;
     req.sampling.temperature = opt.temperature;

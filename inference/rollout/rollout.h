@@ -1,7 +1,7 @@
 // Rollouts for RL from a reward (docs/architecture.md#rollouts-for-rl): G sampled completions
 // of each prompt from the policy as it is now, decoded as one continuous batch by the serving
 // engine (inference/engine/engine.h), the G completions of a prompt sharing its prompt's KV
-// blocks through the prefix cache, each with the log-probabilities of its tokens under
+// blocks (prefilled once), each with the log-probabilities of its tokens under
 // logits / temperature (logp_old) and a seed of its own, so that it never depends on the batch.
 #pragma once
 #include <cstdint>
@@ -28,8 +28,8 @@ struct Completion {
   bool stopped = false;          // ended at a stop token; else it reached max_tokens
 };
 
-// What the engine computed: prompt tokens over all G * prompts requests, how many of them the
-// prefix cache supplied (cached) and how many were run through the model (prefilled).
+// What the engine computed: prompt tokens over all G * prompts requests, how many of them were
+// shared (a sibling's blocks or the prefix cache: cached) and run through the model (prefilled).
 struct RolloutStats {
   int64_t prompt_tokens = 0, cached_prompt_tokens = 0, prefilled_tokens = 0;
   int64_t generated_tokens = 0, steps = 0;
@@ -55,8 +55,9 @@ void check_rollout(const nn::ModelConfig& cfg, const std::vector<std::vector<int
 // Samples opt.group_size completions of every prompt with the policy's current weights (read in
 // place: inference/model_runner/paged_forward.h's InferenceModel shares the plain weights and
 // merges LoRA adapters, dequantizes NF4). The first completion of a prompt prefills it; the
-// others are submitted once that prefill is done and take its full KV blocks from the prefix
-// cache. Runs under no-grad; the model is not modified.
+// others are submitted once that prefill is done and share its KV blocks
+// (EngineRequest::share_prompt_with), each computing the prompt's last token only. Runs under
+// no-grad; the model is not modified.
 Rollout rollout(const nn::Transformer& policy, const std::vector<std::vector<int64_t>>& prompts,
                 const RolloutOptions& opt);
 

@@ -190,8 +190,10 @@ TEST_CASE("rollout: a completion is the same alone, in its group and among many 
   const Rollout narrow = rollout(model, kPrompts, few_seats);
   for (int64_t g = 0; g < opt.group_size; ++g) {
     CHECK(same(one.groups[0][g], all.groups[2][g]));
-    CHECK(same(alone(model, kPrompts[2], opt, 2, g), all.groups[2][g]));
-    for (size_t p = 0; p < kPrompts.size(); ++p) CHECK(same(narrow.groups[p][g], all.groups[p][g]));
+    for (size_t p = 0; p < kPrompts.size(); ++p) {  // blocks shared or copied: as if alone
+      CHECK(same(alone(model, kPrompts[p], opt, static_cast<int64_t>(p), g), all.groups[p][g]));
+      CHECK(same(narrow.groups[p][g], all.groups[p][g]));
+    }
   }
   CHECK(all.groups[2][0].tokens != all.groups[2][1].tokens);  // each completion its own seed
   RolloutOptions other = opt;
@@ -200,11 +202,10 @@ TEST_CASE("rollout: a completion is the same alone, in its group and among many 
   CHECK(completion_seed(1, 2, 3) != completion_seed(1, 3, 2));
 }
 
-TEST_CASE("rollout: each prompt is prefilled once at G = 4 (but its last partial block)",
-          "[rollout]") {
+TEST_CASE("rollout: each prompt is prefilled once at G = 4", "[rollout]") {
   const Transformer model(test_config(), 7);
-  // 40 tokens: 2 full blocks shared, 8 computed per completion; 16: its one block holds the
-  // last token, which every completion computes; 33: 2 blocks shared, 1 token each; 5: 5 each.
+  // The first completion computes its prompt, each other one the last prompt token only
+  // (40 tokens: 2 full blocks shared, the third copied; 16: one partial block; 33: 2 full).
   const std::vector<std::vector<int64_t>> prompts = {tokens_of(40, 4, 61), tokens_of(16, 5, 61),
                                                      tokens_of(33, 6, 61), tokens_of(5, 7, 61)};
   RolloutOptions opt;
@@ -213,8 +214,8 @@ TEST_CASE("rollout: each prompt is prefilled once at G = 4 (but its last partial
   opt.seed = 3;
   const Rollout r = rollout(model, prompts, opt);
   CHECK(r.stats.prompt_tokens == 4 * (40 + 16 + 33 + 5));
-  CHECK(r.stats.cached_prompt_tokens == 3 * (32 + 0 + 32 + 0));
-  CHECK(r.stats.prefilled_tokens == (40 + 16 + 33 + 5) + 3 * (8 + 16 + 1 + 5));
+  CHECK(r.stats.cached_prompt_tokens == 3 * (39 + 15 + 32 + 4));
+  CHECK(r.stats.prefilled_tokens == (40 + 16 + 33 + 5) + 3 * 4);
   CHECK(r.stats.generated_tokens == 4 * 4 * 6);
   // The shared blocks change nothing: the same completions as with every prompt alone.
   for (int64_t p = 0; p < 4; ++p) {
