@@ -1,7 +1,8 @@
 // One step's plan: decodes of running sequences (one token each, a block added
 // when a position starts a new one, preempting the newest sequence when none is
 // left), then prefill chunks of partly computed sequences, then admissions from
-// the front of the queue while seats, blocks and the token budget last.
+// the front of the queue while seats, blocks and the token budget last (a sample
+// of a running sequence's prompt sharing its blocks, else cached full blocks).
 #include "inference/scheduler/scheduler.h"
 
 #include <algorithm>
@@ -85,6 +86,7 @@ bool Scheduler::admit_front() {
   const int64_t n = static_cast<int64_t>(s.tokens.size());
   uint64_t hash = BlockManager::kRootHash;
   int64_t hit = 0;
+  const size_t n_copies = copies_.size();
   std::vector<int32_t> table = share_blocks(s, &hit);
   for (int64_t b = 0; b < hit / kKVBlockSize; ++b) {  // the shared full blocks' key
     hash = BlockManager::block_hash(hash, s.tokens.data() + b * kKVBlockSize);
@@ -96,6 +98,7 @@ bool Scheduler::admit_front() {
   const int64_t need = blocks_for(n) - static_cast<int64_t>(table.size());
   if (blocks_.n_free() < need) {
     blocks_.release_all(table);
+    copies_.resize(n_copies);  // no copy into a released block
     return false;
   }
   for (int64_t i = 0; i < need; ++i) table.push_back(blocks_.allocate());
