@@ -168,9 +168,21 @@ void Engine::Impl::draw(Request& r, Sequence& s, const Tensor& logits, int64_t r
   const int64_t tok = r.sampler.sample(logits.select(0, row), s.tokens);
   const Clock::time_point now = Clock::now();
   EngineEvent ev = event_for(r, &s);
+  const double t = r.req.sampling.temperature;
+  const double temperature = r.req.logprobs_at_temperature && t > 0 ? t : 1;
+  const auto add_token = [&] {
+    ev.tokens.push_back(tok);
+    if (r.req.logprobs < 0) return;
+    ev.logprobs.push_back(
+        token_logprob(logits.data<float>() + row * V, V, tok, r.req.logprobs, temperature));
+  };
   const std::vector<int64_t>& stops = r.req.stop_tokens;
   if (tok == r.req.sampling.stop_token ||
       std::find(stops.begin(), stops.end(), tok) != stops.end()) {
+    if (r.req.output_stop_token) {
+      add_token();
+      ++stats.generation_tokens;
+    }
     finish(s.id, std::move(ev), FinishReason::Stop);
     return;
   }
@@ -183,10 +195,7 @@ void Engine::Impl::draw(Request& r, Sequence& s, const Tensor& logits, int64_t r
     stats.itl_seconds.observe(seconds(now - r.last_token));
   }
   r.last_token = now;
-  ev.tokens.push_back(tok);
-  if (r.req.logprobs >= 0) {
-    ev.logprobs.push_back(token_logprob(logits.data<float>() + row * V, V, tok, r.req.logprobs));
-  }
+  add_token();
   if (r.n_output >= r.req.sampling.max_tokens || s.n_computed >= model->config().max_seq_len) {
     finish(s.id, std::move(ev), FinishReason::Length);
   } else {
@@ -223,6 +232,7 @@ bool Engine::Impl::step() {
     reap_cancelled();
     plan = sched.schedule();
     if (plan.empty()) return false;
+    for (const auto& [src, dst] : sched.take_copies()) kv.copy_block(src, dst);
     for (const ScheduledChunk& c : plan) {
       chunks.push_back({c.seq->tokens.data() + c.pos0, c.n, c.pos0, &c.seq->blocks, c.all_logits});
     }
@@ -291,6 +301,7 @@ std::shared_ptr<RequestHandle> Engine::submit(EngineRequest req) {
   seq->prompt_len = static_cast<int64_t>(req.prompt.size());
   seq->use_prefix_cache = m.opt.prefix_cache && !req.prompt_logprobs;  // they need every row
   seq->prompt_logits = req.prompt_logprobs;
+  seq->share_from = req.prompt_logprobs ? 0 : req.share_prompt_with;
   auto handle = std::make_shared<RequestHandle>(id);
   Request r{req, handle, TokenSampler(req.sampling), Clock::now(), Clock::now(), 0, {}, false};
   if (req.prompt_logprobs) {

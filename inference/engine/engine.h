@@ -44,7 +44,7 @@ struct TokenLogprob {
 };
 
 enum class FinishReason {
-  Stop,       // a stop token was drawn (not output)
+  Stop,       // a stop token was drawn (output only under EngineRequest::output_stop_token)
   Length,     // max_tokens generated, or the context (max_seq_len) is full
   Cancelled,  // RequestHandle::cancel, or the engine shut down
 };
@@ -57,6 +57,15 @@ struct EngineRequest {
   std::vector<int64_t> stop_tokens;  // drawing one ends the request (Stop); sampling.stop_token too
   int64_t logprobs = -1;             // -1: none; 0..5: each output token's logprob + this many top
   bool prompt_logprobs = false;      // score the prompt's tokens (echo); `logprobs` top ones each
+  // Output logprobs of logits / sampling.temperature (the distribution drawn from when top-k,
+  // top-p and the repetition penalty are off; RL's logp_old) instead of the raw logits.
+  // Temperature 0 keeps the raw logits.
+  bool logprobs_at_temperature = false;
+  bool output_stop_token = false;    // a drawn stop token ends the output (and has its logprob)
+  // The id (RequestHandle::id) of a request with the same prompt (parallel samples): admitted
+  // while that one runs with its prompt computed, this one shares its KV blocks (the last
+  // partial one copied) and computes only the prompt's last token. 0: none.
+  int64_t share_prompt_with = 0;
 };
 
 // What a request produced since its previous event, in order.

@@ -40,6 +40,19 @@ PagedKVStore::PagedKVStore(const nn::ModelConfig& cfg, int64_t n_blocks, DType d
   }
 }
 
+void PagedKVStore::copy_block(int32_t src, int32_t dst) {
+  EMBER_CHECK(src >= 0 && src < n_blocks_ && dst >= 0 && dst < n_blocks_,
+              "PagedKVStore: block copy ", src, " -> ", dst, " outside the ", n_blocks_, " blocks");
+  for (std::vector<Tensor>* kv : {&k_, &v_}) {
+    for (Tensor& t : *kv) {
+      const size_t bytes = static_cast<size_t>(t.numel() / n_blocks_) * dtype_size(dtype_);
+      char* base = static_cast<char*>(t.raw_data());
+      std::memcpy(base + static_cast<size_t>(dst) * bytes, base + static_cast<size_t>(src) * bytes,
+                  bytes);
+    }
+  }
+}
+
 size_t PagedKVStore::bytes_per_block(const nn::ModelConfig& cfg, DType dtype) {
   return static_cast<size_t>(2 * cfg.n_layers * kKVBlockSize * cfg.n_kv_heads * cfg.head_dim) *
          dtype_size(dtype);

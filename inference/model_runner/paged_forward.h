@@ -36,6 +36,8 @@ class PagedKVStore {
   static size_t bytes_per_block(const nn::ModelConfig& cfg, DType dtype = DType::Float32);
   int64_t n_blocks() const { return n_blocks_; }
   DType dtype() const { return dtype_; }
+  // Copies block src's keys and values of every layer into block dst.
+  void copy_block(int32_t src, int32_t dst);
   Tensor& k(int64_t layer) { return k_[static_cast<size_t>(layer)]; }
   Tensor& v(int64_t layer) { return v_[static_cast<size_t>(layer)]; }
 
@@ -64,6 +66,8 @@ class InferenceModel {
   // A plain model of cfg (no LoRA) from its state dict (names of docs/model.md#parameter-names).
   InferenceModel(const nn::ModelConfig& cfg, std::map<std::string, Tensor> weights);
   const nn::ModelConfig& config() const { return cfg_; }
+  // The float32 weights the forward reads, by parameter name (a plain model's own tensors).
+  const std::map<std::string, Tensor>& weights() const { return w_; }
   // Runs every chunk in one batch: writes each new token's K and V into its slot, attends each
   // token over positions [0, its own] of its sequence (sliding window and soft-cap applied).
   // Returns logits [R, V]: per chunk in order, n_tokens rows when all_logits, else 1 row.

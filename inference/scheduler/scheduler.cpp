@@ -1,7 +1,8 @@
 // One step's plan: decodes of running sequences (one token each, a block added
 // when a position starts a new one, preempting the newest sequence when none is
 // left), then prefill chunks of partly computed sequences, then admissions from
-// the front of the queue while seats, blocks and the token budget last.
+// the front of the queue while seats, blocks and the token budget last (a sample
+// of a running sequence's prompt sharing its blocks, else cached full blocks).
 #include "inference/scheduler/scheduler.h"
 
 #include <algorithm>
@@ -55,16 +56,49 @@ bool Scheduler::grow_for_decode(Sequence& seq) {
   return true;
 }
 
+std::vector<int32_t> Scheduler::share_blocks(const Sequence& s, int64_t* shared) {
+  *shared = 0;
+  const int64_t k = std::min(s.prompt_len, static_cast<int64_t>(s.tokens.size())) - 1;
+  const Sequence* from = nullptr;
+  for (const auto& r : running_) from = r->id == s.share_from ? r.get() : from;
+  if (s.share_from == 0 || k <= 0 || !from || from->n_computed < k ||
+      !std::equal(s.tokens.begin(), s.tokens.begin() + k, from->tokens.begin())) {
+    return {};
+  }
+  const int64_t full = k / kKVBlockSize, partial = k % kKVBlockSize > 0;
+  if (blocks_.n_free() < blocks_for(static_cast<int64_t>(s.tokens.size())) - full) return {};
+  std::vector<int32_t> table(from->blocks.begin(), from->blocks.begin() + full);
+  for (const int32_t b : table) blocks_.retain(b);
+  if (partial) {
+    table.push_back(blocks_.allocate());
+    copies_.emplace_back(from->blocks[static_cast<size_t>(full)], table.back());
+  }
+  *shared = k;
+  return table;
+}
+
+std::vector<std::pair<int32_t, int32_t>> Scheduler::take_copies() {
+  return std::exchange(copies_, {});
+}
+
 bool Scheduler::admit_front() {
   Sequence& s = *waiting_.front();
   const int64_t n = static_cast<int64_t>(s.tokens.size());
   uint64_t hash = BlockManager::kRootHash;
-  std::vector<int32_t> table;
-  if (s.use_prefix_cache) table = blocks_.match_prefix(s.tokens.data(), n - 1, &hash);
-  const int64_t hit = static_cast<int64_t>(table.size()) * kKVBlockSize;
+  int64_t hit = 0;
+  const size_t n_copies = copies_.size();
+  std::vector<int32_t> table = share_blocks(s, &hit);
+  for (int64_t b = 0; b < hit / kKVBlockSize; ++b) {  // the shared full blocks' key
+    hash = BlockManager::block_hash(hash, s.tokens.data() + b * kKVBlockSize);
+  }
+  if (hit == 0 && s.use_prefix_cache) {
+    table = blocks_.match_prefix(s.tokens.data(), n - 1, &hash);
+    hit = static_cast<int64_t>(table.size()) * kKVBlockSize;
+  }
   const int64_t need = blocks_for(n) - static_cast<int64_t>(table.size());
   if (blocks_.n_free() < need) {
     blocks_.release_all(table);
+    copies_.resize(n_copies);  // no copy into a released block
     return false;
   }
   for (int64_t i = 0; i < need; ++i) table.push_back(blocks_.allocate());

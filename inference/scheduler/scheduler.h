@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "inference/kv_cache/block_manager.h"
@@ -26,6 +27,10 @@ struct Sequence {
   int64_t n_registered = 0;                       // leading full blocks entered in the prefix cache
   uint64_t chain_hash = BlockManager::kRootHash;  // key of block n_registered - 1
   bool use_prefix_cache = true;                   // may take cached blocks when admitted
+  // A sequence (id) whose prompt this one's starts with: admitted while that one runs with
+  // those tokens computed, it shares its full blocks and a copy of its partial one, and
+  // computes only its own last prompt token (parallel samples of one prompt). 0: none.
+  int64_t share_from = 0;
   bool prompt_logits = false;                     // all_logits for chunks inside the prompt
   bool admitted_once = false;
   int64_t cached_prompt_tokens = 0;  // prompt tokens supplied by the cache at first admission
@@ -61,6 +66,9 @@ class Scheduler {
   bool add(std::unique_ptr<Sequence> seq);
   // Plans one step: blocks allocated, preemptions done. Empty when there is nothing to run.
   std::vector<ScheduledChunk> schedule();
+  // Block copies (source, destination) the plan needs before its forward: the partial blocks
+  // of prompts shared through Sequence::share_from. Taking them clears the list.
+  std::vector<std::pair<int32_t, int32_t>> take_copies();
   // After the forward: the chunk's tokens are in the cache; full blocks enter the prefix cache.
   void complete(const ScheduledChunk& chunk);
   // Removes a sequence (finished or cancelled), waiting or running, and frees its blocks.
@@ -80,6 +88,10 @@ class Scheduler {
   bool grow_for_decode(Sequence& seq);  // false: seq itself was preempted
   void preempt_newest();
   bool admit_front();
+  // For admit_front: the blocks of s's first n - 1 tokens from its share_from sequence when
+  // that one runs with them computed (full blocks retained, the partial one copied into a new
+  // block), with the number of tokens they hold; {} and 0 otherwise or when blocks lack.
+  std::vector<int32_t> share_blocks(const Sequence& s, int64_t* shared);
   int64_t blocks_for(int64_t n_tokens) const;
 
   BlockManager& blocks_;
@@ -87,6 +99,7 @@ class Scheduler {
   std::vector<std::unique_ptr<Sequence>> running_;  // in order of admission
   std::deque<std::unique_ptr<Sequence>> waiting_;
   uint64_t preemptions_ = 0, prefix_queries_ = 0, prefix_hits_ = 0;
+  std::vector<std::pair<int32_t, int32_t>> copies_;
 };
 
 }  // namespace ember::inference

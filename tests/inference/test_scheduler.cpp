@@ -3,7 +3,7 @@
 // long prompts are chunked (in smaller chunks beside decodes: max_prefill_with_decodes),
 // the queue is capped, prefix hits skip computed blocks, and running out of
 // blocks preempts the newest sequence, which is later recomputed from its
-// prompt and output so far.
+// prompt and output so far; a sample of a running sequence's prompt shares its blocks.
 #include <catch2/catch.hpp>
 #include <memory>
 #include <numeric>
@@ -200,4 +200,49 @@ TEST_CASE("admission reuses cached full blocks and counts hits in tokens", "[sch
   CHECK(plan[2].pos0 == 16);
   CHECK(plan[2].n == 16);
   CHECK(plan[2].seq->cached_prompt_tokens == 16);
+}
+
+TEST_CASE("a sample of a running sequence's prompt shares its blocks, the partial one copied",
+          "[scheduler]") {
+  BlockManager bm(16, true);
+  Scheduler sched(bm, {4, 256, 8});
+  sched.add(make_seq(1, 20));
+  std::vector<ScheduledChunk> plan = sched.schedule();
+  fake_forward(sched, plan);  // 1's prompt computed: blocks 0 (full) and 1 (4 of 16)
+  const std::vector<int32_t> parent = sched.running()[0]->blocks;
+  auto sample = make_seq(2, 20);
+  sample->share_from = 1;
+  sched.add(std::move(sample));
+  auto other = make_seq(3, 20, 2);  // a different prompt: nothing shared
+  other->share_from = 1;
+  sched.add(std::move(other));
+  plan = sched.schedule();
+  REQUIRE(plan.size() == 3);  // 1's decode, 2's last prompt token, 3's whole prompt
+  CHECK(plan[1].seq->id == 2);
+  CHECK(plan[1].pos0 == 19);
+  CHECK(plan[1].n == 1);
+  CHECK(plan[1].samples);
+  CHECK(plan[1].seq->cached_prompt_tokens == 19);
+  CHECK(plan[1].seq->blocks[0] == parent[0]);
+  CHECK(bm.ref_count(parent[0]) == 2);
+  CHECK(plan[1].seq->blocks[1] != parent[1]);
+  const auto copies = sched.take_copies();
+  REQUIRE(copies.size() == 1);
+  CHECK(copies[0] == std::make_pair(parent[1], plan[1].seq->blocks[1]));
+  CHECK(sched.take_copies().empty());
+  CHECK(plan[2].seq->id == 3);
+  CHECK(plan[2].pos0 == 0);
+  CHECK(plan[2].n == 20);
+  CHECK(sched.prefix_hits() == 19);
+  // Once 1 is gone, a sample falls back to the prefix cache: the full block only.
+  fake_forward(sched, plan);
+  sched.remove(1);
+  auto late = make_seq(4, 20);
+  late->share_from = 1;
+  sched.add(std::move(late));
+  plan = sched.schedule();
+  REQUIRE(plan.size() == 3);
+  CHECK(plan[2].seq->id == 4);
+  CHECK(plan[2].pos0 == 16);
+  CHECK(sched.take_copies().empty());
 }
