@@ -7,13 +7,14 @@ one assistant message as chosen and one as rejected), built from Debian's fortun
 answer forms of the chat example (examples/chat/), so that its fine-tuned model starts
 from the right form and only has to learn which answer is the better one. The chosen answer
 is stated in the prompt, the rejected one is not: the pairs teach an answer faithful to its
-context (the default 3.3M model recalls neither authors nor endings, and its fine-tune on
-examples/chat/ does not copy them from the prompt either: both are at chance, see docs/align.md):
+context (the default 3.3M model recalls no authors, and its fine-tune on examples/chat/ does not
+copy them from the prompt either: it is at chance, see docs/align.md):
 - who:    "A fortune: <quote> -- <name>\nWho said it?" -> "That was <name>." against another
           author (authors quoted at least 8 times, drawn in proportion to their quotes);
-- ending: "A fortune: <fortune>\nFinish this fortune: <all but its last word> ..." -> "... <its
-          last word>" against the last word of another fortune (one of the 20 nearest in
-          length, never the same word);
+- case:   "<fortune>\nRepeat it in capital letters." (or "in small letters") -> the fortune in
+          that case against it in the other (fortunes of 20 to 60 characters): an answer that
+          follows the instruction (the ending of a fortune, copied from the prompt, was the
+          earlier second kind: the default model learns it barely above chance, docs/align.md);
 - sum:    "What is 3 + 4?" -> "3 + 4 = 7." against the same sum off by 1 to 3 (digits 0-9).
 A tenth of the prompts open with a system message, another tenth with an earlier exchange.
 Three files: examples/align/fortune_pairs.jsonl (training), fortune_pairs_heldout.jsonl
@@ -33,7 +34,6 @@ import argparse
 import json
 import os
 import random
-import re
 import sys
 
 sys.dont_write_bytecode = True  # keep tools/ free of __pycache__
@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_chat_example import SYSTEMS, person, read_fortunes  # noqa: E402
 
 # (kind, training pairs, held-out pairs)
-PLAN = [("who", 500, 80), ("ending", 500, 80), ("sum", 500, 80)]
+PLAN = [("who", 500, 80), ("case", 500, 80), ("sum", 500, 80)]
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 
 
@@ -66,9 +66,9 @@ def pools(fortunes, chat, rng):
             counts[person(f[2])] = counts.get(person(f[2]), 0) + 1
     who = [f for f in short if person(f[2]) and counts[person(f[2])] >= 8 and len(f[1]) <= 110]
     taken = {f[1] for f in who}
-    ending = [f for f in unique if 60 <= len(f[1]) <= 120 and len(f[1].split()) >= 8 and f[1] not in taken]
+    case = [f for f in unique if 20 <= len(f[1]) <= 60 and "\n" not in f[1] and f[1] not in taken]
     out = {}
-    for kind, pool in (("who", who), ("ending", ending)):
+    for kind, pool in (("who", who), ("case", case)):
         rng.shuffle(pool)
         fresh = [f for f in pool if f[1][:30] not in chat]
         n_held = dict((k, h) for k, _, h in PLAN)[kind]
@@ -87,19 +87,12 @@ def ask_who(f, pool, rng):
     return q, "That was {}.".format(right), "That was {}.".format(wrong)
 
 
-def split_tail(quote):
-    """(all but the last word, the last word)."""
-    cut = [m.start() for m in re.finditer(r"\S+", quote)][-1]
-    return quote[:cut].rstrip(), quote[cut:]
-
-
-def ask_ending(f, pool, rng):
-    first, rest = split_tail(f[1])
-    others = [g for g in pool if split_tail(g[1])[1] != rest]  # never the same word twice
-    fits = sorted(others, key=lambda g: abs(len(split_tail(g[1])[1]) - len(rest)))[:20]
-    other = split_tail(rng.choice(fits)[1])[1]
-    q = "A fortune: {}\nFinish this fortune: {} ...".format(f[1], first)
-    return q, "... " + rest, "... " + other
+def ask_case(f, rng):
+    """The fortune in the case the prompt asks for, against it in the other."""
+    upper = rng.random() < 0.5
+    q = "{}\nRepeat it in {} letters.".format(f[1], "capital" if upper else "small")
+    big, small = f[1].upper(), f[1].lower()
+    return (q, big, small) if upper else (q, small, big)
 
 
 def ask_sum(rng):
@@ -128,8 +121,8 @@ def make_pairs(kind, fortunes, pool, rng):
     for f in fortunes:
         if kind == "who":
             q, good, bad = ask_who(f, pool, rng)
-        elif kind == "ending":
-            q, good, bad = ask_ending(f, pool, rng)
+        elif kind == "case":
+            q, good, bad = ask_case(f, rng)
         else:
             q, good, bad = ask_sum(rng)
         prompt = opening(rng) + [{"role": "user", "content": q}]
