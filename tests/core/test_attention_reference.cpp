@@ -8,15 +8,15 @@
 #include <vector>
 
 #include "core/kernels/attention/reference.h"
+#include "float64_values.h"
 
 using namespace ember;
 using kernels::AttentionParams;
 
 namespace {
 
-Tensor f64(const std::vector<double>& values, const Shape& shape) { return Tensor::from_vector(values, shape); }
-
-std::vector<double> values(const Tensor& t) { return t.contiguous().to_vector<double>(); }
+using ember::testing::f64;
+using ember::testing::values;
 
 // L = sum(out * dout): its gradients are what the backward computes for dout.
 double loss(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout, const AttentionParams& p) {

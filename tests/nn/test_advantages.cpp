@@ -7,18 +7,15 @@
 #include <vector>
 
 #include "nn/alignment/advantages.h"
+#include "float64_values.h"
 
 using namespace ember;
 using namespace ember::nn;
 
 namespace {
 
-Tensor f64(const std::vector<double>& v, const Shape& shape) {
-  return Tensor::from_vector<double>(v, shape);
-}
-std::vector<double> values(const Tensor& t) {
-  return t.to(DType::Float64).to_vector<double>();
-}
+using ember::testing::f64;
+using ember::testing::values;
 
 }  // namespace
 

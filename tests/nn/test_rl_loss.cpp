@@ -14,18 +14,15 @@
 #include "autograd/ops.h"
 #include "nn/alignment/advantages.h"
 #include "nn/alignment/rl_loss.h"
+#include "float64_values.h"
 
 using namespace ember;
 using namespace ember::nn;
 
 namespace {
 
-Tensor f64(const std::vector<double>& v, const Shape& shape) {
-  return Tensor::from_vector<double>(v, shape);
-}
-std::vector<double> values(const Tensor& t) {
-  return t.to(DType::Float64).to_vector<double>();
-}
+using ember::testing::f64;
+using ember::testing::values;
 std::map<std::string, double> as_map(const std::vector<std::pair<std::string, double>>& v) {
   return {v.begin(), v.end()};
 }
