@@ -4,6 +4,7 @@ set -euo pipefail
 packages=(build-essential cmake libdnnl-dev libopenmpi-dev openmpi-bin libhdf5-dev
           hdf5-tools libcli11-dev catch2 nlohmann-json3-dev libcpp-httplib-dev pkg-config unicode-data
           python3 strace)  # strace: test_cli_faults checks the fsync order of the atomic writers; python3: tests/hf's pure-Python Hugging Face reference (standard library only)
+packages+=(ninja-build)  # scripts/test.sh and run.sh configure a new build tree for Ninja (faster than make)
 packages+=(iproute2)  # ip netns / veth: tests/net's multi-node test across network namespaces
 packages+=(${EMBER_EXTRA_PACKAGES:-})  # e.g. fortunes for the main job
 # node + npm for tests/serve (the official OpenAI JS client); only when `npm` is missing: a NodeSource

@@ -7,6 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EMBER_EXTRA_PACKAGES="fortunes" bash scripts/install_deps.sh
+# A new build tree is configured for Ninja: on 2 cores it builds ember and the tests in less
+# time than make (no per-target make steps; a target's files compile while its libraries link).
+# CMake keeps an existing tree's generator; CMAKE_GENERATOR set by the caller wins.
+export CMAKE_GENERATOR="${CMAKE_GENERATOR:-Ninja}"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release > /dev/null
 cmake --build build -j "$(nproc)" --target ember
 # A new run never reuses a folder that holds one: runs/fortunes, then runs/fortunes-2, ...

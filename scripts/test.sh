@@ -9,6 +9,10 @@ cd "$(dirname "$0")/.."
 EMBER_EXTRA_PACKAGES="${EMBER_EXTRA_PACKAGES:-} python3-torch python3-h5py python3-numpy slurm-wlm munge" \
   bash scripts/install_deps.sh
 jobs=$(nproc)
+# A new build tree is configured for Ninja: on 2 cores it builds ember and the tests in less
+# time than make (no per-target make steps; a target's files compile while its libraries link).
+# CMake keeps an existing tree's generator; CMAKE_GENERATOR set by the caller wins.
+export CMAKE_GENERATOR="${CMAKE_GENERATOR:-Ninja}"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j "$jobs"
 # Open MPI refuses root without these; CI runs as root.
