@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "data/json_line.h"
+#include "data/prompt_json.h"
 
 namespace ember::data {
 namespace {
@@ -54,13 +55,7 @@ ChatMessage parse_message(const json& m, std::string_view key, size_t index,
 }
 
 std::vector<ChatMessage> parse_prompt(const json& p, std::string_view where) {
-  EMBER_CHECK(!p.empty(), where,
-              ": \"prompt\": an empty list (expected messages ending with a user message)");
-  std::vector<ChatMessage> out;
-  for (size_t i = 0; i < p.size(); ++i) out.push_back(parse_message(p[i], "prompt", i, where));
-  EMBER_CHECK(out.back().role == "user", where, ": \"prompt\": its last message is the ",
-              out.back().role, "'s (expected messages ending with a user message)");
-  return out;
+  return parse_prompt_messages(p, where);
 }
 
 // The content of chosen / rejected in the chat form: one non-empty assistant message.
@@ -138,6 +133,20 @@ ScoredLine parse_completion_line(const json& j, std::string_view where) {
 }
 
 }  // namespace
+
+std::string json_kind(const json& j) { return kind(j); }
+
+std::vector<ChatMessage> parse_prompt_messages(const json& p, std::string_view where) {
+  EMBER_CHECK(p.is_array(), where, ": \"prompt\": expected a string or a list of messages (got ",
+              kind(p), ")");
+  EMBER_CHECK(!p.empty(), where,
+              ": \"prompt\": an empty list (expected messages ending with a user message)");
+  std::vector<ChatMessage> out;
+  for (size_t i = 0; i < p.size(); ++i) out.push_back(parse_message(p[i], "prompt", i, where));
+  EMBER_CHECK(out.back().role == "user", where, ": \"prompt\": its last message is the ",
+              out.back().role, "'s (expected messages ending with a user message)");
+  return out;
+}
 
 PreferenceLine parse_preference_line(std::string_view line, std::string_view where) {
   const json j = parse_json_line(line, where, "\"margin\" must be a finite number");

@@ -170,6 +170,10 @@ void make_finetune(Transformer& model, const ModelConfig& ft, int64_t added_rows
     Generator unused(0);  // the stored head replaces its draw
     model.add_score_head(unused, ft.reward);
   }
+  if (!ft.rl.empty()) {  // a PPO policy's value head: its stored tensor replaces the draw
+    Generator unused(0);
+    model.set_rl(ft.rl, ft.has_value_head() ? std::make_shared<ValueHead>(ft.d_model, unused) : nullptr);
+  }
 }
 
 // "model.layers.<i>.<rest>" -> i; -1 for a tensor outside the blocks.
@@ -284,6 +288,7 @@ std::unique_ptr<Transformer> load_base(const Checkpoint& c, const std::string& p
               " was fine-tuned on a base with sha256 ", c.base_sha256, " (", c.base, ")");
   ModelConfig base_config = read_checkpoint_config(base);
   base_config.align.clear();  // how the base itself was aligned, if it was
+  base_config.rl.clear();
   EMBER_CHECK(!base_config.lora, path, ": its base ", base, " is itself a fine-tune checkpoint");
   EMBER_CHECK(c.config.vocab_size >= base_config.vocab_size, path, ": vocab_size ", c.config.vocab_size,
               " is smaller than its base's (", base_config.vocab_size, ")");
@@ -301,6 +306,7 @@ ModelConfig finetune_base_config(const ModelConfig& finetune_config, int64_t bas
   c.quantize = "none";
   c.align.clear();
   c.reward.clear();  // the base has no score head: the fine-tune adds it
+  c.rl.clear();      // nor a value head
   c.vocab_size = base_vocab_size;
   return c;
 }

@@ -121,7 +121,7 @@ ModelConfig read_model_keys(const Reader& r) {
                "ffn_hidden", "ffn_act", "norm", "norm_eps", "pos", "rope_theta", "max_seq_len",
                "qk_norm", "bias", "tie_embeddings", "parallel_block", "sliding_window",
                "global_every", "attn_softcap", "final_softcap", "z_loss_coef", "dropout", "moe",
-               "lora", "quantize", "align", "reward"});
+               "lora", "quantize", "align", "reward", "rl"});
   ModelConfig c;
   r.integer("vocab_size", c.vocab_size);
   r.integer("d_model", c.d_model);
@@ -260,6 +260,10 @@ ModelConfig parse_config(const json& obj, const std::string& source) {
     require(obj.at("reward").is_object(), source, "reward", "must be an object");
     c.reward = obj.at("reward").dump();
   }
+  if (obj.contains("rl")) {
+    require(obj.at("rl").is_object(), source, "rl", "must be an object");
+    c.rl = obj.at("rl").dump();
+  }
   require_parameter_limit(c, source);
   return c;
 }
@@ -303,7 +307,14 @@ std::string ModelConfig::to_json() const {
   }
   if (!align.empty()) j["align"] = json::parse(align);
   if (!reward.empty()) j["reward"] = json::parse(reward);
+  if (!rl.empty()) j["rl"] = json::parse(rl);
   return j.dump(2);
+}
+
+bool ModelConfig::has_value_head() const {
+  if (rl.empty()) return false;
+  const json j = json::parse(rl);
+  return j.value("algo", std::string()) == "ppo";
 }
 
 bool ModelConfig::layer_is_moe(int64_t layer) const {

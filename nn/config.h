@@ -78,6 +78,10 @@ struct ModelConfig {
   // A reward model's options (docs/model.md#reward-model): the JSON object of key "reward", kept
   // as text; non-empty means the model has the score head `score.weight` (to_json omits it empty).
   std::string reward;
+  // An RL fine-tune's options (docs/model.md#rl-from-a-reward): the JSON object of key "rl", kept
+  // as text; empty for any other model (to_json omits it). Its "algo" "ppo" means the model has
+  // the value head `value.weight` (has_value_head).
+  std::string rl;
 
   // Parses a docs/model.md#config JSON object; `source` names it in errors.
   static ModelConfig from_json(const std::string& json_text, const std::string& source = "config");
@@ -85,6 +89,8 @@ struct ModelConfig {
   // Canonical JSON with every key, resolved values included.
   std::string to_json() const;
 
+  // An "rl" object whose "algo" is "ppo": the model holds PPO's value head.
+  bool has_value_head() const;
   bool gated_ffn() const { return ffn_act == "swiglu" || ffn_act == "geglu"; }
   bool layer_is_moe(int64_t layer) const;
   // Sliding-window size of a layer: 0 means full causal attention.

@@ -116,12 +116,14 @@ Transformer::Transformer(const ModelConfig& cfg, uint64_t seed, DType dtype, Ten
     shard_now(*lm_head_, "lm_head.");
   }
   if (!cfg.reward.empty()) add_score_head(init_gen, cfg.reward);  // drawn last
+  if (cfg.has_value_head()) set_rl(cfg.rl, std::make_shared<ValueHead>(cfg.d_model, init_gen, dtype));
   if (stage_.active()) keep_stage(*model, *layers);
   if (tp_.active()) shard_for_tensor_parallel();
 }
 
 void Transformer::keep_stage(Module& model, ModuleList& layers) {
   EMBER_CHECK(!score_head_, "pipeline parallelism of a reward model is not available yet: use --pp 1");
+  EMBER_CHECK(!value_head_, "pipeline parallelism of a PPO policy is not available yet: use --pp 1");
   const bool first = stage_.first(), last = stage_.last();
   if (!first && !(last && cfg_.tie_embeddings)) {
     model.unregister_module("embed_tokens");
@@ -164,6 +166,7 @@ void Transformer::shard_now(Module& module, const std::string& prefix) {
 
 void Transformer::shard_for_tensor_parallel() {
   EMBER_CHECK(!score_head_, "tensor parallelism of a reward model is not available yet: use --tp 1");
+  EMBER_CHECK(!value_head_, "tensor parallelism of a PPO policy is not available yet: use --tp 1");
   for (const auto& block : blocks_) block->set_tensor_parallel(tp_.group);
 }
 
@@ -178,6 +181,25 @@ void Transformer::add_score_head(Generator& gen, const std::string& reward) {
 Variable Transformer::scores(const Tensor& ids, const Tensor& last) const {
   EMBER_CHECK(score_head_, "Transformer: scores() needs a reward model (a config with \"reward\")");
   return score_head_->forward(hidden_states(ids), last);
+}
+
+void Transformer::set_rl(const std::string& rl, std::shared_ptr<ValueHead> head) {
+  EMBER_CHECK(!value_head_, "Transformer: the model already has a value head (value.weight)");
+  cfg_.rl = rl;
+  EMBER_CHECK(cfg_.has_value_head() == (head != nullptr), "Transformer: the \"rl\" options ",
+              cfg_.has_value_head() ? "ask for" : "take no", " value head (value.weight)");
+  if (!head) return;
+  EMBER_CHECK(head->weight().size(1) == cfg_.d_model, "Transformer: a value head of ",
+              head->weight().size(1), " inputs on a model of d_model ", cfg_.d_model);
+  value_head_ = std::move(head);
+  register_module("value", value_head_->linear());
+}
+
+Transformer::PolicyOutput Transformer::forward_with_values(const Tensor& ids) const {
+  EMBER_CHECK(value_head_, "Transformer: forward_with_values() needs a PPO policy (a value head)");
+  std::vector<MoEAux> moe_aux;  // the RL losses take no MoE terms
+  const Variable h = trunk(ids, Tensor(), moe_aux);
+  return {head(h), value_head_->forward(h)};
 }
 
 void Transformer::set_tied_head_adapter(std::shared_ptr<UnaryModule> adapter) {

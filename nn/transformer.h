@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nn/alignment/reward_model.h"
+#include "nn/alignment/value_head.h"
 #include "nn/attention.h"
 #include "nn/block_residency.h"
 #include "nn/config.h"
@@ -147,6 +148,18 @@ class Transformer : public Module {
   // times score.weight -> [B]. ids [B, T], last [B] (int).
   Variable scores(const Tensor& ids, const Tensor& last) const;
 
+  // RL from a reward (docs/model.md#rl-from-a-reward). set_rl records `rl` (the "rl" object's
+  // text) in config().rl; for ppo it registers `head` (the value head `value.weight`, trained)
+  // after every other parameter. A config whose "rl" asks for ppo builds its head, drawn last.
+  void set_rl(const std::string& rl, std::shared_ptr<ValueHead> head);
+  bool has_value_head() const { return value_head_ != nullptr; }
+  // One trunk, two heads: forward()'s logits [B, T, V] (bit for bit) and the value head's values
+  // [B, T] (values[b, t] read at position t, whose logits predict the token after it).
+  struct PolicyOutput {
+    Variable logits, values;
+  };
+  PolicyOutput forward_with_values(const Tensor& ids) const;
+
  private:
   ModelConfig cfg_;
   DType dtype_;
@@ -161,6 +174,7 @@ class Transformer : public Module {
   std::shared_ptr<UnaryModule> lm_head_;            // a Linear, or its LoRALinear (replaceable)
   std::shared_ptr<UnaryModule> tied_head_adapter_;  // tied embeddings with a head adapter
   std::shared_ptr<ScoreHead> score_head_;           // a reward model's
+  std::shared_ptr<ValueHead> value_head_;           // a PPO policy's
   int64_t checkpoint_every_ = 0;
   std::shared_ptr<BlockResidency> residency_;
   // block_forward between the residency calls: before/after its forward, and markers in the

@@ -34,6 +34,10 @@ const FinetuningCommand kFinetuningCommands[] = {
      "Train a reward model on preference pairs (JSONL prompt / chosen / rejected): a score head "
      "on a checkpoint, with LoRA adapters, QLoRA (--quantize nf4) or every weight (--full)",
      &TrainOptions::reward, "runs/reward"},
+    {"rl",
+     "RL from a reward on prompts (JSONL prompt / answer): GRPO or PPO with rollouts on the "
+     "serving engine, --reward match or a reward model, LoRA, QLoRA or every weight (--full)",
+     &TrainOptions::rl, "runs/rl"},
 };
 
 }  // namespace

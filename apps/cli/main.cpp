@@ -40,7 +40,7 @@ Runners add_commands(CLI::App& app, ember::dist::Communicator& comm) {
     runners[app.get_subcommands({})[before]] = std::move(run);
   };
   add([&](CLI::App& a) { return ember::apps::add_train_command(a, comm); });
-  for (const char* name : {"finetune", "align"})
+  for (const char* name : {"finetune", "align", "rl"})
     add([&](CLI::App& a) { return ember::apps::add_finetuning_command(a, comm, name).run; });
   add([&](CLI::App& a) { return ember::apps::add_reward_command(a, comm); });
   add(ember::apps::add_loss_command);

@@ -40,6 +40,7 @@ std::function<int()> add_run_command(CLI::App& sub, std::shared_ptr<TrainOptions
     mark_given_options(sub, *o);
     const int code = o->reward     ? run_reward(*o, comm)
                      : o->align    ? run_align(*o, comm)
+                     : o->rl       ? run_rl(*o, comm)
                      : o->finetune ? run_finetune(*o, comm)
                                    : run_train(*o, comm);
     if (comm.is_root()) write_run_plot_or_warn(run_folder(*o), command_name(*o));

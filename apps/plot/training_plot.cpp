@@ -74,7 +74,10 @@ void read_rewards(const json& record, double step, double tokens, const std::str
       {"margin", &run.margin},
       {"accuracy", &run.accuracy},
       {"val_margin", &run.val_margin},
-      {"val_accuracy", &run.val_accuracy}};
+      {"val_accuracy", &run.val_accuracy},
+      {"reward", &run.reward},
+      {"kl", &run.kl},
+      {"val_reward", &run.val_reward}};
   for (const auto& [key, points] : keys) {
     if (!record.contains(key)) continue;
     truncate_from(*points, step);
@@ -96,6 +99,22 @@ void add_reward_row(const std::vector<RunMetrics>& runs, Figure& f) {
   }
   f.panels.push_back(margin);
   f.panels.push_back(accuracy);
+  f.row_heights.push_back(230);
+}
+
+// The row of an RL run: the mean reward (the held-out greedy completions' dashed) and the KL.
+void add_rl_row(const std::vector<RunMetrics>& runs, Figure& f) {
+  Panel reward{"Mean reward against steps", "step", "reward", false, true, {}};
+  Panel kl{"KL to the reference against steps", "step", "kl (logp_old - ref)", false, true, {}};
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const RunMetrics& r = runs[i];
+    const char* color = kColors[i % std::size(kColors)];
+    reward.series.push_back(series_of(r.reward, false, color, false));
+    reward.series.push_back(series_of(r.val_reward, false, color, true));
+    kl.series.push_back(series_of(r.kl, false, color, false));
+  }
+  f.panels.push_back(reward);
+  f.panels.push_back(kl);
   f.row_heights.push_back(230);
 }
 
@@ -140,7 +159,8 @@ RunMetrics read_run_metrics(const std::string& run_dir) {
         truncate_from(run.train_loss, step);
         truncate_from(run.lr, step);
         truncate_from(run.val_loss, step);
-        for (auto* rewards : {&run.margin, &run.accuracy, &run.val_margin, &run.val_accuracy})
+        for (auto* rewards : {&run.margin, &run.accuracy, &run.val_margin, &run.val_accuracy,
+                              &run.reward, &run.kl, &run.val_reward})
           truncate_from(*rewards, step);
       }
       run.train_loss.push_back({step, tokens, number_field(record, "loss", where)});
@@ -205,6 +225,8 @@ Figure training_figure(const std::vector<RunMetrics>& runs, const TrainingPlotOp
   f.panels = {loss_steps, loss_tokens, lr_steps, lr_tokens};
   if (std::any_of(runs.begin(), runs.end(), [](const RunMetrics& r) { return !r.margin.empty(); }))
     add_reward_row(runs, f);
+  const auto rl = [](const RunMetrics& r) { return !r.reward.empty() || !r.val_reward.empty(); };
+  if (std::any_of(runs.begin(), runs.end(), rl)) add_rl_row(runs, f);
   return f;
 }
 

@@ -2,7 +2,8 @@
 // OUT/metrics.jsonl read into series, then train and validation loss (top)
 // and the learning rate (below) against steps (left) and tokens (right),
 // one colour per run; runs of `ember align` and `ember reward` add a row: the reward margin
-// and the reward accuracy against steps (train and held-out). Written as a standalone SVG
+// and the reward accuracy against steps (train and held-out); runs of `ember rl` a row of the
+// mean reward (train, and the held-out greedy completions') and the KL against steps. Written as a standalone SVG
 // (apps/plot/svg_plot.h).
 #pragma once
 #include <string>
@@ -26,6 +27,8 @@ struct RunMetrics {
   // ember align's records: "rewards/margins", "rewards/accuracy" and their "val_" values;
   // ember reward's: "margin", "accuracy" and theirs.
   std::vector<Point> margin, accuracy, val_margin, val_accuracy;
+  // ember rl's records: "reward" (the step's mean), "kl", and the held-out "val_reward".
+  std::vector<Point> reward, kl, val_reward;
 };
 
 // Reads RUN_DIR/metrics.jsonl. ember::Error (naming the file) when it is

@@ -10,6 +10,7 @@
 
 #include "apps/train/closed_stdout.h"
 #include "apps/train/metrics_log.h"
+#include "apps/train/rl_run.h"
 #include "apps/train/run_files.h"
 #include "apps/train/run.h"
 #include "apps/train/step_progress.h"
@@ -113,11 +114,29 @@ void average_and_check_loss(TrainRun& run, StepResult& s) {
   });
 }
 
-// One optimizer step: batch -> forward -> backward (x grad_accum) -> clip -> AdamW.
+// The update on the gradients of a step: clip -> check -> AdamW.
+void update(TrainRun& run, StepResult& s) {
+  // ZeRO-3: the non-block parameters (and any block a backward did not reach) go until the
+  // next forward; the update works on the shards.
+  if (run.optimization.sharded) run.optimization.sharded->release_all();
+  clip_gradients(run, s);
+  average_and_check_loss(run, s);
+  {
+    EMBER_PROFILE_PHASE(kOptimizerPhase);
+    run.optimization.optimizer->step(s.lr, s.grad_scale);
+  }
+}
+
+// One optimizer step: batch -> forward -> backward (x grad_accum) -> clip -> AdamW; ember rl:
+// rollouts, scores, then --iterations of forward -> backward -> clip -> AdamW.
 StepResult train_step(TrainRun& run) {
   optim::Optimizer& opt = *run.optimization.optimizer;
   StepResult s;
   s.lr = optim::lr_at(run.schedule, run.step);
+  if (run.rl) {
+    rl_step(run, s, [&run](StepResult& u) { update(run, u); });
+    return s;
+  }
   opt.zero_grad();
   if (run.pair_loader && run.o.reward) {
     reward_forward_backward(run, s);
@@ -130,15 +149,7 @@ StepResult train_step(TrainRun& run) {
   } else {
     forward_backward(run, s);
   }
-  // ZeRO-3: the non-block parameters (and any block a backward did not reach) go until the
-  // next forward; the update works on the shards.
-  if (run.optimization.sharded) run.optimization.sharded->release_all();
-  clip_gradients(run, s);
-  average_and_check_loss(run, s);
-  {
-    EMBER_PROFILE_PHASE(kOptimizerPhase);
-    opt.step(s.lr, s.grad_scale);
-  }
+  update(run, s);
   return s;
 }
 
@@ -163,7 +174,8 @@ void evaluate_step(TrainRun& run, RunTally& tally, json& record) {
 }
 
 bool has_validation(const TrainRun& run) {
-  return (run.val_loader && run.eval_batches > 0) || run.chat_val_rows || run.val_pairs;
+  return (run.val_loader && run.eval_batches > 0) || run.chat_val_rows || run.val_pairs ||
+         (run.rl && !run.rl->held_out.empty());
 }
 
 // A fine-tuning run's start: the held-out loss of the base, printed and logged as step 0.
@@ -179,7 +191,11 @@ void log_base_validation(TrainRun& run, MetricsLog& metrics) {
   });
   metrics.append(record.dump());
   if (!run.root) return;
-  if (before.accuracy) {
+  if (before.reward) {
+    std::printf("step 0: held-out reward %.3f", *before.reward);
+    if (before.exact) std::printf(" (exact match %.3f)", *before.exact);
+    std::printf(" before RL\n");
+  } else if (before.accuracy) {
     std::printf("step 0: val loss %.4f (reward accuracy %.3f) before %s\n", before.loss,
                 *before.accuracy, run.o.reward ? "training" : "alignment");
   } else {
@@ -287,6 +303,9 @@ void log_step(TrainRun& run, RunTally& tally, MetricsLog& metrics, TrainProgress
     m.erase("aux");
     for (const auto& [key, value] : s.metrics) m[key] = value;
   }
+  if (run.rl) {  // a step is mostly decoding: the training FLOPs of its tokens are no measure
+    for (const char* key : {"mfu", "flops", "peak_flops"}) m.erase(key);
+  }
   const bool eval_now =
       has_validation(run) && (every(o.eval_every, run.step) || run.step == o.steps);
   // ZeRO-3 keeps one copy of each parameter (every rank gathers the same): nothing can diverge.
@@ -297,7 +316,7 @@ void log_step(TrainRun& run, RunTally& tally, MetricsLog& metrics, TrainProgress
   if (check_now) dist::check_parameters_consistent(run.data_parallel(), run.params, run.step);
   metrics.append(m.dump());
   if (!run.root) return;
-  const StepReport r{run.step,
+  StepReport r{run.step,
                      o.steps,
                      s.ce,
                      s.lr,
@@ -311,7 +330,16 @@ void log_step(TrainRun& run, RunTally& tally, MetricsLog& metrics, TrainProgress
                      tally.last_eval.bits_per_byte,
                      run.tokenizer.has_value(),
                      tally.last_eval.accuracy,
-                     s.stage_wait_ms.empty() ? std::nullopt : std::optional<double>(idle_share(s))};
+                     s.stage_wait_ms.empty() ? std::nullopt : std::optional<double>(idle_share(s)),
+                     std::nullopt,
+                     std::nullopt,
+                     std::nullopt};
+  if (run.rl) {
+    r.mfu = NAN;
+    r.reward = m.at("reward").get<double>();
+    r.val_reward = tally.last_eval.reward;
+    r.val_exact = tally.last_eval.exact;
+  }
   progress.step(r, every(o.log_every, run.step) || run.step == o.steps ||
                        run.step == tally.first_step + 1 || eval_now);
   continue_if_stdout_closed();
@@ -355,6 +383,15 @@ int stop_on_signal(TrainRun& run, const RunTally& tally, TrainProgress& progress
 }  // namespace
 
 ShardLoss validation_loss(TrainRun& run, RunTally& tally, json& record) {
+  if (run.rl) {  // the held-out prompts' greedy completions: val_reward, val_exact
+    ShardLoss r;
+    for (const auto& [key, value] : rl_validation(run)) {
+      record["val_" + key] = value;
+      (key == "reward" ? r.reward : r.exact) = value;
+    }
+    r.loss = *r.reward;  // what the checks and the plot read
+    return r;
+  }
   if (run.val_pairs) {  // align, reward: the pair metrics; loss and the reward accuracy
     tally.last_align_eval = run.o.reward ? reward_validation(run) : align_validation(run);
     ShardLoss r;

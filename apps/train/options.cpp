@@ -55,6 +55,7 @@ struct Field {
   OnResume resume;
   Allowed allowed;
   bool existing_file = false;  // the CLI checks that the file exists
+  const char* key = nullptr;   // its key (default: the flag's name, "--batch-size" -> batch_size)
 };
 
 using O = TrainOptions;
@@ -268,6 +269,58 @@ const std::vector<Field>& align_fields() {
   return table;
 }
 
+// `ember rl`'s own fields, then finetune's that apply to it (--prompts is --data's field: the
+// data; no --seq-len, --grad-accum or parallel layout).
+const std::vector<Field>& rl_fields() {
+  static const std::vector<Field> table = [] {
+    std::vector<Field> t = {
+        {"--algo", &O::algo, "grpo (group-normalised rewards, no value head) or ppo (a value head, GAE)",
+         OnResume::Fixed, one_of({"grpo", "ppo"})},
+        {"--prompts", &O::data,
+         "prompt JSONL: one {\"prompt\": messages or \"text\", \"answer\": \"...\"} per line",
+         OnResume::DataChange, kAny, true, "data"},
+        {"--reward", &O::reward_rule,
+         "match: the reward is 1 when the completion's text contains the prompt's \"answer\", else 0",
+         OnResume::Fixed, kAny},
+        {"--reward-model", &O::reward_model,
+         "the reward: the score of prompt then completion under this reward model (ember reward's)",
+         OnResume::Fixed, kAny, true},
+        {"--group-size", &O::group_size, "completions sampled per prompt (G >= 2)", OnResume::Free,
+         between(2, HUGE_VAL)},
+        {"--temperature", &O::temperature, "sampling temperature (the log-probabilities are of logits / it)",
+         OnResume::Free, kPositive},
+        {"--max-tokens", &O::max_tokens, "new tokens per completion at most (the stop token included)",
+         OnResume::Free, kPositive},
+        {"--iterations", &O::iterations, "updates per step on the step's completions", OnResume::Free,
+         kPositive},
+        {"--clip-ratio", &O::clip_ratio, "eps: the ratio is clipped to [1 - eps, 1 + eps]", OnResume::Free,
+         {0, 1, true, true, {}}},
+        {"--kl", &O::kl, "grpo: the weight of the k3 term; ppo: of the per-token KL reward",
+         OnResume::Free, kNonNegative},
+        {"--vf-coef", &O::vf_coef, "ppo: the weight of the value loss", OnResume::Free, kNonNegative},
+        {"--rollouts-out", &O::rollouts_out,
+         "write each step's prompts, completions, rewards, advantages and old log-probabilities "
+         "here (JSON lines)",
+         OnResume::NotSaved, kAny},
+    };
+    for (Field f : finetune_fields()) {
+      const std::string_view flag = f.flag;
+      if (flag == "--data" || flag == "--seq-len" || flag == "--grad-accum" || flag == "--tp" ||
+          flag == "--pp" || flag == "--micro-batches" || flag == "--pp-layers" ||
+          flag == "--pp-schedule" || flag == "--add-chat-tokens")
+        continue;
+      if (flag == "--batch-size") f.help = "prompts per step (per rank)";
+      if (flag == "--val-fraction")
+        f.help = "share of the prompts held out: their greedy completions' reward is the validation";
+      if (flag == "--sequential") f.help = "read the prompts in file order instead of a seeded shuffle";
+      if (flag == "--seed") f.help = "seed of the adapters, the held-out split, the prompt order and the sampling";
+      t.push_back(f);
+    }
+    return t;
+  }();
+  return table;
+}
+
 // `ember reward`'s own fields, then finetune's (its --data names preference pairs).
 const std::vector<Field>& reward_fields() {
   static const std::vector<Field> table = pair_fields({
@@ -281,11 +334,13 @@ const std::vector<Field>& reward_fields() {
 const std::vector<Field>& fields_of(const TrainOptions& o) {
   if (o.reward) return reward_fields();
   if (o.align) return align_fields();
+  if (o.rl) return rl_fields();
   return o.finetune ? finetune_fields() : fields();
 }
 
 // "--batch-size" -> "batch_size": the key in the checkpoint and in TrainOptions::given.
 std::string key_of(const Field& f) {
+  if (f.key) return f.key;
   std::string name = std::string(f.flag).substr(2);
   for (char& c : name) c = c == '-' ? '_' : c;
   return name;
@@ -352,13 +407,25 @@ void check_field(const Field& f, const TrainOptions& o) {
       f.member);
 }
 
+// ember rl's rules across fields: one reward, and what the rollouts can read.
+void validate_rl_options(const TrainOptions& o) {
+  EMBER_CHECK(o.reward_rule.empty() || o.reward_rule == "match",
+              "--reward must be match (or give --reward-model); got '", o.reward_rule, "'");
+  EMBER_CHECK(o.reward_rule.empty() != o.reward_model.empty() || !o.resume.empty(),
+              o.reward_rule.empty() ? "a reward is required: --reward match or --reward-model RM"
+                                    : "--reward match and --reward-model exclude each other: give one");
+  EMBER_CHECK(o.zero <= 2, "--zero ", o.zero,
+              " shards the parameters, which the rollouts read whole: ember rl takes --zero 0, 1 or 2");
+}
+
 // ember finetune's rules across fields: where the run starts, and LoRA options only for LoRA.
 void validate_finetune_options(const TrainOptions& o) {
   EMBER_CHECK(
       !o.base.empty() || !o.resume.empty(),
       "--base is required: the checkpoint to fine-tune (or --resume DIR to continue a run)");
-  EMBER_CHECK(!o.resume.empty() || !o.data.empty(), "--data is required: the ",
-              o.reward  ? "preference pairs (JSONL) to train the reward model on"
+  EMBER_CHECK(!o.resume.empty() || !o.data.empty(), o.rl ? "--prompts" : "--data", " is required: the ",
+              o.rl      ? "prompts (JSONL) to sample completions of"
+              : o.reward  ? "preference pairs (JSONL) to train the reward model on"
               : o.align ? "preference pairs (JSONL) to align on"
                         : "chat JSONL to fine-tune on");
   if (!o.full) {
@@ -388,6 +455,7 @@ std::vector<OptionFlag> option_flags(TrainOptions& o) {
 void validate_options(const TrainOptions& o) {
   for (const Field& f : fields_of(o)) check_field(f, o);
   if (o.finetune) validate_finetune_options(o);
+  if (o.rl) validate_rl_options(o);
   EMBER_CHECK(o.min_lr <= o.lr, "--min-lr must be at most --lr (", number_text(o.lr), "); got ",
               number_text(o.min_lr));
   EMBER_CHECK(o.vocab_size == 0 || o.vocab_size >= 259,
@@ -474,7 +542,7 @@ std::vector<std::pair<std::string, std::string>> option_values(const TrainOption
 }
 
 const char* command_name(const TrainOptions& o) {
-  return o.reward ? "reward" : o.align ? "align" : o.finetune ? "finetune" : "train";
+  return o.reward ? "reward" : o.align ? "align" : o.rl ? "rl" : o.finetune ? "finetune" : "train";
 }
 
 int64_t checkpoint_interval(const TrainOptions& o) {

@@ -30,6 +30,14 @@ struct TrainOptions {
   // center_rewards c >= 0 times (r_c + r_r)^2 added per pair.
   bool reward = false;
   double center_rewards = 0;
+  // `ember rl` (docs/cli.md#rl-from-a-reward): a fine-tuning run (finetune is set too) on prompts
+  // (`data`, given as --prompts): each step samples group_size completions of each of its
+  // prompts, scores them (reward_rule "match", or the reward model reward_model) and takes
+  // `iterations` updates of the algo's loss on them (docs/model.md#rl-from-a-reward).
+  bool rl = false;
+  std::string algo = "grpo", reward_rule, reward_model, rollouts_out;
+  int64_t group_size = 8, max_tokens = 64, iterations = 1;
+  double temperature = 1.0, clip_ratio = 0.2, kl = 0.04, vf_coef = 0.1;
   // Model source: exactly one of config / preset / init_from / resume (none: the default preset).
   std::string config, preset, init_from, resume;
   std::string data, val_data, out = "runs/ember";
@@ -120,7 +128,7 @@ std::vector<std::pair<std::string, std::string>> option_values(const TrainOption
 // The same pairs for the data paths only (--data, --val-data, --tokenizer).
 std::vector<std::pair<std::string, std::string>> path_option_values(const TrainOptions& o);
 
-// The command o's fields belong to: "train", "finetune", "align" or "reward".
+// The command o's fields belong to: "train", "finetune", "align", "reward" or "rl".
 const char* command_name(const TrainOptions& o);
 
 // The blocks' activation-checkpointing interval the options ask for: --checkpoint-every K, else 1

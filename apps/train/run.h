@@ -37,6 +37,8 @@
 
 namespace ember::apps {
 
+struct RlState;  // apps/train/rl_run.h
+
 struct TrainRun {
   TrainRun(TrainOptions options, dist::Communicator& communicator)
       : o(std::move(options)), comm(communicator), root(comm.is_root()), world(comm.world_size()),
@@ -108,6 +110,8 @@ struct TrainRun {
   int64_t dropped_pairs = 0, cut_pairs = 0;
   std::vector<double> ref_logps, val_ref_logps;
   nn::PreferenceOptions preference;
+  // ember rl's prompts, reward, reference and rollouts file (apps/train/rl_run.h); null otherwise.
+  std::shared_ptr<RlState> rl;
 
   // Model, optimizer and where training stands (setup_model.cpp).
   std::unique_ptr<nn::Transformer> model;

@@ -11,6 +11,7 @@
 
 #include "apps/train/finite_parameters.h"
 #include "apps/train/pipeline_run.h"
+#include "apps/train/rl_run.h"
 #include "apps/train/run_files.h"
 #include "apps/train/run.h"
 #include "apps/train/run_paths.h"
@@ -35,6 +36,7 @@ std::string train_state(const TrainRun& run, int64_t at_step) {
   if (run.o.finetune) st["finetune"] = {{"base", run.finetune_base}};  // marks a fine-tuning run
   if (run.o.align) st["align"] = {{"pairs", run.pairs->size()}};  // and an alignment run
   if (run.o.reward) st["reward"] = {{"pairs", run.pairs->size()}};  // or a reward model's run
+  if (run.o.rl) st["rl"] = {{"algo", run.o.algo}};  // or an RL run
   return st.dump();
 }
 
@@ -116,6 +118,7 @@ std::string save_checkpoint(TrainRun& run, int64_t at_step) {
   c.config = run.cfg;
   if (run.o.align) c.config.align = align_config(run.o).dump();
   if (run.o.reward) c.config.reward = reward_config(run.o).dump();
+  if (run.o.rl) c.config.rl = rl_config(run.o).dump();
   if (sharded) {
     c.model_stream = [&run, at_step](const nn::TensorPut& put) { stream_sharded_model(run, at_step, put); };
   } else if (layout) {

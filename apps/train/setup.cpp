@@ -37,6 +37,7 @@ void read_resumed_run(TrainRun& run) {
     // The command that wrote it (its /train state marks fine-tuning, alignment and reward runs).
     const char* wrote = st.contains("reward")     ? "reward"
                         : st.contains("align")    ? "align"
+                        : st.contains("rl")       ? "rl"
                         : st.contains("finetune") ? "finetune"
                                                   : "train";
     EMBER_CHECK(std::string_view(wrote) == command_name(o), run.start_path, ": is an ember ",

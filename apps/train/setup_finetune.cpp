@@ -11,6 +11,7 @@
 // model: each tensor read whole and cut, each adapter drawn whole and cut; with --pp each rank
 // its stage's part (nn::PipelineStage): the same tensors, adapters included, as one process's.
 #include "apps/train/pipeline_run.h"
+#include "apps/train/rl_run.h"
 #include "apps/train/run.h"
 #include "apps/train/tensor_parallel_run.h"
 #include "autograd/grad_mode.h"
@@ -95,6 +96,8 @@ std::vector<std::pair<std::string, Variable>> build_finetune_model(TrainRun& run
       Generator head(o.seed ^ kScoreHeadStream);
       run.model->add_score_head(head, reward_config(o).dump());
     }
+    // ember rl: the config's "rl" and, for ppo, the value head, trained like the score head.
+    if (o.rl && run.model->config().rl.empty()) run.model->set_rl(rl_config(o).dump(), new_value_head(run));
   }
   run.cfg = run.model->config();
   return o.full ? run.model->named_parameters() : nn::trainable_parameters(*run.model);

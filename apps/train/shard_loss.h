@@ -28,6 +28,9 @@ struct ShardLoss {
   // ember align and reward: the held-out pairs' reward accuracy (the share with the chosen
   // side's reward above the rejected's); bits_per_byte is then not measured.
   std::optional<double> accuracy;
+  // ember rl: the held-out prompts' greedy completions, their mean reward (loss is not measured)
+  // and the share that is the answer exactly.
+  std::optional<double> reward, exact;
 };
 
 // Bytes of the text each token id stands for: its decoded UTF-8 length; 0 for

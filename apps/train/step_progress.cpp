@@ -36,12 +36,17 @@ std::string format_eta(double seconds) {
 
 std::string format_step_line(const StepReport& r) {
   std::string line = printf_string(
-      "step %6lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %.0f ms | MFU %.1f%% | ETA "
-      "%s",
+      "step %6lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %.0f ms | ",
       static_cast<long long>(r.step), static_cast<long long>(r.steps), r.loss, r.lr, r.grad_norm,
-      r.tokens_per_s, r.ms_per_step, 100 * r.mfu, format_eta(r.eta_s).c_str());
+      r.tokens_per_s, r.ms_per_step);
+  if (!std::isnan(r.mfu)) line += printf_string("MFU %.1f%% | ", 100 * r.mfu);  // NaN: not measured
+  line += "ETA " + format_eta(r.eta_s);
   if (r.idle) line += printf_string(" | bubble %.1f%%", 100 * *r.idle);
-  if (r.has_val && r.val_accuracy)
+  if (r.reward) line += printf_string(" | reward %.3f", *r.reward);
+  if (r.has_val && r.val_reward) {
+    line += printf_string(" | val reward %.3f", *r.val_reward);
+    if (r.val_exact) line += printf_string(" (exact %.3f)", *r.val_exact);
+  } else if (r.has_val && r.val_accuracy)
     line += printf_string(" | val %.4f (reward accuracy %.3f)", r.val_loss, *r.val_accuracy);
   else if (r.has_val)
     line += printf_string(" | val %.4f (%.3f %s)", r.val_loss, r.val_bits,

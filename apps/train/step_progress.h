@@ -25,6 +25,8 @@ struct StepReport {
   std::optional<double> val_accuracy;
   // --pp: the step's idle share of the pipeline (apps/train/pipeline_run.h), shown as "bubble".
   std::optional<double> idle;
+  // ember rl: the step's mean reward; the held-out greedy completions' (val_reward, val_exact).
+  std::optional<double> reward, val_reward, val_exact;
 };
 
 // h:mm:ss, rounded to the second (negative: 0).

@@ -12,6 +12,7 @@
 #include "apps/train/pipeline_run.h"
 #include "apps/train/profile_report.h"
 #include "apps/train/run_files.h"
+#include "apps/train/rl_run.h"
 #include "apps/train/run.h"
 #include "core/kernels/matmul.h"
 #include "core/profiler.h"
@@ -44,6 +45,13 @@ void print_pairs_line(const TrainRun& run) {
 // The data line: token count and validation windows, or conversations, the held-out ones and
 // those cut to T+1 ids (reported once, here).
 void print_data_line(const TrainRun& run) {
+  if (run.rl) {
+    std::printf("data: %lld prompts, ", static_cast<long long>(run.rl->train.size() + run.rl->held_out.size()));
+    if (run.held_out == 0) std::printf("no validation\n");
+    if (run.held_out > 0)
+      std::printf("%lld held out for validation (greedy completions)\n", static_cast<long long>(run.held_out));
+    return;
+  }
   if (run.pairs) {
     print_pairs_line(run);
     return;
@@ -91,6 +99,8 @@ void print_finetune_line(const TrainRun& run) {
                 static_cast<long long>(run.added_rows));
   }
   if (run.o.reward) std::printf("; a reward model: its score head score.weight always trains");
+  if (run.o.rl && run.model->has_value_head())
+    std::printf("; ppo: its value head value.weight always trains");
   std::printf("\n");
 }
 
@@ -111,6 +121,17 @@ void print_run_start(const TrainRun& run) {
                 static_cast<long long>(run.world), omp_get_max_threads(), tp.c_str(),
                 o.zero == 3 ? "ZeRO-3" : o.zero == 2 ? "ZeRO-2" : o.zero ? "ZeRO-1" : "all-reduce");
   }
+  if (o.rl) {
+    std::printf("ember rl: %s parameters, %s, %s%lld prompts x %lld completions of at most %lld tokens "
+                "per step (reward: %s), %lld update%s each, %lld steps, out %s\n",
+                std::to_string(run.stats.total_params).c_str(), o.algo.c_str(),
+                run.data_world > 1 ? ("W " + std::to_string(run.data_world) + " x ").c_str() : "",
+                static_cast<long long>(o.batch_size), static_cast<long long>(o.group_size),
+                static_cast<long long>(o.max_tokens),
+                o.reward_model.empty() ? o.reward_rule.c_str() : o.reward_model.c_str(),
+                static_cast<long long>(o.iterations), o.iterations == 1 ? "" : "s",
+                static_cast<long long>(o.steps), o.out.c_str());
+  } else {
   std::printf(
       "ember %s: %s parameters, %lld tokens/step (%sB %lld x T %lld x accum %lld), %lld steps, "
       "out %s\n",
@@ -119,6 +140,7 @@ void print_run_start(const TrainRun& run) {
       run.data_world > 1 ? ("W " + std::to_string(run.data_world) + " x ").c_str() : "",
       static_cast<long long>(o.batch_size), static_cast<long long>(o.seq_len),
       static_cast<long long>(o.grad_accum), static_cast<long long>(o.steps), o.out.c_str());
+  }
   if (o.finetune) print_finetune_line(run);
   if (run.autocast == DType::BFloat16) {
     std::printf("mixed precision: bf16 matmuls, float32 weights, gradients and AdamW%s\n",
@@ -277,7 +299,10 @@ void print_summary(TrainRun& run, const RunTally& tally) {
   std::printf("done: %lld steps, %lld tokens in %.1f s", static_cast<long long>(run.step),
               static_cast<long long>(run.tokens_seen), seconds);
   if (trained) std::printf("; final loss %.4f", tally.last_loss);
-  if (tally.have_eval && tally.last_eval.accuracy) {
+  if (tally.have_eval && tally.last_eval.reward) {
+    std::printf(", held-out reward %.3f", *tally.last_eval.reward);
+    if (tally.last_eval.exact) std::printf(" (exact match %.3f)", *tally.last_eval.exact);
+  } else if (tally.have_eval && tally.last_eval.accuracy) {
     std::printf(", val loss %.4f (reward accuracy %.3f)", tally.last_eval.loss,
                 *tally.last_eval.accuracy);
   } else if (tally.have_eval) {

@@ -3,6 +3,7 @@
 // steps).
 #include "apps/train/trainer.h"
 
+#include "apps/train/rl_run.h"
 #include "apps/train/step_progress.h"
 #include "apps/train/run.h"
 #include "apps/train/parallel_setup.h"
@@ -44,7 +45,9 @@ int run_finetuning(TrainOptions o, dist::Communicator& comm) {
   check_ranks_agree_on_run(run);   // under mpirun: options, model config, data
   setup_parallel_layout(run);      // --tp, --pp: what they combine with; the groups, the stage
   choose_chat_tokenizer(run);      // the base's
-  if (pairs) {
+  if (run.o.rl) {
+    open_rl_prompts(run);  // read, rendered, held out: a bad line writes nothing in --out
+  } else if (pairs) {
     open_preference_data(run);  // read, rendered, held out: a bad line writes nothing in --out
     check_reference_vocabulary(run);  // align's --ref scores the policy's token ids
   } else {
@@ -53,6 +56,7 @@ int run_finetuning(TrainOptions o, dist::Communicator& comm) {
   claim_out_folder(run);  // memory, lock, no other run's checkpoints
   return build_and_train(run, [] {}, [&] {
     if (run.o.align) prepare_reference_logps(run);
+    if (run.o.rl) prepare_rl(run);  // the reward model, --full's reference, --rollouts-out
   });
 }
 
@@ -84,7 +88,7 @@ int run_finetune(TrainOptions o) {
 }
 
 int run_finetune(TrainOptions o, dist::Communicator& comm) {
-  o.align = o.reward = false;
+  o.align = o.reward = o.rl = false;
   return run_finetuning(std::move(o), comm);
 }
 
@@ -95,7 +99,7 @@ int run_align(TrainOptions o) {
 
 int run_align(TrainOptions o, dist::Communicator& comm) {
   o.align = true;
-  o.reward = false;
+  o.reward = o.rl = false;
   return run_finetuning(std::move(o), comm);
 }
 
@@ -106,7 +110,18 @@ int run_reward(TrainOptions o) {
 
 int run_reward(TrainOptions o, dist::Communicator& comm) {
   o.reward = true;
-  o.align = false;
+  o.align = o.rl = false;
+  return run_finetuning(std::move(o), comm);
+}
+
+int run_rl(TrainOptions o) {
+  dist::Communicator single(dist::Launch::Single);
+  return run_rl(std::move(o), single);
+}
+
+int run_rl(TrainOptions o, dist::Communicator& comm) {
+  o.rl = true;
+  o.align = o.reward = false;
   return run_finetuning(std::move(o), comm);
 }
 

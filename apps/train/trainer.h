@@ -48,4 +48,13 @@ int run_align(TrainOptions options);
 int run_reward(TrainOptions options, dist::Communicator& comm);
 int run_reward(TrainOptions options);
 
+// `ember rl` (docs/cli.md#rl-from-a-reward): a fine-tuning run (options.finetune and options.rl
+// are set) on prompts: each step samples --group-size completions of each of its prompts through
+// the serving engine, scores them (--reward match or a reward model) and takes --iterations
+// updates of GRPO's or PPO's loss (docs/model.md#rl-from-a-reward) against the reference (for
+// LoRA the base with adapters off); prompts held out by --val-fraction are the validation (their
+// greedy completions' reward). Returns and throws as run_train.
+int run_rl(TrainOptions options, dist::Communicator& comm);
+int run_rl(TrainOptions options);
+
 }  // namespace ember::apps

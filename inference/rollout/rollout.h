@@ -62,3 +62,15 @@ Rollout rollout(const nn::Transformer& policy, const std::vector<std::vector<int
                 const RolloutOptions& opt);
 
 }  // namespace ember::inference
+
+namespace ember::inference {
+
+// The greedy completion (argmax at every position, ties: the lower id) of each prompt, at most
+// max_tokens tokens, ending at a stop token (kept, last) — one continuous batch through the
+// engine, so each completion is what it would be alone. An Error for a prompt check_rollout
+// refuses (its G and temperature aside). Runs under no-grad.
+std::vector<Completion> greedy_completions(const nn::Transformer& policy,
+                                           const std::vector<std::vector<int64_t>>& prompts,
+                                           int64_t max_tokens, const std::vector<int64_t>& stop_tokens);
+
+}  // namespace ember::inference
