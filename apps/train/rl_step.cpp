@@ -60,6 +60,7 @@ Rows sample(TrainRun& run) {
   ro.max_tokens = o.max_tokens;
   ro.stop_tokens = run.rl->stop_tokens;
   ro.seed = o.seed;
+  ro.vocab_limit = static_cast<int64_t>(run.tokenizer->vocab_size());  // ids it can decode
   ro.prompt_offset = (run.step * run.data_world + run.data_rank) * o.batch_size;
   inference::Rollout out = inference::rollout(*run.model, prompts, ro);
   for (size_t p = 0; p < prompts.size(); ++p) {

@@ -27,7 +27,8 @@ std::vector<std::pair<std::string, double>> rl_validation(TrainRun& run) {
   }
   std::vector<std::vector<int64_t>> completions;
   for (inference::Completion& c :
-       inference::greedy_completions(*run.model, prompts, run.o.max_tokens, run.rl->stop_tokens))
+       inference::greedy_completions(*run.model, prompts, run.o.max_tokens, run.rl->stop_tokens,
+                                     static_cast<int64_t>(run.tokenizer->vocab_size())))
     completions.push_back(std::move(c.tokens));
   const std::vector<double> rewards = rl_rewards(run, items, completions);
   double reward = 0, exact = 0, answered = 0;

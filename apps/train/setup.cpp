@@ -96,8 +96,9 @@ void resolve_model_source(TrainRun& run) {
     if (o.align && o.resume.empty() && !o.given.count("beta")) o.beta = o.loss == "simpo" ? 2 : 0.1;
     validate_options(o);  // before any work: one line naming the option and what it allows
     run.cfg = model_config(run);
-    // A fine-tuning run's default --seq-len fits its base.
-    if (o.finetune && o.resume.empty() && !o.given.count("seq_len"))
+    // A fine-tuning run's default --seq-len fits its base (ember rl has none of its own: a row is
+    // as long as its prompt and completion, the memory check's length fits the base).
+    if (o.finetune && (o.resume.empty() || o.rl) && !o.given.count("seq_len"))
       o.seq_len = std::min(o.seq_len, run.cfg.max_seq_len);
     EMBER_CHECK(o.seq_len <= run.cfg.max_seq_len, "--seq-len ", o.seq_len,
                 " must be between 1 and the model's max_seq_len (", run.cfg.max_seq_len, ")");

@@ -310,7 +310,7 @@ void print_summary(TrainRun& run, const RunTally& tally) {
                 tally.last_eval.bits_per_byte, run.tokenizer ? "byte" : "token");
   }
   std::printf("; checkpoint %s\n", (fs::path(o.out) / checkpoint_name(run.step)).string().c_str());
-  if (trained) print_mean_mfu(run, tally);
+  if (trained && !o.rl) print_mean_mfu(run, tally);  // an RL step is mostly decoding
   if (o.finetune) {
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);

@@ -10,7 +10,8 @@ namespace ember::inference {
 
 std::vector<Completion> greedy_completions(const nn::Transformer& policy,
                                            const std::vector<std::vector<int64_t>>& prompts,
-                                           int64_t max_tokens, const std::vector<int64_t>& stop_tokens) {
+                                           int64_t max_tokens, const std::vector<int64_t>& stop_tokens,
+                                           int64_t vocab_limit) {
   RolloutOptions check;
   check.group_size = 2;  // not used: the checks of the prompts and max_tokens
   check.max_tokens = max_tokens;
@@ -30,6 +31,7 @@ std::vector<Completion> greedy_completions(const nn::Transformer& policy,
     req.prompt = prompt;
     req.sampling.max_tokens = max_tokens;
     req.sampling.temperature = 0;
+    req.sampling.vocab_limit = vocab_limit;
     req.stop_tokens = stop_tokens;
     req.output_stop_token = true;
     handles.push_back(engine.submit(std::move(req)));

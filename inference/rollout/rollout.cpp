@@ -73,6 +73,7 @@ struct Run {
     req.sampling.max_tokens = opt.max_tokens;
     req.sampling.temperature = opt.temperature;
     req.sampling.seed = completion_seed(opt.seed, opt.prompt_offset + p, g);
+    req.sampling.vocab_limit = opt.vocab_limit;
     req.stop_tokens = opt.stop_tokens;
     req.logprobs = 0;
     req.logprobs_at_temperature = true;

@@ -20,6 +20,9 @@ struct RolloutOptions {
   int64_t prompt_offset = 0;  // the index of prompts[0] in the seeds (a rank's first prompt)
   int64_t max_seqs = 0;       // completions decoded at once; 0: every one of the call
   int64_t max_batch_tokens = 512;  // tokens one engine step computes at most
+  // Only ids below it are drawn (0: every id of the logits): the tokenizer's vocabulary, when a
+  // model's rows outnumber it (SamplingOptions::vocab_limit).
+  int64_t vocab_limit = 0;
 };
 
 struct Completion {
@@ -65,12 +68,14 @@ Rollout rollout(const nn::Transformer& policy, const std::vector<std::vector<int
 
 namespace ember::inference {
 
-// The greedy completion (argmax at every position, ties: the lower id) of each prompt, at most
+// The greedy completion (argmax at every position below vocab_limit (0: every id), ties: the
+// lower id) of each prompt, at most
 // max_tokens tokens, ending at a stop token (kept, last) — one continuous batch through the
 // engine, so each completion is what it would be alone. An Error for a prompt check_rollout
 // refuses (its G and temperature aside). Runs under no-grad.
 std::vector<Completion> greedy_completions(const nn::Transformer& policy,
                                            const std::vector<std::vector<int64_t>>& prompts,
-                                           int64_t max_tokens, const std::vector<int64_t>& stop_tokens);
+                                           int64_t max_tokens, const std::vector<int64_t>& stop_tokens,
+                                           int64_t vocab_limit = 0);
 
 }  // namespace ember::inference

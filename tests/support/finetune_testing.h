@@ -86,4 +86,17 @@ inline void write_pair_data(const std::string& path, int n, int dropped = 0) {
   }
 }
 
+// n RL prompts (docs/formats.md#rl-prompts-jsonl) in the chat form: "q<i>" with the answer a
+// letter (a random byte model's 16-token completion holds a given one now and then), every
+// third line with a system message first.
+inline void write_rl_prompts(const std::string& path, int n) {
+  std::ofstream f(path);
+  for (int i = 1; i <= n; ++i) {
+    f << R"({"prompt": [)";
+    if (i % 3 == 0) f << R"({"role": "system", "content": "be brief"}, )";
+    f << R"({"role": "user", "content": "q)" << i << R"("}], "answer": ")"
+      << static_cast<char>('a' + i % 26) << "\"}\n";
+  }
+}
+
 }  // namespace ember::testing
