@@ -61,7 +61,17 @@ CASES = [
     ("ppo_lora", CHAT, ["--algo", "ppo", "--group-size", "3", "--iterations", "3", "--kl", "0.1",
                         "--vf-coef", "0.5", "--clip-ratio", "0.05", "--lr", "1e-2"] + LORA),
     ("ppo_full", TEXT, ["--algo", "ppo", "--group-size", "2", "--full", "--iterations", "2", "--lr", "1e-2"]),
+    ("ppo_full_reward_model", CHAT, ["--algo", "ppo", "--group-size", "2", "--full", "--iterations", "2"]),
 ]
+# The reward model of the last case: `ember reward --full` for 3 steps on chat pairs of these prompts.
+RM_PAIRS = [{"prompt": USER("two plus three?"), "chosen": [{"role": "assistant", "content": "five"}],
+             "rejected": [{"role": "assistant", "content": "the cat"}]},
+            {"prompt": USER("one plus one?"), "chosen": [{"role": "assistant", "content": "two"}],
+             "rejected": [{"role": "assistant", "content": "dogs bark at night"}]},
+            {"prompt": USER("what is two plus two"), "chosen": [{"role": "assistant", "content": "two plus two is"}],
+             "rejected": [{"role": "assistant", "content": "a hat"}]}]
+RM_RUN = ["--full", "--steps", "3", "--batch-size", "2", "--seq-len", "48", "--lr", "1e-3", "--sequential",
+          "--val-fraction", "0", "--seed", "4"]
 STEP_KEYS = ["loss", "kl", "clip_fraction", "value_loss", "reward", "reward_std", "completion_length", "grad_norm"]
 
 
@@ -79,7 +89,7 @@ def final_tensors(path):
         return {k: f["model"][k][()].astype(np.float64) for k in f["model"]}
 
 
-def compare(ember_log, ref_log, dumped, ember_final, ref_final, worst, bad):
+def compare(ember_log, ref_log, dumped, ember_final, ref_final, worst, bad, reward_model):
     """Fill worst[quantity] and bad with the differences of one case."""
     def see(key, e, r, where):
         err = err_of(e, r)
@@ -103,7 +113,9 @@ def compare(ember_log, ref_log, dumped, ember_final, ref_final, worst, bad):
         for i, row in enumerate(r["rows"]):
             d = next(lines)
             where = f"step {e['step']} completion {i}"
-            if d["reward"] != row["reward"]:
+            if reward_model:
+                see("score", d["reward"], row["reward"], where)
+            elif d["reward"] != row["reward"]:
                 bad.append(f"{where} reward: ember {d['reward']} ref {row['reward']}")
             see("logp_old", d["logp_old"], row["logp_old"], where)
             see("advantage", d["advantage"], row["advantage"], where)
@@ -138,10 +150,20 @@ def check_case(ember, d, base_path, name, lines, extra):
             f.write(json.dumps(line) + "\n")
     out, start = os.path.join(d, name), os.path.join(d, name + "_start")
     rollouts = os.path.join(d, name + "_rollouts.jsonl")
-    common = [ember, "rl", "--base", base_path, "--prompts", prompts, "--reward", "match", "--sequential",
-              "--val-fraction", "0"]
+    reward_model = name.endswith("reward_model")
+    reward = ["--reward", "match"]
+    if reward_model:  # a reward model trained by ember reward; ppo's value head starts as its score head
+        pairs = os.path.join(d, f"{name}_pairs.jsonl")
+        with open(pairs, "w") as f:
+            for line in RM_PAIRS:
+                f.write(json.dumps(line) + "\n")
+        cf.run([ember, "reward", "--base", base_path, "--data", pairs, "--out", os.path.join(d, name + "_rm")]
+               + RM_RUN)
+        reward = ["--reward-model", os.path.join(d, name + "_rm", "step_00000003.h5")]
+    common = [ember, "rl", "--base", base_path, "--prompts", prompts, "--sequential", "--val-fraction", "0"] + reward
     full = "--full" in extra
-    if not full or opt(extra, "--algo") == "ppo":  # the drawn tensors: adapters, value head
+    needs_start = not full or (opt(extra, "--algo") == "ppo" and not reward_model)
+    if needs_start:  # the drawn tensors: adapters, value head
         start_args = list(args)
         for k, v in (("--steps", "1"), ("--lr", "1e-30"), ("--min-lr", "0"), ("--weight-decay", "0"),
                      ("--warmup", "0")):
@@ -153,8 +175,8 @@ def check_case(ember, d, base_path, name, lines, extra):
     ref_json, ref_npz = os.path.join(d, name + "_reference.jsonl"), os.path.join(d, name + "_reference.npz")
     cmd = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "rl_reference.py"),
            "--base", base_path, "--prompts", prompts, "--rollouts", rollouts, "--out-json", ref_json,
-           "--out-tensors", ref_npz] + args
-    if not full or opt(extra, "--algo") == "ppo":
+           "--out-tensors", ref_npz] + args + reward
+    if needs_start:
         cmd += ["--start", os.path.join(start, "step_00000001.h5")]
     if rl.main(_reference_args(cmd)[2:]) != 0:  # in this process: torch is imported once
         raise RuntimeError("rl_reference.py failed")
@@ -163,7 +185,7 @@ def check_case(ember, d, base_path, name, lines, extra):
     ref_final = dict(np.load(ref_npz))
     ember_final = final_tensors(os.path.join(out, "step_00000003.h5"))
     worst, bad = {}, []
-    compare(ember_log, ref_log, dumped, ember_final, ref_final, worst, bad)
+    compare(ember_log, ref_log, dumped, ember_final, ref_final, worst, bad, reward_model)
     rewards = [d_["reward"] for d_ in dumped]
     stopped = sum(1 for d_ in dumped if len(d_["completion_ids"]) < 6)
     info = (f"{len(dumped)} completions ({stopped} stopped early), mean reward {np.mean(rewards):.2f}, "

@@ -30,6 +30,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 
 import numpy as np
@@ -45,6 +46,53 @@ GAMMA, LAMBDA = 1.0, 0.95  # docs/model.md#advantages
 GROUP_EPS = 1e-4  # A_i = (r_i - m) / (s + 1e-4)
 WHITEN_EPS = 1e-8
 VALUE_CLIP = 0.2
+
+# ----------------------------------------------------------------------------
+# Sampled text: any bytes. Decoded with surrogateescape (a byte that is not well-formed UTF-8
+# becomes a lone surrogate, which no letter, number or space class matches: "other", as
+# docs/formats.md#tokenizer-tokenizerjson-gpt-2-files says) and encoded back to the same bytes.
+
+WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+
+
+def _class_of(prefixes):
+    """A re character class body of every code point whose general category starts with one of prefixes."""
+    import unicodedata
+    out, start, prev = [], None, None
+    for cp in range(0x110000):
+        if unicodedata.category(chr(cp))[0] in prefixes:
+            if start is None:
+                start = cp
+            prev = cp
+        elif start is not None:
+            out.append(re.escape(chr(start)) + ("-" + re.escape(chr(prev)) if prev > start else ""))
+            start = None
+    return "".join(out)
+
+
+def unicode_pretokenizer():
+    """The GPT-2 pattern with the full \\p{L}, \\p{N} and White_Space \\s, for Python's re
+    (whose \\s also takes \\x1c-\\x1f)."""
+    L, N, S = _class_of("L"), _class_of("N"), WHITE_SPACE
+    return re.compile(f"'s|'t|'re|'ve|'m|'ll|'d| ?[{L}]+| ?[{N}]+| ?[^{S}{L}{N}]+|[{S}]+(?![^{S}])|[{S}]+")
+
+
+class ByteTokenizer(ft.Tokenizer):
+    """finetune_reference's tokenizer for any text, the bytes that are not UTF-8 included."""
+    _pretoken = None
+
+    def encode_ordinary(self, text):
+        if ByteTokenizer._pretoken is None:
+            ByteTokenizer._pretoken = unicode_pretokenizer()
+        ids, spans, pos = [], [], 0
+        for piece in ByteTokenizer._pretoken.findall(text):
+            data = piece.encode("utf-8", "surrogateescape")
+            for tok in self._bpe("".join(self.byte_char[b] for b in data)):
+                ids.append(self.vocab[tok])
+                spans.append((pos, pos + len(tok)))
+                pos += len(tok)
+        return ids, spans
+
 
 # ----------------------------------------------------------------------------
 # Prompts, completions, the match reward
@@ -67,13 +115,34 @@ def decode(tok, ids):
     out = bytearray()
     for i in ids:
         out += special[i].encode() if i in special else bytes(char_byte[ch] for ch in inv[i])
-    return out.decode("utf-8", errors="replace")
+    return out.decode("utf-8", "surrogateescape")
 
 
 def match_reward(tok, completion, answer, stops):
     """1 when the completion's text (its stop token left out) contains the answer, else 0."""
     ids = completion[:-1] if completion and completion[-1] in stops else completion
-    return 1.0 if answer in decode(tok, ids) else 0.0
+    return 1.0 if answer.encode() in decode(tok, ids).encode("utf-8", "surrogateescape") else 0.0
+
+
+class RewardModel:
+    """--reward-model: the score of prompt then completion text (its stop token left out),
+    rendered as `ember reward` renders a pair's side and cut to the reward model's context + 1."""
+
+    def __init__(self, path):
+        raw, base, tok_json, trained, scale = al.load_checkpoint(path)
+        self.c = ref.resolve_config({k: v for k, v in raw.items() if k in ref.DEFAULTS})
+        self.P = ft.to_params(base, trained, scale)
+        self.tok = ByteTokenizer(tok_json)
+        self.head = (trained if "score.weight" in trained else base)["score.weight"]
+
+    def score(self, policy_tok, prompt, completion, stops):
+        ids = completion[:-1] if completion and completion[-1] in stops else completion
+        text = decode(policy_tok, ids)
+        side = text if isinstance(prompt, str) else [{"role": "assistant", "content": text}]
+        T = self.c["max_seq_len"]
+        ids, scored = al.cut_side(*al.render_side(self.tok, {"prompt": prompt, "c": side}, "c"), T)
+        with torch.no_grad():
+            return al.side_scores(self.c, self.P, [(ids, scored)], T)[0].item()
 
 
 # ----------------------------------------------------------------------------
@@ -408,18 +477,19 @@ def read_rollouts(path):
 def run_replay(a):
     raw, base, tok_json, _, _ = al.load_checkpoint(a.base)
     c = ref.resolve_config({k: v for k, v in raw.items() if k in ref.DEFAULTS})
-    tok = ft.Tokenizer(tok_json)
+    tok = ByteTokenizer(tok_json)
     prompts = [json.loads(x) for x in open(a.prompts) if x.strip()]
     stops = {tok.special[s] for s in (ft.IM_END, ft.EOT) if s in tok.special}
     dumped = read_rollouts(a.rollouts)
+    rm = RewardModel(a.reward_model) if a.reward_model else None
     steps_rows, prompt_mismatch = [], 0
     for rows in dumped:
         mine = []
         for r in rows:
             line = prompts[r["prompt"]]
             prompt_mismatch += render_prompt(tok, line["prompt"]) != r["prompt_ids"]
-            reward = (match_reward(tok, r["completion_ids"], line["answer"], stops) if a.reward == "match"
-                      else float(r["reward"]))  # a reward model's score is taken from the dump
+            reward = (rm.score(tok, line["prompt"], r["completion_ids"], stops) if rm
+                      else match_reward(tok, r["completion_ids"], line["answer"], stops))
             mine.append(dict(prompt_ids=r["prompt_ids"], completion_ids=r["completion_ids"], reward=reward))
         steps_rows.append(mine)
     trained, scale = {}, a.lora_alpha / a.lora_r
@@ -431,6 +501,8 @@ def run_replay(a):
         elif "value.weight" in start_base:
             trained = {"value.weight": start_base["value.weight"]}
         base = {k: v for k, v in base.items()}
+    if rm and a.algo == "ppo":  # the value head starts as the reward model's score head
+        trained["value.weight"] = rm.head
     o = dict(algo=a.algo, temperature=a.temperature, kl=a.kl, clip_ratio=a.clip_ratio, vf_coef=a.vf_coef,
              group_size=a.group_size, iterations=a.iterations, lr=a.lr, min_lr=a.min_lr, warmup=a.warmup,
              steps=a.steps, clip=a.clip, weight_decay=a.weight_decay, beta1=a.beta1, beta2=a.beta2)
@@ -450,7 +522,8 @@ def main(argv=None):
     p.add_argument("--base"), p.add_argument("--prompts"), p.add_argument("--rollouts")
     p.add_argument("--out-json"), p.add_argument("--out-tensors")
     p.add_argument("--start", help="checkpoint of the tensors the run started from (adapters, value head)")
-    p.add_argument("--reward", default="match", help="match, or anything else to take the dumped scores")
+    p.add_argument("--reward", default="match", help="match (the default without --reward-model)")
+    p.add_argument("--reward-model", help="an ember reward checkpoint: the score (and ppo's value head start)")
     p.add_argument("--algo", choices=("grpo", "ppo"), default="grpo")
     p.add_argument("--group-size", type=int, default=8), p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--iterations", type=int, default=1), p.add_argument("--clip-ratio", type=float, default=0.2)
