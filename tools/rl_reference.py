@@ -6,14 +6,16 @@
 Written from the contract alone (not from ember's C++), so that comparing the two checks both.
 The sampling is not replayed (the completions are read from the dump); everything after it is:
 the prompts rendered for generation (ChatML then <|im_start|>assistant\\n, or encode(prompt)),
-the match reward on the decoded completion, logp at the sampling temperature from the policy as
+the match reward on the decoded completion (or --reward-model's score of prompt then completion
+text, rendered as ember reward renders a side; ppo's value head starting as its score head), logp at the sampling temperature from the policy as
 it is before the step's updates (logp_old, compared with the dump), the reference's (LoRA: the
 base without adapters; --full: the starting model), PPO's V_old from the value head, the
 advantages (GRPO per group with the unbiased std; PPO's token rewards with the k3-free KL
 penalty, GAE with gamma 1 and lambda 0.95, whitening over the step's completion tokens), the
 per-token GRPO and PPO losses with their selections, the loss of a step (sum over the step's
 completion tokens over their count), the logged metrics (loss, kl, clip_fraction, value_loss,
-reward, reward_std, completion_length, grad_norm: the iterations' mean), and --iterations AdamW
+reward, reward_std, completion_length; grad_norm as the mean of the iterations' norms before
+clipping, which is what ember logs: docs/cli.md does not say), and --iterations AdamW
 updates per step (torch semantics, docs/model.md#optimizer) with the step's learning rate and
 global-norm clipping. The model math, tokenizer, ChatML and LoRA come from spec_reference.py,
 finetune_reference.py and align_reference.py. Dropout 0, no NF4, one rank.
