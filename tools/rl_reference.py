@@ -8,8 +8,9 @@ The sampling is not replayed (the completions are read from the dump); everythin
 the prompts rendered for generation (ChatML then <|im_start|>assistant\\n, or encode(prompt)),
 the match reward on the decoded completion (or --reward-model's score of prompt then completion
 text, rendered as ember reward renders a side; ppo's value head starting as its score head),
-logp at the sampling temperature from the policy as it is before the step's updates (logp_old, compared with the dump), the reference's (LoRA: the
-base without adapters; --full: the starting model), PPO's V_old from the value head, the
+logp at the sampling temperature from the policy as it is before the step's updates (logp_old,
+compared with the dump), the reference's (LoRA: the base without adapters; --full: the starting
+model), PPO's V_old from the value head, the
 advantages (GRPO per group with the unbiased std; PPO's token rewards with the k3-free KL
 penalty, GAE with gamma 1 and lambda 0.95, whitening over the step's completion tokens), the
 per-token GRPO and PPO losses with their selections, the loss of a step (sum over the step's
