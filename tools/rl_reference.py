@@ -17,8 +17,8 @@ per-token GRPO and PPO losses with their selections, the loss of a step (sum ove
 completion tokens over their count), the logged metrics (loss, kl, clip_fraction, value_loss,
 reward, reward_std, completion_length; grad_norm as the mean of the iterations' norms before
 clipping, which is what ember logs: docs/cli.md does not say), and --iterations AdamW
-updates per step (torch semantics, docs/model.md#optimizer) with the step's learning rate and
-global-norm clipping. The model math, tokenizer, ChatML and LoRA come from spec_reference.py,
+updates per step (torch semantics, docs/model.md#optimizer: t counts updates, so it advances
+--iterations times a step) with the step's learning rate and global-norm clipping. The model math, tokenizer, ChatML and LoRA come from spec_reference.py,
 finetune_reference.py and align_reference.py. Dropout 0, no NF4, one rank.
 
   /usr/bin/python3 tools/rl_reference.py [--self-test]     hand-computed values, gradchecks
