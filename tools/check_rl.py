@@ -20,7 +20,7 @@ docs/formats.md#rl-prompts-jsonl):
     the advantage (grpo one, ppo one per token) within TOL of max(1, |reference|) (absolute for
     values below 1, relative above);
   - per step: loss, kl, clip_fraction, value_loss (ppo), reward, reward_std, completion_length,
-    grad_norm within TOL of max(1, |reference|);
+    grad_norm, lr, prefilled_tokens (P + G - 1 per prompt) within TOL of max(1, |reference|);
   - every trained tensor of the final checkpoint: the largest element difference within TOL of
     max(1, |tensor|_inf) (the tensors are O(0.01-1)).
 Exits non-zero when any comparison fails. Measured: every difference below 2e-5 (the final
@@ -77,7 +77,8 @@ RM_PAIRS = [{"prompt": USER("two plus three?"), "chosen": [{"role": "assistant",
              "rejected": [{"role": "assistant", "content": "a hat"}]}]
 RM_RUN = ["--full", "--steps", "3", "--batch-size", "2", "--seq-len", "48", "--lr", "1e-3", "--sequential",
           "--val-fraction", "0", "--seed", "4"]
-STEP_KEYS = ["loss", "kl", "clip_fraction", "value_loss", "reward", "reward_std", "completion_length", "grad_norm"]
+STEP_KEYS = ["loss", "kl", "clip_fraction", "value_loss", "reward", "reward_std", "completion_length", "grad_norm",
+             "lr", "prefilled_tokens"]
 
 
 def opt(args, name, default=None):

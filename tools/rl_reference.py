@@ -266,7 +266,7 @@ def rl_step(c, P, P_ref, names, rows, o, state, t0, lr):
         rets = [R for _, R in raw]
     else:
         advs = grpo_advantages(scores, o["group_size"])
-    N = sum(len(r["completion_ids"]) for r in rows)
+    N, G = sum(len(r["completion_ids"]) for r in rows), o["group_size"]
     sums = dict(loss=0.0, kl=0.0, clip_fraction=0.0, value_loss=0.0, value_clipped=0.0)
     norms, t = [], t0
     for _ in range(o["iterations"]):
@@ -298,7 +298,8 @@ def rl_step(c, P, P_ref, names, rows, o, state, t0, lr):
     metrics = {k: v / n_all for k, v in sums.items() if ppo or not k.startswith("value")}
     sc = torch.tensor(scores, dtype=torch.float64)
     metrics.update(reward=sc.mean().item(), reward_std=sc.std(unbiased=True).item() if len(scores) > 1 else 0.0,
-                   completion_length=N / len(rows), grad_norm=sum(norms) / len(norms), lr=lr)
+                   completion_length=N / len(rows), grad_norm=sum(norms) / len(norms), lr=lr,
+                   prefilled_tokens=sum(len(r["prompt_ids"]) + G - 1 for r in rows[::G]))
     per_row = [dict(reward=s, logp_old=lo.tolist(), advantage=(advs[i].tolist() if ppo else advs[i].item()))
                for i, (s, (lo, _)) in enumerate(zip(scores, old))]
     return metrics, per_row, t
