@@ -18,8 +18,9 @@ completion tokens over their count), the logged metrics (loss, kl, clip_fraction
 reward, reward_std, completion_length; grad_norm as the mean of the iterations' norms before
 clipping, which is what ember logs: docs/cli.md does not say), and --iterations AdamW
 updates per step (torch semantics, docs/model.md#optimizer: t counts updates, so it advances
---iterations times a step) with the step's learning rate and global-norm clipping. The model math, tokenizer, ChatML and LoRA come from spec_reference.py,
-finetune_reference.py and align_reference.py. Dropout 0, no NF4, one rank.
+--iterations times a step) with the step's learning rate and global-norm clipping. The model
+math, tokenizer, ChatML and LoRA come from spec_reference.py, finetune_reference.py and
+align_reference.py. Dropout 0, no NF4, one rank.
 
   /usr/bin/python3 tools/rl_reference.py [--self-test]     hand-computed values, gradchecks
   /usr/bin/python3 tools/rl_reference.py --base CKPT --prompts FILE --rollouts FILE
@@ -299,7 +300,8 @@ def rl_step(c, P, P_ref, names, rows, o, state, t0, lr):
     sc = torch.tensor(scores, dtype=torch.float64)
     metrics.update(reward=sc.mean().item(), reward_std=sc.std(unbiased=True).item() if len(scores) > 1 else 0.0,
                    completion_length=N / len(rows), grad_norm=sum(norms) / len(norms), lr=lr,
-                   prefilled_tokens=sum(len(r["prompt_ids"]) + G - 1 for r in rows[::G]))
+                   prefilled_tokens=sum(len(r["prompt_ids"]) + G - 1 for r in rows[::G]),
+                   groups_done_at_first_token=sum(len(r["completion_ids"]) == 1 for r in rows[::G]))
     per_row = [dict(reward=s, logp_old=lo.tolist(), advantage=(advs[i].tolist() if ppo else advs[i].item()))
                for i, (s, (lo, _)) in enumerate(zip(scores, old))]
     return metrics, per_row, t
