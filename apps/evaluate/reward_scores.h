@@ -9,14 +9,10 @@
 #include <vector>
 
 #include "data/tokenizer/tokenizer.h"
+#include "apps/common/side_scores.h"
 #include "nn/transformer.h"
 
 namespace ember::apps {
-
-// The score of each side (ids, at most T + 1 of them, T = model.config().max_seq_len; at least
-// one), batch_size sides per forward, each row padded after its first min(L, T) ids.
-std::vector<float> score_sides(const nn::Transformer& model,
-                               const std::vector<std::vector<uint32_t>>& sides, int64_t batch_size);
 
 // One scored line: a pair's chosen and rejected scores, or a completion's reward (in chosen).
 struct RewardLineScore {

@@ -1,4 +1,4 @@
-// `ember rl`'s part of a run (docs/cli.md#rl-from-a-reward; the math: docs/model.md#rl-from-a-reward):
+// `ember rl`'s part of a run (docs/cli.md#rl-from-a-reward; math: docs/model.md#rl-from-a-reward):
 // the prompts rendered and split into training and held-out ones, their order, the reward (the
 // rule "match" or a reward model), the reference for LoRA's adapters-off or --full's copy of the
 // base, the stop tokens, and --rollouts-out. setup_rl.cpp fills it; rl_step.cpp takes a step

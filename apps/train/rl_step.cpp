@@ -38,10 +38,10 @@ struct Rows {
 // A chunk of rows as the model reads them, with what the update needs of each.
 struct Chunk {
   std::vector<size_t> rows;
-  Tensor x, y, mask;          // [n, T]: inputs, targets, 1 at completion-token targets
-  Tensor logp_old, ref;       // [n, T] float64
-  Tensor values_old, returns; // ppo, [n, T] float64
-  Tensor advantages;          // grpo [n]; ppo [n, T] (whitened), float64
+  Tensor x, y, mask;           // [n, T]: inputs, targets, 1 at completion-token targets
+  Tensor logp_old, ref;        // [n, T] float64
+  Tensor values_old, returns;  // ppo, [n, T] float64
+  Tensor advantages;           // grpo [n]; ppo [n, T] (whitened), float64
 };
 
 Rows sample(TrainRun& run) {
@@ -79,7 +79,8 @@ Chunk make_chunk(const Rows& r, size_t first, size_t n) {
   int64_t T = 0;
   for (size_t i = first; i < first + n; ++i) {
     c.rows.push_back(i);
-    T = std::max<int64_t>(T, static_cast<int64_t>(r.items[i]->ids.size() + r.completions[i].size()) - 1);
+    T = std::max<int64_t>(
+        T, static_cast<int64_t>(r.items[i]->ids.size() + r.completions[i].size()) - 1);
   }
   const int64_t rows = static_cast<int64_t>(n);
   c.x = Tensor::zeros({rows, T}, DType::Int64);
@@ -136,7 +137,9 @@ void advantages(TrainRun& run, const Rows& r, std::vector<Chunk>& chunks) {
     std::copy(r.rewards.begin(), r.rewards.end(), rewards.data<double>());
     const Tensor a = nn::grpo_advantages(rewards, o.group_size);
     for (Chunk& c : chunks)
-      c.advantages = a.narrow(0, static_cast<int64_t>(c.rows.front()), static_cast<int64_t>(c.rows.size())).contiguous();
+      c.advantages =
+          a.narrow(0, static_cast<int64_t>(c.rows.front()), static_cast<int64_t>(c.rows.size()))
+              .contiguous();
     return;
   }
   nn::MomentSums step;
@@ -151,11 +154,12 @@ void advantages(TrainRun& run, const Rows& r, std::vector<Chunk>& chunks) {
     step += nn::moment_sums(g.advantages, c.mask);
   }
   if (run.world > 1) {
-    const std::vector<double> s =
-        run.comm.all_reduce(std::vector<double>{step.n, step.sum, step.sum_sq}, dist::ReduceOp::Sum);
+    const std::vector<double> s = run.comm.all_reduce(
+        std::vector<double>{step.n, step.sum, step.sum_sq}, dist::ReduceOp::Sum);
     step = {s[0], s[1], s[2]};
   }
-  for (size_t k = 0; k < chunks.size(); ++k) chunks[k].advantages = nn::whiten(raw[k], chunks[k].mask, step);
+  for (size_t k = 0; k < chunks.size(); ++k)
+    chunks[k].advantages = nn::whiten(raw[k], chunks[k].mask, step);
 }
 
 // One update's forward and backward over every chunk: this rank's metric sums.
@@ -172,9 +176,11 @@ nn::RlMetrics forward_backward(TrainRun& run, std::vector<Chunk>& chunks, double
       EMBER_PROFILE_PHASE(kForwardPhase);
       if (opt.algo == nn::RlAlgo::Ppo) {
         const nn::Transformer::PolicyOutput out = run.model->forward_with_values(c.x);
-        const nn::PolicyTokens t{nn::completion_logprobs(out.logits, c.y, c.mask, run.o.temperature),
-                                 c.logp_old, c.ref, c.mask};
-        l = nn::ppo_loss(t, c.advantages, nn::ValueTokens{out.values, c.values_old, c.returns}, opt, norm);
+        const nn::PolicyTokens t{
+            nn::completion_logprobs(out.logits, c.y, c.mask, run.o.temperature), c.logp_old, c.ref,
+            c.mask};
+        l = nn::ppo_loss(t, c.advantages, nn::ValueTokens{out.values, c.values_old, c.returns}, opt,
+                         norm);
       } else {
         const Variable logits = run.model->forward(c.x).logits;
         const nn::PolicyTokens t{nn::completion_logprobs(logits, c.y, c.mask, run.o.temperature),
@@ -218,7 +224,8 @@ void score_metrics(const TrainRun& run, const Rows& r, StepResult& s) {
   }
   const double mean = sum / n;
   s.metrics.emplace_back("reward", mean);
-  s.metrics.emplace_back("reward_std", n > 1 ? std::sqrt(std::max(0.0, (sum_sq - sum * mean) / (n - 1))) : 0.0);
+  s.metrics.emplace_back("reward_std",
+                         n > 1 ? std::sqrt(std::max(0.0, (sum_sq - sum * mean) / (n - 1))) : 0.0);
   s.metrics.emplace_back("completion_length", tokens / n);
 }
 
@@ -235,10 +242,13 @@ void write_rollouts(TrainRun& run, const Rows& r, const std::vector<Chunk>& chun
       std::vector<double> logp_old, advantage;
       for (int64_t t = P - 1; t < P - 1 + L; ++t) {
         logp_old.push_back(c.logp_old.data<double>()[static_cast<int64_t>(k) * T + t]);
-        if (c.advantages.dim() == 2) advantage.push_back(c.advantages.data<double>()[static_cast<int64_t>(k) * T + t]);
+        if (c.advantages.dim() == 2)
+          advantage.push_back(c.advantages.data<double>()[static_cast<int64_t>(k) * T + t]);
       }
-      json j = {{"step", run.step + 1},          {"prompt", r.items[i]->index},
-                {"prompt_ids", r.items[i]->ids}, {"completion_ids", r.completions[i]},
+      json j = {{"step", run.step + 1},
+                {"prompt", r.items[i]->index},
+                {"prompt_ids", r.items[i]->ids},
+                {"completion_ids", r.completions[i]},
                 {"reward", r.rewards[i]}};
       if (c.advantages.dim() == 2) {
         j["advantage"] = advantage;
@@ -273,7 +283,8 @@ void rl_step(TrainRun& run, StepResult& s, const std::function<void(StepResult&)
   const Stopwatch update_clock;
   std::vector<Chunk> chunks;
   for (size_t first = 0; first < r.completions.size(); first += static_cast<size_t>(o.batch_size)) {
-    chunks.push_back(make_chunk(r, first, std::min(r.completions.size() - first, static_cast<size_t>(o.batch_size))));
+    chunks.push_back(make_chunk(
+        r, first, std::min(r.completions.size() - first, static_cast<size_t>(o.batch_size))));
     old_and_reference(run, chunks.back());
   }
   advantages(run, r, chunks);

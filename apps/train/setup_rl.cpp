@@ -55,9 +55,9 @@ std::vector<RlItem> render_prompts(const TrainRun& run, const std::vector<data::
     RlItem item{data::render_rl_prompt(*run.tokenizer, p), p.answer, p, static_cast<int64_t>(i)};
     const int64_t n = static_cast<int64_t>(item.ids.size());
     EMBER_CHECK(n >= 1, where, ": the prompt renders to no token");
-    EMBER_CHECK(n + o.max_tokens <= context, where, ": the prompt's ", n, " tokens and --max-tokens ",
-                o.max_tokens, " exceed the model's context of ", context,
-                " tokens (shorten the prompt or lower --max-tokens)");
+    EMBER_CHECK(n + o.max_tokens <= context, where, ": the prompt's ", n,
+                " tokens and --max-tokens ", o.max_tokens, " exceed the model's context of ",
+                context, " tokens (shorten the prompt or lower --max-tokens)");
     items.push_back(std::move(item));
   }
   return items;
@@ -72,10 +72,11 @@ void check_reward_model(const TrainRun& run) {
               ": not a reward model (its config has no \"reward\"; ember reward writes one)");
   const nn::Checkpoint c = read_base_without_weights(o.reward_model);
   const std::string policy = run.tokenizer->to_json();
-  EMBER_CHECK(c.tokenizer_json.empty() || data::Tokenizer::from_json(c.tokenizer_json).to_json() == policy,
-              "--reward-model ", o.reward_model,
-              ": its tokenizer differs from the base's (it must read the policy's text as its own "
-              "training did)");
+  EMBER_CHECK(
+      c.tokenizer_json.empty() || data::Tokenizer::from_json(c.tokenizer_json).to_json() == policy,
+      "--reward-model ", o.reward_model,
+      ": its tokenizer differs from the base's (it must read the policy's text as its own "
+      "training did)");
   EMBER_CHECK(o.algo != "ppo" || rm.d_model == run.cfg.d_model, "--reward-model ", o.reward_model,
               ": its d_model ", rm.d_model, " differs from the base's ", run.cfg.d_model,
               " (ppo's value head starts as its score head)");
@@ -131,9 +132,11 @@ void open_rl_prompts(TrainRun& run) {
     const int64_t n = static_cast<int64_t>(items.size());
     const std::vector<bool> held = data::held_out_items(n, o.val_fraction, o.seed);
     for (int64_t i = 0; i < n; ++i)
-      (held[static_cast<size_t>(i)] ? rl.held_out : rl.train).push_back(items[static_cast<size_t>(i)]);
+      (held[static_cast<size_t>(i)] ? rl.held_out : rl.train)
+          .push_back(items[static_cast<size_t>(i)]);
     EMBER_CHECK(!rl.train.empty(), o.data, ": every one of its ", n,
-                " prompts is held out by --val-fraction ", o.val_fraction, "; none is left to train on");
+                " prompts is held out by --val-fraction ", o.val_fraction,
+                "; none is left to train on");
     run.held_out = static_cast<int64_t>(rl.held_out.size());
     if (!o.sequential) rl.order.emplace(static_cast<int64_t>(rl.train.size()), o.seed);
     for (const std::string_view stop : {data::kImEnd, data::kEndOfText}) {

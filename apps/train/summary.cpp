@@ -104,6 +104,20 @@ void print_finetune_line(const TrainRun& run) {
   std::printf("\n");
 }
 
+// ember rl's first line: the algorithm, prompts and completions per step, the reward.
+void print_rl_header(const TrainRun& run) {
+  const TrainOptions& o = run.o;
+  std::printf("ember rl: %s parameters, %s, %s%lld prompts x %lld completions of at most %lld tokens "
+              "per step (reward: %s), %lld update%s each, %lld steps, out %s\n",
+              std::to_string(run.stats.total_params).c_str(), o.algo.c_str(),
+              run.data_world > 1 ? ("W " + std::to_string(run.data_world) + " x ").c_str() : "",
+              static_cast<long long>(o.batch_size), static_cast<long long>(o.group_size),
+              static_cast<long long>(o.max_tokens),
+              o.reward_model.empty() ? o.reward_rule.c_str() : o.reward_model.c_str(),
+              static_cast<long long>(o.iterations), o.iterations == 1 ? "" : "s",
+              static_cast<long long>(o.steps), o.out.c_str());
+}
+
 }  // namespace
 
 void print_run_start(const TrainRun& run) {
@@ -122,24 +136,16 @@ void print_run_start(const TrainRun& run) {
                 o.zero == 3 ? "ZeRO-3" : o.zero == 2 ? "ZeRO-2" : o.zero ? "ZeRO-1" : "all-reduce");
   }
   if (o.rl) {
-    std::printf("ember rl: %s parameters, %s, %s%lld prompts x %lld completions of at most %lld tokens "
-                "per step (reward: %s), %lld update%s each, %lld steps, out %s\n",
-                std::to_string(run.stats.total_params).c_str(), o.algo.c_str(),
-                run.data_world > 1 ? ("W " + std::to_string(run.data_world) + " x ").c_str() : "",
-                static_cast<long long>(o.batch_size), static_cast<long long>(o.group_size),
-                static_cast<long long>(o.max_tokens),
-                o.reward_model.empty() ? o.reward_rule.c_str() : o.reward_model.c_str(),
-                static_cast<long long>(o.iterations), o.iterations == 1 ? "" : "s",
-                static_cast<long long>(o.steps), o.out.c_str());
+    print_rl_header(run);
   } else {
-  std::printf(
-      "ember %s: %s parameters, %lld tokens/step (%sB %lld x T %lld x accum %lld), %lld steps, "
-      "out %s\n",
-      command, std::to_string(run.stats.total_params).c_str(),
-      static_cast<long long>(run.tokens_per_step),
-      run.data_world > 1 ? ("W " + std::to_string(run.data_world) + " x ").c_str() : "",
-      static_cast<long long>(o.batch_size), static_cast<long long>(o.seq_len),
-      static_cast<long long>(o.grad_accum), static_cast<long long>(o.steps), o.out.c_str());
+    std::printf(
+        "ember %s: %s parameters, %lld tokens/step (%sB %lld x T %lld x accum %lld), %lld steps, "
+        "out %s\n",
+        command, std::to_string(run.stats.total_params).c_str(),
+        static_cast<long long>(run.tokens_per_step),
+        run.data_world > 1 ? ("W " + std::to_string(run.data_world) + " x ").c_str() : "",
+        static_cast<long long>(o.batch_size), static_cast<long long>(o.seq_len),
+        static_cast<long long>(o.grad_accum), static_cast<long long>(o.steps), o.out.c_str());
   }
   if (o.finetune) print_finetune_line(run);
   if (run.autocast == DType::BFloat16) {

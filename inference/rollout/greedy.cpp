@@ -10,7 +10,8 @@ namespace ember::inference {
 
 std::vector<Completion> greedy_completions(const nn::Transformer& policy,
                                            const std::vector<std::vector<int64_t>>& prompts,
-                                           int64_t max_tokens, const std::vector<int64_t>& stop_tokens,
+                                           int64_t max_tokens,
+                                           const std::vector<int64_t>& stop_tokens,
                                            int64_t vocab_limit) {
   RolloutOptions check;
   check.group_size = 2;  // not used: the checks of the prompts and max_tokens
@@ -49,13 +50,15 @@ std::vector<Completion> greedy_completions(const nn::Transformer& policy,
         any = true;
         out[i].tokens.insert(out[i].tokens.end(), ev->tokens.begin(), ev->tokens.end());
         if (!ev->finished) continue;
-        EMBER_CHECK(ev->reason != FinishReason::Cancelled, "greedy_completions: the engine cancelled a completion");
+        EMBER_CHECK(ev->reason != FinishReason::Cancelled,
+                    "greedy_completions: the engine cancelled a completion");
         out[i].stopped = ev->reason == FinishReason::Stop;
         done[i] = 1;
         --open;
       }
     }
-    EMBER_CHECK(ran || any, "greedy_completions: the engine stopped with ", open, " completions unfinished");
+    EMBER_CHECK(ran || any, "greedy_completions: the engine stopped with ", open,
+                " completions unfinished");
   }
   return out;
 }

@@ -10,10 +10,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "cli_run.h"
 #include "core/io/hdf5_file.h"
@@ -30,13 +29,16 @@ using nlohmann::json;
 
 namespace {
 
-CliRun rl(const std::string& args) { return run_ember("rl " + args); }
+CliRun rl(const std::string& args) {
+  return run_ember("rl " + args);
+}
 
 // Base and prompts in dir; a small run into dir/out (B 2 x G 4, 12 new tokens at most).
 std::string rl_args(const TempDir& dir, const std::string& out,
                     const std::string& prompts = "prompts.jsonl") {
   if (!fs::exists(dir / "base.h5")) ember::testing::write_chat_base(dir / "base.h5");
-  if (!fs::exists(dir / "prompts.jsonl")) ember::testing::write_rl_prompts(dir / "prompts.jsonl", 16);
+  if (!fs::exists(dir / "prompts.jsonl"))
+    ember::testing::write_rl_prompts(dir / "prompts.jsonl", 16);
   return "--base " + (dir / "base.h5") + " --prompts " + (dir / prompts) + " --out " + (dir / out) +
          " --batch-size 2 --group-size 4 --max-tokens 12 --lr 1e-2 --warmup 1 --schedule constant";
 }
@@ -47,8 +49,9 @@ std::string reward_model(const TempDir& dir) {
   if (fs::exists(rm)) return rm;
   if (!fs::exists(dir / "base.h5")) ember::testing::write_chat_base(dir / "base.h5");
   ember::testing::write_pair_data(dir / "pairs.jsonl", 8);
-  const CliRun r = run_ember("reward --base " + (dir / "base.h5") + " --data " + (dir / "pairs.jsonl") +
-                            " --out " + (dir / "rm") + " --steps 2 --batch-size 2 --seq-len 32 --val-fraction 0");
+  const CliRun r = run_ember("reward --base " + (dir / "base.h5") + " --data " +
+                             (dir / "pairs.jsonl") + " --out " + (dir / "rm") +
+                             " --steps 2 --batch-size 2 --seq-len 32 --val-fraction 0");
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   return rm;
@@ -76,9 +79,9 @@ void require_same_tensors(const std::string& a, const std::string& b) {
   }
 }
 
-const std::vector<std::string> kStepKeys = {"loss", "kl", "clip_fraction", "reward", "reward_std",
-                                            "completion_length", "rollout_ms", "score_ms",
-                                            "update_ms", "grad_norm", "lr"};
+const std::vector<std::string> kStepKeys = {
+    "loss",       "kl",       "clip_fraction", "reward",    "reward_std", "completion_length",
+    "rollout_ms", "score_ms", "update_ms",     "grad_norm", "lr"};
 
 }  // namespace
 
@@ -97,12 +100,14 @@ TEST_CASE("ember rl grpo and ppo train, log their metrics and write the rollouts
   for (const Mode& mode : modes) {
     SECTION(mode.name) {
       const std::string out = dir / mode.name;
-      const CliRun r = rl(rl_args(dir, mode.name) + " --steps 3 --val-fraction 0.25 --rollouts-out " +
-                          out + ".jsonl " + mode.args);
+      const CliRun r =
+          rl(rl_args(dir, mode.name) + " --steps 3 --val-fraction 0.25 --rollouts-out " + out +
+             ".jsonl " + mode.args);
       INFO(r.out << r.err);
       REQUIRE(r.code == 0);
       CHECK(r.out.find("ember rl: ") != std::string::npos);
-      CHECK(r.out.find("data: 16 prompts, 4 held out for validation (greedy completions)\n") != std::string::npos);
+      CHECK(r.out.find("data: 16 prompts, 4 held out for validation (greedy completions)\n") !=
+            std::string::npos);
       CHECK(r.out.find("step 0: held-out reward ") != std::string::npos);
       const std::vector<json> m = lines_of(out + "/metrics.jsonl");
       REQUIRE(m.size() == 4);  // step 0 (held-out, before), steps 1..3
@@ -136,12 +141,14 @@ TEST_CASE("ember rl grpo and ppo train, log their metrics and write the rollouts
       CHECK(rows.front().at("step") == 1);
       CHECK(rows.back().at("step") == 3);
       // The checkpoint: the config's "rl", ppo's value head; loss.svg has the reward row.
-      const ember::nn::ModelConfig cfg = ember::nn::read_checkpoint_config(out + "/step_00000003.h5");
+      const ember::nn::ModelConfig cfg =
+          ember::nn::read_checkpoint_config(out + "/step_00000003.h5");
       CHECK(json::parse(cfg.rl).at("algo") == (ppo ? "ppo" : "grpo"));
       CHECK(tensors_of(out + "/step_00000003.h5").count("value.weight") == (ppo ? 1u : 0u));
       CHECK(read_text(out + "/loss.svg").find("Mean reward against steps") != std::string::npos);
       // An RL checkpoint generates like any language model.
-      const CliRun g = run_ember("generate --checkpoint " + out + "/step_00000003.h5 --prompt q1 --max-tokens 4");
+      const CliRun g = run_ember("generate --checkpoint " + out +
+                                 "/step_00000003.h5 --prompt q1 --max-tokens 4");
       INFO(g.err);
       CHECK(g.code == 0);
     }
@@ -164,11 +171,15 @@ TEST_CASE("ember rl: ppo's value head starts as the reward model's score head", 
     CHECK(std::abs(value.data<float>()[i] - score.data<float>()[i]) < 1e-9);
 }
 
-TEST_CASE("ember rl grpo: equal rewards in every group and no k3 term give a gradient of 0", "[cli][rl]") {
+TEST_CASE("ember rl grpo: equal rewards in every group and no k3 term give a gradient of 0",
+          "[cli][rl]") {
   TempDir dir("cli_rl_equal");
-  std::ofstream(dir / "never.jsonl") << R"({"prompt": "q1", "answer": "this is never sampled"})" << "\n"
-                                     << R"({"prompt": "q2", "answer": "nor is this"})" << "\n";
-  const CliRun r = rl(rl_args(dir, "run", "never.jsonl") + " --reward match --kl 0 --steps 3 --val-fraction 0");
+  std::ofstream(dir / "never.jsonl") << R"({"prompt": "q1", "answer": "this is never sampled"})"
+                                     << "\n"
+                                     << R"({"prompt": "q2", "answer": "nor is this"})"
+                                     << "\n";
+  const CliRun r =
+      rl(rl_args(dir, "run", "never.jsonl") + " --reward match --kl 0 --steps 3 --val-fraction 0");
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   const std::vector<json> m = lines_of(dir / "run/metrics.jsonl");
@@ -185,25 +196,32 @@ TEST_CASE("ember rl --resume continues bit for bit: tensors, metrics and rollout
   const std::string rm = reward_model(dir);
   for (const std::string algo : {"grpo", "ppo"}) {
     SECTION(algo) {
-      const std::string common = " --algo " + algo + " --reward-model " + rm +
-                                 " --val-fraction 0.25 --eval-every 2 --iterations 2 --lora-dropout 0.1";
-      CliRun r = rl(rl_args(dir, algo + "_full") + " --steps 4 --rollouts-out " + (dir / algo) + "_full.jsonl" + common);
+      const std::string common =
+          " --algo " + algo + " --reward-model " + rm +
+          " --val-fraction 0.25 --eval-every 2 --iterations 2 --lora-dropout 0.1";
+      CliRun r = rl(rl_args(dir, algo + "_full") + " --steps 4 --rollouts-out " + (dir / algo) +
+                    "_full.jsonl" + common);
       INFO(r.out << r.err);
       REQUIRE(r.code == 0);
-      r = rl(rl_args(dir, algo + "_split") + " --steps 2 --rollouts-out " + (dir / algo) + "_split.jsonl" + common);
+      r = rl(rl_args(dir, algo + "_split") + " --steps 2 --rollouts-out " + (dir / algo) +
+             "_split.jsonl" + common);
       REQUIRE(r.code == 0);
       // A stale line of a later step (a run killed after writing it) is dropped on --resume.
-      std::ofstream(dir / (algo + "_split.jsonl"), std::ios::app) << R"({"step": 3, "prompt": 0})" << "\n";
-      r = rl("--resume " + (dir / (algo + "_split")) + " --steps 4 --rollouts-out " + (dir / algo) + "_split.jsonl");
+      std::ofstream(dir / (algo + "_split.jsonl"), std::ios::app) << R"({"step": 3, "prompt": 0})"
+                                                                  << "\n";
+      r = rl("--resume " + (dir / (algo + "_split")) + " --steps 4 --rollouts-out " + (dir / algo) +
+             "_split.jsonl");
       CHECK(r.err == "");
       REQUIRE(r.code == 0);
-      require_same_tensors(dir / (algo + "_full/step_00000004.h5"), dir / (algo + "_split/step_00000004.h5"));
+      require_same_tensors(dir / (algo + "_full/step_00000004.h5"),
+                           dir / (algo + "_split/step_00000004.h5"));
       CHECK(read_text(dir / (algo + "_full.jsonl")) == read_text(dir / (algo + "_split.jsonl")));
       const std::vector<json> a = lines_of(dir / (algo + "_full/metrics.jsonl"));
       const std::vector<json> b = lines_of(dir / (algo + "_split/metrics.jsonl"));
       REQUIRE(a.size() == b.size());
       for (size_t i = 1; i < a.size(); ++i) {
-        for (const char* k : {"loss", "kl", "reward", "grad_norm", "clip_fraction"}) CHECK(a[i].at(k) == b[i].at(k));
+        for (const char* k : {"loss", "kl", "reward", "grad_norm", "clip_fraction"})
+          CHECK(a[i].at(k) == b[i].at(k));
       }
     }
   }
@@ -221,15 +239,21 @@ TEST_CASE("ember rl: each bad input is one line, exit 1, nothing written in --ou
   };
   const std::vector<Case> cases = {
       {data("not_json.jsonl", "{not json"), "not_json.jsonl line 1"},
-      {data("no_prompt.jsonl", R"({"answer": "a"})"), "no_prompt.jsonl line 1: \"prompt\": missing"},
-      {data("no_answer.jsonl", R"({"prompt": "q"})"), "no_answer.jsonl line 1: \"answer\": missing"},
-      {data("answer.jsonl", R"({"prompt": "q", "answer": 3})"), "answer.jsonl line 1: \"answer\": expected a string"},
-      {data("assistant.jsonl", R"({"prompt": [{"role": "assistant", "content": "x"}], "answer": "a"})"),
+      {data("no_prompt.jsonl", R"({"answer": "a"})"),
+       "no_prompt.jsonl line 1: \"prompt\": missing"},
+      {data("no_answer.jsonl", R"({"prompt": "q"})"),
+       "no_answer.jsonl line 1: \"answer\": missing"},
+      {data("answer.jsonl", R"({"prompt": "q", "answer": 3})"),
+       "answer.jsonl line 1: \"answer\": expected a string"},
+      {data("assistant.jsonl",
+            R"({"prompt": [{"role": "assistant", "content": "x"}], "answer": "a"})"),
        "assistant.jsonl line 1: \"prompt\": its last message is the assistant's"},
       {data("long.jsonl", R"({"prompt": ")" + std::string(60, 'p') + R"(", "answer": "a"})"),
-       "long.jsonl line 1: the prompt's 60 tokens and --max-tokens 12 exceed the model's context of 64"},
+       "long.jsonl line 1: the prompt's 60 tokens and --max-tokens 12 exceed the model's context "
+       "of 64"},
       {"prompts.jsonl --reward exact", "--reward must be match"},
-      {"prompts.jsonl --reward match --reward-model " + rm, "--reward match and --reward-model exclude each other"},
+      {"prompts.jsonl --reward match --reward-model " + rm,
+       "--reward match and --reward-model exclude each other"},
       {"prompts.jsonl --reward-model " + (dir / "base.h5"), "not a reward model"},
       {"prompts.jsonl --reward match --group-size 1", "--group-size must be >= 2; got 1"},
       {"prompts.jsonl --reward match --temperature 0", "--temperature must be > 0"},
@@ -242,8 +266,9 @@ TEST_CASE("ember rl: each bad input is one line, exit 1, nothing written in --ou
   for (const Case& c : cases) {
     const size_t space = c.prompts.find(' ');
     const std::string file = c.prompts.substr(0, space);
-    const std::string extra = space == std::string::npos ? (file == "prompts.jsonl" ? "" : " --reward match")
-                                                         : c.prompts.substr(space);
+    const std::string extra = space == std::string::npos
+                                  ? (file == "prompts.jsonl" ? "" : " --reward match")
+                                  : c.prompts.substr(space);
     INFO(c.prompts);
     const CliRun r = rl(rl_args(dir, "run", file) + " --steps 1" + extra);
     INFO(r.out << r.err);

@@ -13,6 +13,11 @@
 //   train_parity_tool chat DIR [KIND] writes DIR/base.h5 and DIR/chat.jsonl; KIND untied: a
 //                                     base with an lm_head of its own, moe: an MoE base
 //   train_parity_tool pairs DIR       writes DIR/base.h5 and DIR/pairs.jsonl (24 pairs)
+//   train_parity_tool prompts DIR     writes DIR/base.h5, DIR/pairs.jsonl and DIR/prompts.jsonl
+//                                     (16 RL prompts)
+//   train_parity_tool rollouts A B    --rollouts-out files A and B hold the same completions in
+//                                     the same order (step, prompt, ids) with rewards,
+//                                     advantages and logp_old within 1e-5 absolute
 //   (tests/finetune_testing.h)
 //   train_parity_tool metrics A B [N] run folders A and B logged the same steps with the same
 //                                     trained tokens (train: tokens), loss (relative 1e-6),
@@ -21,7 +26,9 @@
 //                                     norm drifts first) and, where both validated, validation
 //                                     loss (1e-6); ember align's rewards/margins and
 //                                     rewards/accuracy, ember reward's margin and accuracy
-//                                     (and their val_ values) within 1e-6 absolute
+//                                     (and their val_ values) within 1e-6 absolute; ember rl's
+//                                     reward, kl, clip_fraction (and val_reward) within 1e-5,
+//                                     its loss within 1e-6 absolute
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -69,8 +76,10 @@ int compare_metrics(const char* a_dir, const char* b_dir, double norm_rel) {
   for (size_t i = 0; i < a.size(); ++i) {
     const double la = a[i].at("loss"), lb = b[i].at("loss"), na = a[i].at("grad_norm"),
                  nb = b[i].at("grad_norm");
+    // ember rl's loss is a signed sum near 0 (advantages of both signs): absolute 1e-6 there.
+    const bool rl = a[i].contains("kl");
     bool same = a[i].at("step") == b[i].at("step") && tokens_of(a[i]) == tokens_of(b[i]) &&
-                near(la, lb, 1e-6) && near(na, nb, norm_rel);
+                (rl ? std::abs(la - lb) <= 1e-6 : near(la, lb, 1e-6)) && near(na, nb, norm_rel);
     std::printf("step %d: loss %.9g vs %.9g, grad norm %.9g vs %.9g, trained tokens %d vs %d\n",
                 a[i].at("step").get<int>(), la, lb, na, nb, tokens_of(a[i]), tokens_of(b[i]));
     if (a[i].contains("val_loss") && b[i].contains("val_loss")) {  // both validated at this step
@@ -86,9 +95,49 @@ int compare_metrics(const char* a_dir, const char* b_dir, double norm_rel) {
       std::printf("step %d: %s %.9g vs %.9g\n", a[i].at("step").get<int>(), key, ra, rb);
       same = same && std::abs(ra - rb) <= 1e-6;
     }
+    for (const char* key : {"reward", "kl", "clip_fraction", "val_reward"}) {  // ember rl's
+      if (!a[i].contains(key) || !b[i].contains(key)) continue;
+      const double ra = a[i].at(key), rb = b[i].at(key);
+      std::printf("step %d: %s %.9g vs %.9g\n", a[i].at("step").get<int>(), key, ra, rb);
+      same = same && std::abs(ra - rb) <= 1e-5;
+    }
     if (!same) return 1;
   }
   return 0;
+}
+
+// The numbers of a --rollouts-out value (a number or a list of them).
+std::vector<double> numbers(const nlohmann::json& v) {
+  return v.is_array() ? v.get<std::vector<double>>() : std::vector<double>{v.get<double>()};
+}
+
+// Exit code of `rollouts A B`: 0 when both files hold the same completions, values within 1e-5.
+int compare_rollouts(const char* a_path, const char* b_path) {
+  std::ifstream fa(a_path), fb(b_path);
+  std::string la, lb;
+  int64_t lines = 0;
+  double worst = 0;
+  while (std::getline(fa, la)) {
+    if (!std::getline(fb, lb)) break;
+    ++lines;
+    const nlohmann::json a = nlohmann::json::parse(la), b = nlohmann::json::parse(lb);
+    for (const char* key : {"step", "prompt", "prompt_ids", "completion_ids"}) {
+      if (a.at(key) != b.at(key)) {
+        std::printf("line %lld: %s differs: %s vs %s\n", static_cast<long long>(lines), key,
+                    a.at(key).dump().c_str(), b.at(key).dump().c_str());
+        return 1;
+      }
+    }
+    for (const char* key : {"reward", "advantage", "logp_old"}) {
+      const std::vector<double> x = numbers(a.at(key)), y = numbers(b.at(key));
+      if (x.size() != y.size()) return 1;
+      for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]));
+    }
+  }
+  const bool both_ended = !std::getline(fa, la) && !std::getline(fb, lb);
+  std::printf("%lld completions, values within %.3g%s\n", static_cast<long long>(lines), worst,
+              both_ended ? "" : "; the files differ in length");
+  return lines > 0 && both_ended && worst <= 1e-5 ? 0 : 1;
 }
 
 // Every tensor of `a` within a relative error of `limit` of b's (and b has no other): the worst.
@@ -189,13 +238,21 @@ int main(int argc, char** argv) {
     testing::write_pair_data((std::filesystem::path(argv[2]) / "pairs.jsonl").string(), 24);
     return 0;
   }
+  if (mode == "prompts" && argc == 3) {
+    std::filesystem::create_directories(argv[2]);
+    testing::write_chat_base((std::filesystem::path(argv[2]) / "base.h5").string());
+    testing::write_pair_data((std::filesystem::path(argv[2]) / "pairs.jsonl").string(), 24);
+    testing::write_rl_prompts((std::filesystem::path(argv[2]) / "prompts.jsonl").string(), 16);
+    return 0;
+  }
+  if (mode == "rollouts" && argc == 4) return compare_rollouts(argv[2], argv[3]);
   if (mode == "metrics" && (argc == 4 || argc == 5))
     return compare_metrics(argv[2], argv[3], argc == 5 ? std::stod(argv[4]) : 1e-5);
   std::fprintf(
       stderr,
       "usage: train_parity_tool data DIR [SEED] | bad-state CKPT | compare A B [LIMIT] | "
       "compare-state A B LIMIT | chat DIR [KIND] | "
-      "pairs DIR | "
+      "pairs DIR | prompts DIR | rollouts A B | "
       "metrics A B [N]\n");
   return 2;
 }
