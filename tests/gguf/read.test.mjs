@@ -34,10 +34,20 @@ function expectedTensors(arch, c) {
       t[b + 'ffn_down.bias'] = [[d], false];
       continue;
     }
+    if (c.moe) {
+      const E = c.moe.n_experts, me = c.moe.expert_hidden;
+      delete t[b + 'ffn_up.weight'];
+      delete t[b + 'ffn_down.weight'];
+      t[b + 'ffn_gate_inp.weight'] = [[d, E], false];
+      t[b + 'ffn_gate_exps.weight'] = [[d, me, E], true];
+      t[b + 'ffn_up_exps.weight'] = [[d, me, E], true];
+      t[b + 'ffn_down_exps.weight'] = [[me, d, E], true];
+    } else {
+      t[b + 'ffn_gate.weight'] = [[d, m], true];
+    }
     t[b + 'attn_q.weight'] = [[d, c.n_heads * hd], true];
     t[b + 'attn_k.weight'] = [[d, kv * hd], true];
     t[b + 'attn_v.weight'] = [[d, kv * hd], true];
-    t[b + 'ffn_gate.weight'] = [[d, m], true];
     if (c.qk_norm) {
       t[b + 'attn_q_norm.weight'] = [[hd], false];
       t[b + 'attn_k_norm.weight'] = [[hd], false];
@@ -65,7 +75,12 @@ for (const arch of ARCHS) {
       assert.equal(md[`${arch}.context_length`], c.max_seq_len);
       assert.equal(md[`${arch}.embedding_length`], c.d_model);
       assert.equal(md[`${arch}.block_count`], c.n_layers);
-      assert.equal(md[`${arch}.feed_forward_length`], c.ffn_hidden ?? 4 * c.d_model);
+      assert.equal(md[`${arch}.feed_forward_length`], c.moe ? c.moe.expert_hidden : c.ffn_hidden ?? 4 * c.d_model);
+      if (c.moe) {
+        assert.equal(md[`${arch}.expert_count`], c.moe.n_experts);
+        assert.equal(md[`${arch}.expert_used_count`], c.moe.top_k);
+        assert.equal(md[`${arch}.expert_feed_forward_length`], c.moe.expert_hidden);
+      }
       assert.equal(md[`${arch}.attention.head_count`], c.n_heads);
       assert.equal(md[`${arch}.attention.head_count_kv`], kv);
       assert.equal(md[`${arch}.vocab_size`], c.vocab_size);
