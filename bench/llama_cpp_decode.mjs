@@ -4,7 +4,7 @@
 // Usage: node bench/llama_cpp_decode.mjs NODE_MODULES_DIR [--threads 1,2] [--runs 3]
 //          [--decode 128] FILE.gguf...    (bench_llama_cpp_decode.sh runs it; prints JSON lines)
 import { createRequire } from 'node:module';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
 const args = process.argv.slice(2);
@@ -16,7 +16,7 @@ while (args.length) {
   if (a.startsWith('--')) opt[a.slice(2)] = args.shift();
   else files.push(a);
 }
-const require = createRequire(join(modules, 'package.json'));
+const require = createRequire(join(resolve(modules), 'package.json'));
 const { getLlama, LlamaLogLevel } = await import(pathToFileURL(require.resolve('node-llama-cpp')).href);
 const llama = await getLlama({ gpu: false, build: 'never', logLevel: LlamaLogLevel.error });
 const decode = Number(opt.decode);

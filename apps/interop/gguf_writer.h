@@ -1,4 +1,4 @@
-// A GGUF v3 file writer (ggml's docs/gguf.md): the little-endian header, metadata
+// A GGUF v3 file writer (the format ggml's specification defines): the little-endian header, metadata
 // key/values, tensor infos and the tensor data, each tensor's offset a multiple of the
 // alignment (general.alignment, 32). The file is written to a temporary beside the
 // target and renamed into place only when complete.

@@ -1,5 +1,5 @@
 // `ember export --format gguf` (apps/interop/gguf_export.h) read back by a GGUF parser written
-// here from ggml's docs/gguf.md: header, key count, tensor infos, 32-byte alignment, the
+// here from ggml's GGUF specification: header, key count, tensor infos, 32-byte alignment, the
 // architecture's keys, the tokenizer, and tensor data equal to the checkpoint's after llama's
 // q/k row order (hand-written for head_dim 4), gpt2's fused qkv and the MoE stacks; bf16 and
 // Q8_0 bytes; merged fine-tunes; and the refusals, which leave no file behind.
