@@ -279,7 +279,7 @@ TEST_CASE("gguf export writes the byte-level tokenizer, its control tokens and C
   CHECK(s(g, "tokenizer.chat_template").find("'<|im_start|>assistant\\n'") != std::string::npos);
 }
 
-TEST_CASE("gguf export of a qk-norm config is qwen3, rotate-half order kept; bf16 and Q8_0 bytes",
+TEST_CASE("gguf export of a qk-norm config is qwen3, rotate-half order kept, bf16 and Q8_0 bytes",
           "[gguf]") {
   TempDir dir("gguf_qwen3");
   const std::string ck = write_model(dir, config_of({{"qk_norm", true}, {"d_model", 32}, {"n_heads", 4},
