@@ -11,7 +11,9 @@ import { promisify } from 'node:util';
 export const EMBER = process.env.EMBER_BINARY;
 export const WORK = process.env.EMBER_GGUF_WORK;
 assert.ok(EMBER && WORK, 'run through tests/gguf/run.sh (EMBER_BINARY and EMBER_GGUF_WORK)');
-export const ARCHS = ['qwen3', 'llama', 'gpt2', 'qwen3moe'];
+// Each tiny model setup.sh trains, and the GGUF architecture its config exports as.
+export const MODELS = { qwen3: 'qwen3', llama: 'llama', gpt2: 'gpt2', qwen3moe: 'qwen3moe', llamamoe: 'llama' };
+export const ARCHS = Object.keys(MODELS);
 export const WEIGHTS = ['float32', 'bf16', 'int8'];
 
 // A package of WORK/node, imported by path (a bare name resolves from this file's folder).

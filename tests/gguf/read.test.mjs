@@ -3,7 +3,7 @@
 // derived here from the config (llama.cpp's converter's names and ggml's innermost-first shapes).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ARCHS, WEIGHTS, config, ggufPath, importPackage } from './harness.mjs';
+import { ARCHS, MODELS, WEIGHTS, config, ggufPath, importPackage } from './harness.mjs';
 
 const { gguf } = await importPackage('@huggingface/gguf');
 const F32 = 0, Q8_0 = 8, BF16 = 30;
@@ -62,11 +62,12 @@ function expectedType(weights, matrix, shape) {
   return shape[0] % 32 === 0 ? Q8_0 : F32;
 }
 
-for (const arch of ARCHS) {
+for (const name of ARCHS) {
+  const arch = MODELS[name];
   for (const weights of WEIGHTS) {
-    test(`${arch} ${weights}: keys and tensors read back by @huggingface/gguf`, async () => {
-      const c = config(arch);
-      const { metadata: md, tensorInfos } = await gguf(ggufPath(arch, weights), { allowLocalFile: true });
+    test(`${name} ${weights}: keys and tensors read back by @huggingface/gguf`, async () => {
+      const c = config(name);
+      const { metadata: md, tensorInfos } = await gguf(ggufPath(name, weights), { allowLocalFile: true });
       assert.equal(md.version, 3);
       assert.equal(md['general.architecture'], arch);
       assert.equal(md['general.alignment'], 32);

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# CTest fixture of the GGUF tests (tests/gguf/CMakeLists.txt): four tiny checkpoints in WORK, one per
+# CTest fixture of the GGUF tests (tests/gguf/CMakeLists.txt): five tiny checkpoints in WORK, one per
 # GGUF architecture ember maps (qwen3: QK-norm and GQA; llama: no QK-norm, untied head; gpt2: LayerNorm,
-# learned positions, tanh GELU, biases; qwen3moe: QK-norm and 4 experts, top 2), each over a 300-token
-# BPE tokenizer with ChatML's special tokens and trained 120 steps on CORPUS plus sentences it learns to
-# repeat, exported at float32, bf16 and int8; and the npm packages of package.json
+# learned positions, tanh GELU, biases; qwen3moe: QK-norm and 4 experts, top 2; llamamoe: llama with
+# 4 experts, top 2, as Mixtral), each over a 300-token BPE tokenizer with ChatML's special tokens and
+# trained 120 steps on CORPUS plus sentences it learns to repeat, exported at float32, bf16 and int8;
+# and the npm packages of package.json
 # (@huggingface/gguf, node-llama-cpp with only its prebuilt CPU linux-x64 binary: optional dependencies
 # omitted, no download or build of llama.cpp) installed in WORK/node. Without npm or the registry it says
 # why (the tests then skip), except under CI (CI set, not "false"/"0"), where that is a failure.
@@ -28,7 +29,8 @@ echo "{$common, \"norm\": \"layernorm\", \"pos\": \"learned\", \"ffn_act\": \"ge
   > "$work/gpt2.json"
 echo "{$common, \"qk_norm\": true, \"moe\": {\"n_experts\": 4, \"top_k\": 2, \"expert_hidden\": 48}}" \
   > "$work/qwen3moe.json"
-for arch in qwen3 llama gpt2 qwen3moe; do
+echo "{$common, \"moe\": {\"n_experts\": 4, \"top_k\": 2, \"expert_hidden\": 48}}" > "$work/llamamoe.json"
+for arch in qwen3 llama gpt2 qwen3moe llamamoe; do
   rm -rf "$work/$arch" "$work/$arch".*.gguf
   "$ember" train --config "$work/$arch.json" --vocab-size 300 --data "$work/corpus.txt" --out "$work/$arch" \
     --steps 120 --batch-size 8 --seq-len 64 --warmup 10 --lr 0.02 --log-every 60 --eval-batches 1
