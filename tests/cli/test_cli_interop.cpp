@@ -50,3 +50,32 @@ TEST_CASE("import never overwrites a file and refuses non-finite weights", "[cli
   CHECK(r.err.find("non-finite") != std::string::npos);
   CHECK(!fs::exists(dir.path / "nan.h5"));
 }
+
+TEST_CASE("export --format gguf writes a new file, never replaces one and refuses in one line", "[cli][gguf]") {
+  TempDir dir("cli_gguf_export");
+  ember::nn::write_checkpoint(dir / "zero.h5", zero_checkpoint(tiny_config(257)));
+  const Run ok = run_ember("export --checkpoint " + dir / "zero.h5" + " --format gguf --weights int8 --out " +
+                           dir / "m.gguf");
+  REQUIRE(ok.code == 0);
+  CHECK(ok.out.find("llama") != std::string::npos);
+  CHECK(ok.out.find("int8") != std::string::npos);
+  const std::string bytes = read_text(dir / "m.gguf");
+  CHECK(bytes.substr(0, 4) == "GGUF");
+  const Run again = run_ember("export --checkpoint " + dir / "zero.h5" + " --format gguf --out " + dir / "m.gguf");
+  CHECK(again.code == 1);
+  check_plain_message(again.err);
+  CHECK(again.err.find(dir / "m.gguf") != std::string::npos);
+  CHECK(read_text(dir / "m.gguf") == bytes);
+  const Run hf = run_ember("export --checkpoint " + dir / "zero.h5" + " --weights bf16 --out " + dir / "hf");
+  CHECK(hf.code == 1);
+  check_plain_message(hf.err);
+  CHECK(hf.err.find("--weights") != std::string::npos);
+  std::string capped = tiny_config(257);
+  capped.insert(capped.rfind('}'), R"(, "final_softcap": 30)");
+  ember::nn::write_checkpoint(dir / "capped.h5", zero_checkpoint(capped));
+  const Run refused = run_ember("export --checkpoint " + dir / "capped.h5" + " --format gguf --out " + dir / "c.gguf");
+  CHECK(refused.code == 1);
+  check_plain_message(refused.err);
+  CHECK(refused.err.find("final_softcap") != std::string::npos);
+  CHECK(!fs::exists(dir.path / "c.gguf"));
+}
