@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/kernels/bf16.h"
+#include "core/kernels/matmul_q8.h"
 #include "core/kernels/matmul_rows.h"
 
 namespace ember::kernels {
@@ -14,15 +15,16 @@ const char* weight_type_name(WeightType type) {
   switch (type) {
     case WeightType::Float32: return "float32";
     case WeightType::BFloat16: return "bf16";
+    case WeightType::Int8: return "int8";
   }
   return "?";
 }
 
 WeightType weight_type_named(const std::string& name) {
-  for (WeightType t : {WeightType::Float32, WeightType::BFloat16}) {
+  for (WeightType t : {WeightType::Float32, WeightType::BFloat16, WeightType::Int8}) {
     if (name == weight_type_name(t)) return t;
   }
-  throw Error("--weights: expected float32 or bf16, got '" + name + "'");
+  throw Error("--weights: expected float32, bf16 or int8, got '" + name + "'");
 }
 
 PackedWeight::PackedWeight(const Tensor& w, WeightType type) : type_(type) {
@@ -35,12 +37,22 @@ PackedWeight::PackedWeight(const Tensor& w, WeightType type) : type_(type) {
     return;
   }
   const float* src = f.data<float>();
+  if (type == WeightType::Int8) {
+    q8_.resize(static_cast<size_t>(N_ * q8_blocks(K_)));
+    quantize_weights_q8(src, N_, K_, q8_.data());
+    return;
+  }
   bf16_.resize(static_cast<size_t>(N_ * K_));
   for (int64_t i = 0; i < N_ * K_; ++i) bf16_[i] = bfloat16_bits(src[i]);
 }
 
 int64_t PackedWeight::nbytes() const {
-  return type_ == WeightType::Float32 ? N_ * K_ * 4 : N_ * K_ * 2;
+  switch (type_) {
+    case WeightType::Float32: return N_ * K_ * 4;
+    case WeightType::BFloat16: return N_ * K_ * 2;
+    case WeightType::Int8: return N_ * q8_blocks(K_) * static_cast<int64_t>(sizeof(quant::BlockQ8_0));
+  }
+  return 0;
 }
 
 void PackedWeight::matmul(int64_t M, const float* x, int64_t ldx, const float* bias, float* y,
@@ -51,8 +63,10 @@ void PackedWeight::matmul(int64_t M, const float* x, int64_t ldx, const float* b
   const float* b = bias ? bias + n0 : nullptr;
   if (type_ == WeightType::Float32) {
     matmul_rows(M, n1 - n0, K_, x, ldx, f32_.data<float>() + n0 * K_, K_, b, y + n0, ldy);
-  } else {
+  } else if (type_ == WeightType::BFloat16) {
     matmul_rows_bf16(M, n1 - n0, K_, x, ldx, bf16_.data() + n0 * K_, K_, b, y + n0, ldy);
+  } else {
+    matmul_q8(M, n1 - n0, K_, x, ldx, q8_.data() + n0 * q8_blocks(K_), b, y + n0, ldy);
   }
 }
 
@@ -60,6 +74,12 @@ void PackedWeight::row(int64_t n, float* out) const {
   EMBER_CHECK(0 <= n && n < N_, "PackedWeight: row ", n, " outside the ", N_, " rows");
   if (type_ == WeightType::Float32) {
     std::memcpy(out, f32_.data<float>() + n * K_, static_cast<size_t>(K_) * sizeof(float));
+    return;
+  }
+  if (type_ == WeightType::Int8) {
+    const int64_t nb = q8_blocks(K_);
+    const quant::BlockQ8_0* r = q8_.data() + n * nb;
+    for (int64_t k = 0; k < K_; ++k) out[k] = r[k / 32].qs[k % 32] * quant::fp16_value(r[k / 32].d);
     return;
   }
   const uint16_t* r = bf16_.data() + n * K_;

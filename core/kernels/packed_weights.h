@@ -1,21 +1,22 @@
 // The linear weights of inference in the type `--weights` picks (docs/performance.md#weight-types):
-// float32 (the tensor itself), bfloat16 (each weight rounded to nearest-even, kernels/bf16.h),
-// converted once at load. PackedWeight::matmul is the batch-invariant product of
+// float32 (the tensor itself), bfloat16 (each weight rounded to nearest-even, kernels/bf16.h) or
+// int8 (GGUF's Q8_0 blocks of 32 along the input, kernels/matmul_q8.h), converted once at load. PackedWeight::matmul is the batch-invariant product of
 // kernels/matmul_rows.h for every type: one fixed order per output that depends on K alone.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/quant/q8_0.h"
 #include "core/tensor.h"
 
 namespace ember::kernels {
 
-enum class WeightType { Float32, BFloat16 };
+enum class WeightType { Float32, BFloat16, Int8 };
 
-// "float32" or "bf16"; the option value of WeightType.
+// "float32", "bf16" or "int8"; the option value of WeightType.
 const char* weight_type_name(WeightType type);
-// The type by its option value ("float32", "bf16"); an Error naming the choices otherwise.
+// The type by its option value; an Error naming the choices otherwise.
 WeightType weight_type_named(const std::string& name);
 
 // A Linear's weight W [N, K] in one WeightType.
@@ -39,7 +40,8 @@ class PackedWeight {
   void matmul(int64_t M, const float* x, int64_t ldx, const float* bias, float* y, int64_t ldy) const {
     matmul(M, x, ldx, bias, y, ldy, 0, N_);
   }
-  // Row n of W as the float32 values the matmul multiplies by (the embedding gather).
+  // Row n of W as the float32 values the matmul multiplies by (the embedding gather; int8:
+  // each weight's qs * d).
   void row(int64_t n, float* out) const;
   // The whole of W as those float32 values [N, K] (what a reference computes with).
   Tensor to_float32() const;
@@ -49,6 +51,7 @@ class PackedWeight {
   int64_t N_ = 0, K_ = 0;
   Tensor f32_;                  // Float32
   std::vector<uint16_t> bf16_;  // BFloat16: N * K bits, row-major
+  std::vector<quant::BlockQ8_0> q8_;  // Int8: N rows of ceil(K / 32) blocks
 };
 
 }  // namespace ember::kernels
