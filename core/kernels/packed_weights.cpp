@@ -38,8 +38,8 @@ PackedWeight::PackedWeight(const Tensor& w, WeightType type) : type_(type) {
   }
   const float* src = f.data<float>();
   if (type == WeightType::Int8) {
-    q8_.resize(static_cast<size_t>(N_ * q8_blocks(K_)));
-    quantize_weights_q8(src, N_, K_, q8_.data());
+    q8_.resize(static_cast<size_t>(q8_groups(N_) * q8_blocks(K_)));
+    pack_weights_q8(src, N_, K_, q8_.data());
     return;
   }
   bf16_.resize(static_cast<size_t>(N_ * K_));
@@ -50,7 +50,7 @@ int64_t PackedWeight::nbytes() const {
   switch (type_) {
     case WeightType::Float32: return N_ * K_ * 4;
     case WeightType::BFloat16: return N_ * K_ * 2;
-    case WeightType::Int8: return N_ * q8_blocks(K_) * static_cast<int64_t>(sizeof(quant::BlockQ8_0));
+    case WeightType::Int8: return q8_groups(N_) * q8_blocks(K_) * static_cast<int64_t>(sizeof(BlockQ8x8));
   }
   return 0;
 }
@@ -66,7 +66,7 @@ void PackedWeight::matmul(int64_t M, const float* x, int64_t ldx, const float* b
   } else if (type_ == WeightType::BFloat16) {
     matmul_rows_bf16(M, n1 - n0, K_, x, ldx, bf16_.data() + n0 * K_, K_, b, y + n0, ldy);
   } else {
-    matmul_q8(M, n1 - n0, K_, x, ldx, q8_.data() + n0 * q8_blocks(K_), b, y + n0, ldy);
+    matmul_q8(M, K_, x, ldx, q8_.data(), bias, y, ldy, n0, n1);
   }
 }
 
@@ -77,9 +77,7 @@ void PackedWeight::row(int64_t n, float* out) const {
     return;
   }
   if (type_ == WeightType::Int8) {
-    const int64_t nb = q8_blocks(K_);
-    const quant::BlockQ8_0* r = q8_.data() + n * nb;
-    for (int64_t k = 0; k < K_; ++k) out[k] = r[k / 32].qs[k % 32] * quant::fp16_value(r[k / 32].d);
+    unpack_row_q8(q8_.data(), K_, n, out);
     return;
   }
   const uint16_t* r = bf16_.data() + n * K_;

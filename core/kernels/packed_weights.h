@@ -1,13 +1,15 @@
 // The linear weights of inference in the type `--weights` picks (docs/performance.md#weight-types):
 // float32 (the tensor itself), bfloat16 (each weight rounded to nearest-even, kernels/bf16.h) or
-// int8 (GGUF's Q8_0 blocks of 32 along the input, kernels/matmul_q8.h), converted once at load. PackedWeight::matmul is the batch-invariant product of
+// int8 (GGUF's Q8_0 blocks of 32 along the input, kernels/matmul_q8.h), converted once at load.
+// Each type's product is exact on its stored weights up to float32 rounding (int8: on its
+// activation blocks too). PackedWeight::matmul is the batch-invariant product of
 // kernels/matmul_rows.h for every type: one fixed order per output that depends on K alone.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "core/quant/q8_0.h"
+#include "core/kernels/matmul_q8.h"
 #include "core/tensor.h"
 
 namespace ember::kernels {
@@ -51,7 +53,7 @@ class PackedWeight {
   int64_t N_ = 0, K_ = 0;
   Tensor f32_;                  // Float32
   std::vector<uint16_t> bf16_;  // BFloat16: N * K bits, row-major
-  std::vector<quant::BlockQ8_0> q8_;  // Int8: N rows of ceil(K / 32) blocks
+  std::vector<BlockQ8x8> q8_;   // Int8: Q8_0 blocks, 8 rows interleaved (kernels/matmul_q8.h)
 };
 
 }  // namespace ember::kernels

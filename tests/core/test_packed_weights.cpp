@@ -120,7 +120,7 @@ TEST_CASE("packed weights: int8 is Q8_0 blocks padded with zeros past K, by hand
   w[2] = 0.01f;  // 0.5 of a step: roundf takes it away from zero, to 1
   w[32] = -1.0f;
   const PackedWeight p(Tensor::from_vector(w, {1, 33}), WeightType::Int8);
-  CHECK(p.nbytes() == 2 * 34);
+  CHECK(p.nbytes() == 2 * 288);  // one group of 8 rows (7 of zeros), 2 blocks
   std::vector<float> r(33);
   p.row(0, r.data());
   const float d0 = ember::quant::fp16_value(0x251F), d1 = ember::quant::fp16_value(ember::quant::fp16_bits(1.0f / 127));
@@ -143,14 +143,14 @@ TEST_CASE("packed weights: int8 is Q8_0 blocks padded with zeros past K, by hand
 TEST_CASE("packed weights: every int8 path this CPU runs gives the generic path's bits", "[packed_weights]") {
   const int64_t M = 18, N = 13, K = 200;
   const auto x = values(M * K, 7), wf = values(N * K, 8), b = values(N, 9);
-  std::vector<ember::quant::BlockQ8_0> w(static_cast<size_t>(N * kernels::q8_blocks(K)));
-  kernels::quantize_weights_q8(wf.data(), N, K, w.data());
+  std::vector<kernels::BlockQ8x8> w(static_cast<size_t>(kernels::q8_groups(N) * kernels::q8_blocks(K)));
+  kernels::pack_weights_q8(wf.data(), N, K, w.data());
   std::vector<float> ref(static_cast<size_t>(M * N)), y(ref.size());
-  kernels::matmul_q8_on("generic", M, N, K, x.data(), K, w.data(), b.data(), ref.data(), N);
+  kernels::matmul_q8_on("generic", M, K, x.data(), K, w.data(), b.data(), ref.data(), N, 0, N);
   int ran = 0;
   for (const char* path : {"avx2", "avx_vnni", "avx512_vnni"}) {
     try {
-      kernels::matmul_q8_on(path, M, N, K, x.data(), K, w.data(), b.data(), y.data(), N);
+      kernels::matmul_q8_on(path, M, K, x.data(), K, w.data(), b.data(), y.data(), N, 0, N);
     } catch (const ember::Error&) {
       continue;  // not on this CPU
     }
