@@ -2,7 +2,8 @@
 // Each output's order is fixed by K alone: 16 lane sums acc[j] = sum over
 // k = j (mod 16), k < K16 (K rounded down to 16), in increasing k; then
 // s = 0 + acc[0] + ... + acc[15] left to right, then the tail k >= K16 in
-// order, then + bias. Every tile shape below runs exactly this sequence of
+// order (each step one explicit fused multiply-add, so every instantiation rounds it alike),
+// then + bias. Every tile shape below runs exactly this sequence of
 // float operations per output (FMA contraction is on for this file: core/CMakeLists.txt, and so
 // applies alike to every tile), so tiling, M and the thread split (over n
 // only) never change a bit of any row.
@@ -15,7 +16,10 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <type_traits>
+#include <vector>
 
 #include "core/kernels/bf16.h"
 #include "core/kernels/lane_sums.h"
@@ -104,7 +108,7 @@ __attribute__((always_inline)) inline void tile(const Args<W>& a, int64_t m, int
     for (int i = 0; i < MR; ++i) {
       for (int j = 0; j < NR; ++j) {
         float s = sums[i * NR + j];
-        for (int64_t k = k_main; k < a.K; ++k) s += xr[i][k] * widen(wr[j][k]);
+        for (int64_t k = k_main; k < a.K; ++k) s = std::fma(xr[i][k], widen(wr[j][k]), s);
         if (a.bias) s += a.bias[n + j];
         a.y[(m + i) * a.ldy + n + j] = s;
       }
@@ -115,7 +119,7 @@ __attribute__((always_inline)) inline void tile(const Args<W>& a, int64_t m, int
     for (int j = 0; j < NR; ++j) {
       float s = 0;
       for (int l = 0; l < kLanes; ++l) s += acc[i][j][l];
-      for (int64_t k = k_main; k < a.K; ++k) s += xr[i][k] * widen(wr[j][k]);
+      for (int64_t k = k_main; k < a.K; ++k) s = std::fma(xr[i][k], widen(wr[j][k]), s);
       if (a.bias) s += a.bias[n + j];
       a.y[(m + i) * a.ldy + n + j] = s;
     }
@@ -221,6 +225,31 @@ void run_direct(const Args<uint16_t>& a, int64_t M, int64_t n0, int64_t n1, int6
 void run_tiled(const Args<float>& a, int64_t M, int64_t n0, int64_t n1, int64_t nr) { tiled_f32(a, M, n0, n1, nr); }
 void run_tiled(const Args<uint16_t>& a, int64_t M, int64_t n0, int64_t n1, int64_t nr) { tiled_bf16(a, M, n0, n1, nr); }
 
+// bfloat16 weights for many rows (prefill): kPanel weight rows at a time widened once to
+// float32, then the float32 tiles run on the panel. The widening is exact and the tiles' order
+// is the one every path runs, so this gives the bits the direct bf16 tiles give (which widen on
+// every load: cheap when W streams from memory for a few rows, dearer than the FMAs when many
+// rows reuse each weight).
+constexpr int64_t kPanel = 16, kPanelMinRows = 16;
+void panels_bf16(const Args<uint16_t>& a, int64_t M, int64_t n0, int64_t n1, int64_t nr) {
+  thread_local std::vector<float> panel;
+  panel.resize(static_cast<size_t>(kPanel * a.K));
+  for (int64_t n = n0; n < n1; n += kPanel) {
+    const int64_t rows = std::min(kPanel, n1 - n);
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint16_t* src = a.w + (n + r) * a.ldw;
+      float* dst = panel.data() + r * a.K;
+      for (int64_t k = 0; k < a.K; ++k) dst[k] = bfloat16_value(src[k]);
+    }
+    const Args<float> f{a.K, a.x, a.ldx, panel.data(), a.K, a.bias ? a.bias + n : nullptr, a.y + n, a.ldy};
+    if (M < 16 || a.K <= kKB) {
+      direct_f32(f, M, 0, rows, nr);
+    } else {
+      tiled_f32(f, M, 0, rows, nr);
+    }
+  }
+}
+
 // Tile shape by register file: 32 zmm hold 4 x 4 accumulators; 16 ymm hold 4 x 1 (2 ymm each).
 int64_t tile_nr_max() {
   static const int64_t nr = __builtin_cpu_supports("avx512f") ? kMaxNR : 1;
@@ -239,7 +268,15 @@ void matmul_rows_any(int64_t M, int64_t N, int64_t K, const float* x, int64_t ld
   {
     const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
     const int64_t n0 = N * t / threads, n1 = N * (t + 1) / threads;
-    if (M < 16 || K <= kKB) {
+    bool done = false;
+    if constexpr (std::is_same_v<W, uint16_t>) {
+      if (M > kPanelMinRows) {
+        panels_bf16(a, M, n0, n1, nr_max);
+        done = true;
+      }
+    }
+    if (done) {
+    } else if (M < 16 || K <= kKB) {
       run_direct(a, M, n0, n1, nr_max);
     } else {
       run_tiled(a, M, n0, n1, nr_max);
