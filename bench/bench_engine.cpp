@@ -2,11 +2,12 @@
 // on a model config (gpt2-small by default, random weights): for B concurrent
 // greedy requests of P random prompt tokens and N output tokens (prefix cache
 // off), the prefill time, decode steps/s, aggregate decode tokens/s and ms per
-// step; a 512-token prompt's prefill; and matmul_rows GFLOP/s at the model's
-// shapes (where a step goes).
+// step; a 512-token prompt's prefill; and the matmuls' GFLOP/s at the model's
+// shapes (where a step goes), per weight type (--weights, a list: the tables side by side,
+// with each type's decode tokens/s as a multiple of the first's).
 // Usage: bench_engine [--prompt P] [--tokens N] [--reps R] [--batches 1,4,16]
-//                     [--kv-cache-dtype float32|bfloat16] [--engine-only | --matmuls-only]
-//                     [CONFIG.json]
+//                     [--kv-cache-dtype float32|bfloat16] [--weights float32,bf16,int8]
+//                     [--engine-only | --matmuls-only] [CONFIG.json]
 #include <omp.h>
 #include <time.h>
 
@@ -20,7 +21,8 @@
 
 #include "apps/common/stopwatch.h"
 #include "autograd/grad_mode.h"
-#include "core/kernels/matmul_rows.h"
+#include "core/kernels/matmul_q8.h"
+#include "core/kernels/packed_weights.h"
 #include "inference/engine/engine.h"
 #include "nn/transformer.h"
 
@@ -35,6 +37,7 @@ struct Args {
   DType kv_dtype = DType::Float32;  // --kv-cache-dtype
   bool matmuls_only = false;  // --matmuls-only: just the matmul_rows table
   std::vector<int64_t> batches{1, 4, 16};
+  std::vector<kernels::WeightType> weights{kernels::WeightType::Float32};  // --weights
   std::string config = "configs/gpt2-small.json";
 };
 
@@ -59,6 +62,14 @@ bool parse_args(int argc, char** argv, Args& a) {
         return false;
       }
       a.kv_dtype = inference::kv_cache_dtype_named(d);
+    } else if (!std::strcmp(argv[i], "--weights") && i + 1 < argc) {
+      a.weights.clear();
+      std::string list = argv[++i];
+      for (size_t at = 0; at <= list.size();) {
+        const size_t end = std::min(list.find(',', at), list.size());
+        a.weights.push_back(kernels::weight_type_named(list.substr(at, end - at)));
+        at = end + 1;
+      }
     } else if (!std::strcmp(argv[i], "--engine-only")) {
       a.engine_only = true;
     } else if (!std::strcmp(argv[i], "--matmuls-only")) {
@@ -66,7 +77,8 @@ bool parse_args(int argc, char** argv, Args& a) {
     } else if (argv[i][0] == '-') {
       std::fprintf(stderr,
                    "usage: bench_engine [--prompt P] [--tokens N] [--reps R] [--batches 1,4,16] "
-                   "[--kv-cache-dtype float32|bfloat16] [--engine-only | --matmuls-only] [CONFIG.json]\n");
+                   "[--kv-cache-dtype float32|bfloat16] [--weights float32,bf16,int8] [--engine-only | "
+                   "--matmuls-only] [CONFIG.json]\n");
       return false;
     } else {
       a.config = argv[i];
@@ -163,58 +175,45 @@ double engine_prefill(const std::shared_ptr<const inference::InferenceModel>& im
   return watch.seconds();
 }
 
-// GFLOP/s of matmul_rows y[M, N] = x[M, K] W[N, K]^T (+ b), W cycling through copies that span
-// 256 MB, so it comes from memory as in a decode step (a model's weights do not stay in cache).
-double matmul_gflops(int64_t M, int64_t N, int64_t K) {
+// GFLOP/s of y[M, N] = x[M, K] W[N, K]^T (+ b) with W packed as `type` (the inference
+// linears' kernel, kernels/packed_weights.h), W cycling through copies that span 256 MB, so it
+// comes from memory as in a decode step (a model's weights do not stay in cache).
+double matmul_gflops(int64_t M, int64_t N, int64_t K, kernels::WeightType type) {
   const Tensor x = Tensor::randn({M, K}, 1), b = Tensor::randn({N}, 3);
-  const int64_t copies = std::max<int64_t>(1, (int64_t{256} << 20) / (N * K * 4));
-  std::vector<Tensor> ws;
-  for (int64_t i = 0; i < copies; ++i) ws.push_back(Tensor::randn({N, K}, 2 + static_cast<uint64_t>(i)));
+  std::vector<kernels::PackedWeight> ws;
+  ws.emplace_back(Tensor::randn({N, K}, 2), type);
+  const int64_t copies = std::max<int64_t>(1, (int64_t{256} << 20) / ws[0].nbytes());
+  for (int64_t i = 1; i < copies; ++i) ws.emplace_back(Tensor::randn({N, K}, 2 + static_cast<uint64_t>(i)), type);
   Tensor y = Tensor::empty({M, N});
   const double s = apps::best_seconds({.warmup = 1, .min = 3, .max = 3}, [&] {
-    for (const Tensor& w : ws) {
-      kernels::matmul_rows(M, N, K, x.data<float>(), K, w.data<float>(), K, b.data<float>(),
-                           y.data<float>(), N);
-    }
+    for (const kernels::PackedWeight& w : ws) w.matmul(M, x.data<float>(), K, b.data<float>(), y.data<float>(), N);
   });
   return 2.0 * M * N * K * static_cast<double>(copies) / s / 1e9;
 }
 
-void print_matmuls(const nn::ModelConfig& cfg) {
+void print_matmuls(const nn::ModelConfig& cfg, kernels::WeightType type) {
   const int64_t C = cfg.d_model, H = cfg.ffn_hidden, V = cfg.vocab_size;
-  std::printf("\nmatmul_rows GFLOP/s, W from memory (best of 3)\n%-22s %8s %8s %8s %8s\n",
-              "shape N x K", "M=1", "M=4", "M=16", "M=64");
+  std::printf("\n%s weights: matmul GFLOP/s, W from memory (best of 3)%s\n%-22s %8s %8s %8s %8s %8s\n",
+              kernels::weight_type_name(type),
+              type == kernels::WeightType::Int8 ? (std::string(", int8 path ") + kernels::matmul_q8_path()).c_str() : "",
+              "shape N x K", "M=1", "M=4", "M=16", "M=64", "M=256");
   const std::vector<std::pair<int64_t, int64_t>> shapes{{C, C}, {H, C}, {C, H}, {V, C}};
   for (const auto& [N, K] : shapes) {
     std::printf("%8ld x %-11ld", static_cast<long>(N), static_cast<long>(K));
-    for (const int64_t M : {1, 4, 16, 64}) std::printf(" %8.1f", matmul_gflops(M, N, K));
+    for (const int64_t M : {1, 4, 16, 64, 256}) std::printf(" %8.1f", matmul_gflops(M, N, K, type));
     std::printf("\n");
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Args a;
-  if (!parse_args(argc, argv, a)) return 2;
-  const nn::ModelConfig cfg = nn::ModelConfig::from_file(a.config);
-  nn::Transformer model(cfg, 1);
-  model.eval();
-  NoGradGuard no_grad;
-  const auto im = std::make_shared<const inference::InferenceModel>(model);
+// The B table of one weight type; returns the decode tokens/s per batch.
+std::vector<double> run_table(const Args& a, const std::shared_ptr<const inference::InferenceModel>& im,
+                              kernels::WeightType type) {
   const int64_t P = a.prompt_len, N = a.new_tokens;
-  std::printf("%s, %d threads, prompt %ld, output %ld tokens, greedy, prefix cache off, %s KV cache, "
-              "median of %d\n",
-              a.config.c_str(), omp_get_max_threads(), static_cast<long>(P), static_cast<long>(N),
-              dtype_name(a.kv_dtype), a.reps);
-  if (a.matmuls_only) {
-    print_matmuls(cfg);
-    return 0;
-  }
-  std::printf("\n%4s %11s %13s %13s %9s %12s %10s\n", "B", "prefill ms", "decode step/s",
-              "decode tok/s", "ms/step", "cpu ms/step", "x B=1");
+  std::printf("\n%s weights\n%4s %11s %13s %13s %9s %12s %10s\n", kernels::weight_type_name(type), "B",
+              "prefill ms", "decode step/s", "decode tok/s", "ms/step", "cpu ms/step", "x B=1");
   run_engine(im, 1, P, 4, 1, a.kv_dtype);  // warm-up
   double base = 0;
+  std::vector<double> out;
   for (const int64_t B : a.batches) {
     std::vector<double> pre, steps, toks, ms, cpu;
     for (int r = 0; r < a.reps; ++r) {
@@ -227,15 +226,52 @@ int main(int argc, char** argv) {
     }
     const double tps = median(toks);
     if (B == 1) base = tps;
+    out.push_back(tps);
     std::printf("%4ld %11.1f %13.2f %13.1f %9.2f %12.2f %10.2f\n", static_cast<long>(B),
                 median(pre), median(steps), tps, median(ms), median(cpu), base > 0 ? tps / base : 0);
   }
-  if (a.engine_only) return 0;
-  const int64_t LP = std::min<int64_t>(512, cfg.max_seq_len);
-  std::vector<double> pf;
-  for (int r = 0; r < a.reps; ++r) pf.push_back(engine_prefill(im, LP));
-  std::printf("\nprefill of a %ld-token prompt (engine, chunks of 256): %.1f ms (%.0f tokens/s)\n",
-              static_cast<long>(LP), median(pf) * 1e3, LP / median(pf));
-  print_matmuls(cfg);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  if (!parse_args(argc, argv, a)) return 2;
+  const nn::ModelConfig cfg = nn::ModelConfig::from_file(a.config);
+  nn::Transformer model(cfg, 1);
+  model.eval();
+  NoGradGuard no_grad;
+  const int64_t P = a.prompt_len, N = a.new_tokens;
+  std::printf("%s, %d threads, prompt %ld, output %ld tokens, greedy, prefix cache off, %s KV cache, "
+              "median of %d\n",
+              a.config.c_str(), omp_get_max_threads(), static_cast<long>(P), static_cast<long>(N),
+              dtype_name(a.kv_dtype), a.reps);
+  std::vector<std::vector<double>> tok_s;  // per weight type, per batch
+  for (const kernels::WeightType type : a.weights) {
+    if (a.matmuls_only) {
+      print_matmuls(cfg, type);
+      continue;
+    }
+    const auto im = std::make_shared<const inference::InferenceModel>(model, type);
+    tok_s.push_back(run_table(a, im, type));
+    if (a.engine_only) continue;
+    const int64_t LP = std::min<int64_t>(512, cfg.max_seq_len);
+    std::vector<double> pf;
+    for (int r = 0; r < a.reps; ++r) pf.push_back(engine_prefill(im, LP));
+    std::printf("prefill of a %ld-token prompt (engine, chunks of 256): %.1f ms (%.0f tokens/s)\n",
+                static_cast<long>(LP), median(pf) * 1e3, LP / median(pf));
+    print_matmuls(cfg, type);
+  }
+  if (tok_s.size() < 2) return 0;
+  std::printf("\ndecode tokens/s as a multiple of %s's\n%6s", kernels::weight_type_name(a.weights[0]), "B");
+  for (const kernels::WeightType type : a.weights) std::printf(" %10s", kernels::weight_type_name(type));
+  std::printf("\n");
+  for (size_t i = 0; i < a.batches.size(); ++i) {
+    std::printf("%6ld", static_cast<long>(a.batches[i]));
+    for (const auto& t : tok_s) std::printf(" %10.2f", t[i] / tok_s[0][i]);
+    std::printf("\n");
+  }
   return 0;
 }
+

@@ -52,8 +52,16 @@ std::string describe(StopReason reason, int64_t max_seq_len) {
 // `ember serve` does.
 GenerationResult generate(const nn::Transformer& model, const std::vector<int64_t>& prompt,
                           const SamplingOptions& opt, const TokenCallback& on_token,
+                          DType kv_dtype, kernels::WeightType weights) {
+  check_fresh_prompt(model.config(), prompt);
+  check_sampling_options(opt);
+  return generate(std::make_shared<const InferenceModel>(model, weights), prompt, opt, on_token, kv_dtype);
+}
+
+GenerationResult generate(std::shared_ptr<const InferenceModel> model, const std::vector<int64_t>& prompt,
+                          const SamplingOptions& opt, const TokenCallback& on_token,
                           DType kv_dtype) {
-  const nn::ModelConfig& cfg = model.config();
+  const nn::ModelConfig& cfg = model->config();
   const int64_t P = static_cast<int64_t>(prompt.size()), L = cfg.max_seq_len;
   check_fresh_prompt(cfg, prompt);
   check_sampling_options(opt);
@@ -67,7 +75,7 @@ GenerationResult generate(const nn::Transformer& model, const std::vector<int64_
   eo.max_queue = 1;
   eo.prefix_cache = false;
   eo.kv_dtype = kv_dtype;
-  Engine engine(std::make_shared<const InferenceModel>(model), eo);
+  Engine engine(std::move(model), eo);
   EngineRequest req;
   req.prompt = prompt;
   req.sampling = opt;

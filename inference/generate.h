@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+#include <memory>
+
+#include "core/kernels/packed_weights.h"
 #include "inference/sample/sampler.h"
 #include "nn/transformer.h"
 
@@ -50,9 +53,16 @@ void check_fresh_prompt(const nn::ModelConfig& cfg, const std::vector<int64_t>& 
 
 // Generates after `prompt` (at least one token; a prompt that does not fit in
 // max_seq_len is an Error) as one request of a fresh engine, whose paged cache holds
-// kv_dtype (Float32 or BFloat16). The engine runs the model's weights in float32
+// kv_dtype (Float32 or BFloat16). The engine runs the model's Linear weights in `weights`
 // (inference/model_runner/paged_forward.h: InferenceModel), whatever the model's dtype.
 GenerationResult generate(const nn::Transformer& model, const std::vector<int64_t>& prompt,
+                          const SamplingOptions& opt, const TokenCallback& on_token = {},
+                          DType kv_dtype = DType::Float32,
+                          kernels::WeightType weights = kernels::WeightType::Float32);
+
+class InferenceModel;
+// The same on an InferenceModel already built (its weights converted once, reused across calls).
+GenerationResult generate(std::shared_ptr<const InferenceModel> model, const std::vector<int64_t>& prompt,
                           const SamplingOptions& opt, const TokenCallback& on_token = {},
                           DType kv_dtype = DType::Float32);
 

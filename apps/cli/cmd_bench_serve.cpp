@@ -168,13 +168,16 @@ int run_bench_serve(const BenchServeOptions& o) {
   const BenchPrompts prompts(o.prompt_tokens, o.seed, o.prompt_file);
   const std::string model = o.model.empty() ? first_served_model(target) : o.model;
   json report = run_header_json(o, model);
+  const std::string weights = served_weights(target);  // ember serve's --weights
+  if (!weights.empty()) report["weights"] = weights;
   if (!o.json) {
     std::printf(
-        "ember bench-serve: %s%s/v1/%s, model %s, prompts of %lld words, max_tokens %lld, "
+        "ember bench-serve: %s%s/v1/%s, model %s%s%s, prompts of %lld words, max_tokens %lld, "
         "temperature %g, "
         "%s\n%s\n",
         target.origin.c_str(), target.path_prefix.c_str(),
         o.endpoint == "chat" ? "chat/completions" : "completions", model.c_str(),
+        weights.empty() ? "" : " (weights ", weights.empty() ? "" : (weights + ")").c_str(),
         static_cast<long long>(o.prompt_tokens), static_cast<long long>(o.output_tokens),
         o.temperature, load_description(o).c_str(), level_table_header().c_str());
     std::fflush(stdout);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "apps/cli/commands.h"
@@ -21,6 +22,7 @@ namespace {
 
 struct EvaluateOptions {
   std::string checkpoint, tasks, text, tokenizer, base;
+  std::string weights;  // --weights: score on the serving forward in this type; "": the training forward
   int64_t limit = 0, batch_size = 4, seq_len = 0, stride = 0;
   bool json = false;
 };
@@ -47,10 +49,18 @@ std::string stderr_text(double se) {
   return buf;
 }
 
+// The serving forward's model in --weights, or none (the training forward) when it is not given.
+std::unique_ptr<const inference::InferenceModel> inference_model(const LoadedModel& lm,
+                                                                 const std::string& weights) {
+  if (weights.empty()) return nullptr;
+  return std::make_unique<const inference::InferenceModel>(*lm.model, kernels::weight_type_named(weights));
+}
+
 int run_tasks(const EvaluateOptions& o) {
   std::vector<ChoiceItem> items = read_tasks(o.tasks);
   if (o.limit > 0 && static_cast<int64_t>(items.size()) > o.limit) items.resize(o.limit);
   LoadedModel lm = load_model_for_text(o.checkpoint, o.tokenizer, o.base);
+  const auto im = inference_model(lm, o.weights);
   ProgressLine line;
   const ChoiceMetrics m = evaluate_choices(
       *lm.model, lm.tokenizer, items, o.batch_size, o.tasks,
@@ -59,7 +69,8 @@ int run_tasks(const EvaluateOptions& o) {
           std::fprintf(stderr, "evaluate: %lld/%lld items, acc %.4f\n",
                        static_cast<long long>(done), static_cast<long long>(total), acc);
         }
-      });
+      },
+      im.get());
   if (o.json) {
     const nlohmann::json j = {{"tasks", o.tasks},       {"n", m.n},
                               {"acc", m.acc},           {"acc_stderr", m.acc_stderr},
@@ -80,6 +91,7 @@ int run_tasks(const EvaluateOptions& o) {
 int run_text(const EvaluateOptions& o) {
   const std::string text = read_file(o.text, "text file", kMaxTextFileBytes);
   LoadedModel lm = load_model_for_text(o.checkpoint, o.tokenizer, o.base);
+  const auto im = inference_model(lm, o.weights);
   ProgressLine line;
   const int64_t seq_len = o.seq_len > 0 ? o.seq_len : lm.model->config().max_seq_len;
   const int64_t stride = o.stride > 0 ? o.stride : seq_len;
@@ -90,7 +102,8 @@ int run_text(const EvaluateOptions& o) {
                         std::fprintf(stderr, "evaluate: %lld/%lld windows\n",
                                      static_cast<long long>(done), static_cast<long long>(total));
                       }
-                    });
+                    },
+                    im.get());
   if (o.json) {
     const nlohmann::json j = {{"text", o.text},
                               {"tokens", m.tokens},
@@ -98,6 +111,7 @@ int run_text(const EvaluateOptions& o) {
                               {"windows", m.windows},
                               {"seq_len", seq_len},
                               {"stride", stride},
+                              {"weights", o.weights.empty() ? "float32" : o.weights},
                               {"nats_per_token", m.nats_per_token},
                               {"perplexity", m.perplexity},
                               {"bits_per_byte", m.bits_per_byte}};
@@ -144,6 +158,10 @@ CommandRunner add_evaluate_command(CLI::App& app) {
   sub->add_option("--stride", o->stride, "with --text: tokens a window advances by (0: --seq-len)")
       ->needs(text);
   sub->add_flag("--json", o->json, "print one JSON object instead of a table");
+  sub->add_option("--weights", o->weights,
+                  "score on the serving forward with its weights in this type, converted once at "
+                  "load: float32, bf16 or int8 (default: the training forward, float32)")
+      ->check(CLI::IsMember({"float32", "bf16", "int8"}));
   sub->add_option("--tokenizer", o->tokenizer, "tokenizer.json to use instead of the checkpoint's")
       ->check(CLI::ExistingFile);
   return [o]() {

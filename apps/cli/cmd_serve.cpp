@@ -3,6 +3,7 @@
 // The options are registered here; everything else is apps/serve/.
 #include "apps/cli/commands.h"
 #include "apps/cli/moved_base_option.h"
+#include "apps/cli/weights_option.h"
 #include "apps/serve/server.h"
 
 namespace ember::apps {
@@ -38,6 +39,7 @@ CommandRunner add_serve_command(CLI::App& app) {
                   "the KV cache's type: float32, or bfloat16 (half the memory per token and half "
                   "the bytes a decode step reads; keys and values rounded to nearest-even)")
       ->check(CLI::IsMember({"float32", "bfloat16"}));
+  add_weights_option(sub, o->weights);
   sub->add_option("--max-queue", o->max_queue,
                   "requests waiting for a seat at most; past it: HTTP 429");
   sub->add_option("--max-batch-tokens", o->max_batch_tokens,

@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "apps/cli/terminal_text.h"
+#include "apps/cli/weights_option.h"
 #include "apps/common/utf8_text.h"
 #include "core/error.h"
 #include "data/tokenizer/tokenizer.h"
@@ -68,6 +69,24 @@ const data::SpecialToken* added_token(const data::Tokenizer& tok, uint32_t id) {
 
 }  // namespace
 
+namespace {
+
+// The inference form of lm's model in `weights`, converted on the first call and reused by the
+// next ones on the same model (each turn of `ember chat`).
+std::shared_ptr<const inference::InferenceModel> inference_model(const LoadedModel& lm,
+                                                                 const std::string& weights) {
+  static std::shared_ptr<const inference::InferenceModel> cached;
+  static const nn::Transformer* cached_for = nullptr;
+  const kernels::WeightType type = kernels::weight_type_named(weights);
+  if (!cached || cached_for != lm.model.get() || cached->weight_type() != type) {
+    cached = std::make_shared<const inference::InferenceModel>(*lm.model, type);
+    cached_for = lm.model.get();
+  }
+  return cached;
+}
+
+}  // namespace
+
 void add_sampling_options(CLI::App* sub, SamplingFlags& f, const std::string& seed_help) {
   sub->add_option("--max-tokens", f.max_tokens, "tokens to generate at most")->capture_default_str();
   sub->add_option("--temperature", f.temperature, "softmax temperature (0: greedy)")->capture_default_str();
@@ -81,6 +100,7 @@ void add_sampling_options(CLI::App* sub, SamplingFlags& f, const std::string& se
                   "the KV cache's type: float32, or bfloat16 (keys and values rounded; as ember serve's)")
       ->check(CLI::IsMember({"float32", "bfloat16"}))
       ->capture_default_str();
+  add_weights_option(sub, f.weights);
 }
 
 void check_sampling_flags(const SamplingFlags& f) {
@@ -116,7 +136,7 @@ StreamedText stream_generation(const LoadedModel& lm, const std::vector<int64_t>
   out.write(echo);
   StreamedText streamed;
   std::string_view ended_by;
-  streamed.result = inference::generate(*lm.model, ids, s, [&](int64_t t) {
+  streamed.result = inference::generate(inference_model(lm, f.weights), ids, s, [&](int64_t t) {
     const uint32_t u = static_cast<uint32_t>(t);  // below the tokenizer's size (vocab_limit)
     const data::SpecialToken* added = added_token(tok, u);
     if (chat && added && std::find(reply_ends.begin(), reply_ends.end(), added->content) != reply_ends.end()) {

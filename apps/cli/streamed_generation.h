@@ -20,10 +20,11 @@ struct SamplingFlags {
   double temperature = 1.0, top_p = 1.0, repetition_penalty = 1.0;
   uint64_t seed = 0;
   std::string kv_cache_dtype = "float32";  // or "bfloat16", as `ember serve --kv-cache-dtype`
+  std::string weights = "float32";         // or "bf16", as `ember serve --weights`
 };
 
 // --max-tokens, --temperature, --top-k, --top-p, --repetition-penalty, --seed (with seed_help),
-// and --kv-cache-dtype.
+// --kv-cache-dtype and --weights.
 void add_sampling_options(CLI::App* sub, SamplingFlags& f, const std::string& seed_help);
 // An Error (before any model loads) when --max-tokens is negative or a sampling option is out of range.
 void check_sampling_flags(const SamplingFlags& f);

@@ -51,11 +51,37 @@ void score_batch(const nn::Transformer& model, const std::vector<ScoredSequence>
   });
 }
 
+// The same on the paged inference forward: each sequence's tokens but the last as one chunk
+// with every position's logits, its keys and values in one cache reused by the next sequence.
+void score_paged(const inference::InferenceModel& im, const std::vector<ScoredSequence>& sequences,
+                 std::vector<double>& out) {
+  int64_t L = 1;
+  for (const ScoredSequence& s : sequences) L = std::max<int64_t>(L, s.tokens.size() - 1);
+  const int64_t blocks = (L + inference::kKVBlockSize - 1) / inference::kKVBlockSize;
+  inference::PagedKVStore kv(im.config(), blocks);
+  std::vector<int32_t> table(static_cast<size_t>(blocks));
+  for (int64_t b = 0; b < blocks; ++b) table[b] = static_cast<int32_t>(b);
+  for (size_t r = 0; r < sequences.size(); ++r) {
+    const ScoredSequence& s = sequences[r];
+    const int64_t n = s.tokens.size();
+    inference::SeqChunk chunk;
+    chunk.tokens = s.tokens.data();
+    chunk.n_tokens = n - 1;
+    chunk.block_table = &table;
+    chunk.all_logits = true;
+    const Tensor logits = im.forward({chunk}, kv);
+    const int64_t V = logits.size(1);
+    double total = 0;
+    for (int64_t i = n - s.targets; i < n; ++i) total += log_prob(logits.data<float>() + (i - 1) * V, V, s.tokens[i]);
+    out[r] = total;
+  }
+}
+
 }  // namespace
 
 std::vector<double> score_sequences(nn::Transformer& model,
                                     const std::vector<ScoredSequence>& sequences,
-                                    int64_t batch_size) {
+                                    int64_t batch_size, const inference::InferenceModel* inference) {
   EMBER_CHECK(batch_size > 0, "score_sequences: batch size must be positive, got ", batch_size);
   const int64_t max_len = model.config().max_seq_len, V = model.config().vocab_size;
   std::vector<size_t> pending;  // the sequences with something to score
@@ -74,9 +100,13 @@ std::vector<double> score_sequences(nn::Transformer& model,
   std::vector<double> packed_scores(packed.size()), scores(sequences.size(), 0.0);
   const nn::EvalModeGuard eval(model);
   NoGradGuard no_grad;
-  for (size_t first = 0; first < packed.size(); first += batch_size) {
-    score_batch(model, packed, first, std::min<size_t>(batch_size, packed.size() - first),
-                packed_scores);
+  if (inference) {
+    score_paged(*inference, packed, packed_scores);
+  } else {
+    for (size_t first = 0; first < packed.size(); first += batch_size) {
+      score_batch(model, packed, first, std::min<size_t>(batch_size, packed.size() - first),
+                  packed_scores);
+    }
   }
   for (size_t k = 0; k < pending.size(); ++k) scores[pending[k]] = packed_scores[k];
   return scores;

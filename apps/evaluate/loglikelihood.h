@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "data/tokenizer/tokenizer.h"
+#include "inference/model_runner/paged_forward.h"
 #include "nn/transformer.h"
 
 namespace ember::apps {
@@ -20,10 +21,14 @@ struct ScoredSequence {
 };
 
 // The sum of log-probabilities of each sequence's targets, in order; batch_size
-// sequences per forward. The model is put in eval mode for the call.
+// sequences per forward. The model is put in eval mode for the call. With `inference` (the
+// model's InferenceModel, `ember evaluate --weights`), the logits are those of the serving
+// forward in its weight type instead (inference/model_runner/paged_forward.h), one sequence
+// per forward (each row is batch-invariant there, so the batch changes nothing).
 std::vector<double> score_sequences(nn::Transformer& model,
                                     const std::vector<ScoredSequence>& sequences,
-                                    int64_t batch_size);
+                                    int64_t batch_size,
+                                    const inference::InferenceModel* inference = nullptr);
 
 // The tokens put before text that has no context: <|endoftext|> when the tokenizer has
 // it (lm-evaluation-harness's prefix token), else the tokens of "\n".

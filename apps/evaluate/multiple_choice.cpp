@@ -39,7 +39,8 @@ std::vector<ScoredSequence> choice_sequences(const data::Tokenizer& tokenizer,
 
 ChoiceMetrics evaluate_choices(nn::Transformer& model, const data::Tokenizer& tokenizer,
                                const std::vector<ChoiceItem>& items, int64_t batch_size,
-                               const std::string& source, const ChoiceProgress& progress) {
+                               const std::string& source, const ChoiceProgress& progress,
+                               const inference::InferenceModel* inference) {
   EMBER_CHECK(!items.empty(), source, ": no items to evaluate");
   const int64_t max_len = model.config().max_seq_len;
   int64_t correct = 0, correct_norm = 0;
@@ -55,7 +56,7 @@ ChoiceMetrics evaluate_choices(nn::Transformer& model, const data::Tokenizer& to
         throw Error(source + ":" + std::to_string(items[end].line) + ": " + e.what());
       }
     }
-    const std::vector<double> scores = score_sequences(model, group, batch_size);
+    const std::vector<double> scores = score_sequences(model, group, batch_size, inference);
     size_t at = 0;
     for (size_t i = first; i < end; ++i) {
       const ChoiceItem& item = items[i];

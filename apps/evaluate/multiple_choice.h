@@ -39,6 +39,7 @@ using ChoiceProgress = std::function<void(int64_t done, int64_t total, double ac
 // `source` (the task file) names an item's line in errors.
 ChoiceMetrics evaluate_choices(nn::Transformer& model, const data::Tokenizer& tokenizer,
                                const std::vector<ChoiceItem>& items, int64_t batch_size,
-                               const std::string& source, const ChoiceProgress& progress = {});
+                               const std::string& source, const ChoiceProgress& progress = {},
+                               const inference::InferenceModel* inference = nullptr);
 
 }  // namespace ember::apps

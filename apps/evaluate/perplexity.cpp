@@ -26,7 +26,8 @@ std::vector<ScoredSequence> rolling_windows(const std::vector<int64_t>& ids, int
 
 TextMetrics evaluate_text(nn::Transformer& model, const data::Tokenizer& tokenizer,
                           const std::string& text, int64_t seq_len, int64_t stride,
-                          int64_t batch_size, const TextProgress& progress) {
+                          int64_t batch_size, const TextProgress& progress,
+                          const inference::InferenceModel* inference) {
   const int64_t max_len = model.config().max_seq_len;
   if (seq_len == 0) seq_len = max_len;
   if (stride == 0) stride = seq_len;
@@ -44,7 +45,7 @@ TextMetrics evaluate_text(nn::Transformer& model, const data::Tokenizer& tokeniz
   for (size_t first = 0; first < windows.size(); first += batch_size) {
     const size_t end = std::min(windows.size(), first + batch_size);
     const std::vector<ScoredSequence> part(windows.begin() + first, windows.begin() + end);
-    for (const double s : score_sequences(model, part, batch_size)) m.nats -= s;
+    for (const double s : score_sequences(model, part, batch_size, inference)) m.nats -= s;
     if (progress) progress(end, windows.size());
   }
   m.tokens = ids.size() - prefix;

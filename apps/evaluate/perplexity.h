@@ -31,8 +31,10 @@ std::vector<ScoredSequence> rolling_windows(const std::vector<int64_t>& ids, int
 using TextProgress = std::function<void(int64_t done, int64_t total)>;
 
 // seq_len 0: the model's max_seq_len; stride 0: seq_len.
+// inference: score on that InferenceModel's forward (score_sequences), else on model's.
 TextMetrics evaluate_text(nn::Transformer& model, const data::Tokenizer& tokenizer,
                           const std::string& text, int64_t seq_len, int64_t stride,
-                          int64_t batch_size, const TextProgress& progress = {});
+                          int64_t batch_size, const TextProgress& progress = {},
+                          const inference::InferenceModel* inference = nullptr);
 
 }  // namespace ember::apps

@@ -61,8 +61,11 @@ ServerCounts ServerMetrics::snapshot() const {
   return counts_;
 }
 
-std::string prometheus_text(const inference::EngineStats& e, const ServerCounts& s) {
+std::string prometheus_text(const inference::EngineStats& e, const ServerCounts& s,
+                            const std::string& weights) {
   Exposition x;
+  x.family("ember_weights_info", "gauge", "The inference weights' type (--weights): float32, bf16 or int8.");
+  x.sample("ember_weights_info", "weights=\"" + weights + "\"", "1");
   x.family("ember_requests_total", "counter", "HTTP responses by status code.");
   for (const auto& [status, n] : s.responses)
     x.sample("ember_requests_total", "status=\"" + std::to_string(status) + "\"",

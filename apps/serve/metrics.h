@@ -2,7 +2,8 @@
 // its # HELP and # TYPE lines. The server counts HTTP responses by status and
 // generations by finish reason; the engine gives tokens, running and waiting
 // sequences, KV blocks, prefix-cache hits (in tokens), preemptions and the
-// time-to-first-token and inter-token-latency histograms.
+// time-to-first-token and inter-token-latency histograms; ember_weights_info names the
+// inference weights' type (--weights) in its label.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -30,6 +31,7 @@ class ServerMetrics {
   ServerCounts counts_;
 };
 
-std::string prometheus_text(const inference::EngineStats& engine, const ServerCounts& server);
+std::string prometheus_text(const inference::EngineStats& engine, const ServerCounts& server,
+                            const std::string& weights = "float32");
 
 }  // namespace ember::apps::serve

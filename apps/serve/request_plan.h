@@ -23,6 +23,7 @@ struct ServedModel {
   int64_t max_seq_len = 0, vocab_size = 0;
   int64_t max_tokens_cap = 0;  // a request's max_tokens at most; 0: the context length
   int64_t kv_tokens = 0;       // the KV cache's size in tokens (defaults fit in it); 0: unbounded
+  std::string weights = "float32";  // the inference weights' type (--weights)
 };
 
 struct PlannedRequest {

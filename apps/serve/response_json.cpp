@@ -144,19 +144,20 @@ ojson usage_chunk_json(const ResponseMeta& m, const ojson& usage) {
   return j;
 }
 
-ojson model_json(const std::string& name, int64_t created) {
+ojson model_json(const std::string& name, int64_t created, const std::string& weights) {
   ojson j;
   j["id"] = name;
   j["object"] = "model";
   j["created"] = created;
   j["owned_by"] = "ember";
+  j["weights"] = weights;
   return j;
 }
 
-ojson model_list_json(const std::string& name, int64_t created) {
+ojson model_list_json(const std::string& name, int64_t created, const std::string& weights) {
   ojson j;
   j["object"] = "list";
-  j["data"] = ojson::array({model_json(name, created)});
+  j["data"] = ojson::array({model_json(name, created, weights)});
   return j;
 }
 

@@ -46,7 +46,8 @@ ojson chunk_json(const ResponseMeta& m, const std::string& text, const ojson& lo
 // The last chunk when include_usage: empty choices and the usage.
 ojson usage_chunk_json(const ResponseMeta& m, const ojson& usage);
 
-ojson model_json(const std::string& name, int64_t created);
-ojson model_list_json(const std::string& name, int64_t created);
+// weights: the inference weights' type (--weights), an ember field past OpenAI's.
+ojson model_json(const std::string& name, int64_t created, const std::string& weights = "float32");
+ojson model_list_json(const std::string& name, int64_t created, const std::string& weights = "float32");
 
 }  // namespace ember::apps::serve

@@ -237,13 +237,13 @@ void add_routes(httplib::Server& http, ServeState& st, size_t max_body_bytes) {
            }));
   http.Get("/v1/models", guarded([&st](const httplib::Request& req, httplib::Response& res) {
              require_key(req, st);
-             res.set_content(json_text(model_list_json(st.model.name, st.model.created)), kJson);
+             res.set_content(json_text(model_list_json(st.model.name, st.model.created, st.model.weights)), kJson);
            }));
   http.Get(R"(/v1/models/(.+))",
            guarded([&st](const httplib::Request& req, httplib::Response& res) {
              require_key(req, st);
              require_model(req.matches[1].str(), st);
-             res.set_content(json_text(model_json(st.model.name, st.model.created)), kJson);
+             res.set_content(json_text(model_json(st.model.name, st.model.created, st.model.weights)), kJson);
            }));
   http.Post("/v1/completions", guarded([&st](const httplib::Request& req, httplib::Response& res) {
               generation(req, res, st, Endpoint::Completions);
@@ -253,7 +253,7 @@ void add_routes(httplib::Server& http, ServeState& st, size_t max_body_bytes) {
               generation(req, res, st, Endpoint::Chat);
             }));
   http.Get("/metrics", guarded([&st](const httplib::Request&, httplib::Response& res) {
-             res.set_content(prometheus_text(st.engine->stats(), st.metrics.snapshot()),
+             res.set_content(prometheus_text(st.engine->stats(), st.metrics.snapshot(), st.model.weights),
                              "text/plain; version=0.0.4; charset=utf-8");
            }));
   http.set_logger([&st](const httplib::Request&, const httplib::Response& res) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/kernels/packed_weights.h"
 
 namespace ember::apps::serve {
 
@@ -80,6 +81,7 @@ void check_serve_options(const ServeOptions& o) {
   if (!o.kv_memory.empty()) parse_memory_size(o.kv_memory);
   EMBER_CHECK(o.kv_cache_dtype == "float32" || o.kv_cache_dtype == "bfloat16",
               "--kv-cache-dtype must be float32 or bfloat16, got '", o.kv_cache_dtype, "'");
+  kernels::weight_type_named(o.weights);  // float32, bf16 or int8
   if (!o.served_name.empty()) {
     EMBER_CHECK(std::none_of(o.served_name.begin(), o.served_name.end(),
                              [](unsigned char c) { return std::iscntrl(c); }),

@@ -20,6 +20,7 @@ struct ServeOptions {
   int64_t kv_blocks = 0;  // 0: from kv_memory, else enough for max_seqs full contexts
   std::string kv_memory;  // e.g. "2GiB"; "": unset
   std::string kv_cache_dtype = "float32";  // or "bfloat16": half the memory per token
+  std::string weights = "float32";  // --weights: float32, bf16 or int8 (core/kernels/packed_weights.h)
   int64_t max_queue = 256;
   int64_t max_batch_tokens = 256;
   int64_t max_prefill_with_decodes = 32;

@@ -21,6 +21,7 @@
 #include "apps/common/model_io.h"
 #include "apps/common/stop_signals.h"
 #include "core/error.h"
+#include "core/kernels/packed_weights.h"
 
 namespace ember::apps::serve {
 namespace {
@@ -76,7 +77,8 @@ int run_serve(const ServeOptions& o) {
   std::signal(SIGPIPE, SIG_IGN);
 
   LoadedModel lm = load_model_for_text(o.checkpoint, o.tokenizer, o.moved_base);
-  auto inference = std::make_shared<const inference::InferenceModel>(*lm.model);
+  auto inference = std::make_shared<const inference::InferenceModel>(
+      *lm.model, kernels::weight_type_named(o.weights));
   inference::Engine engine(inference, engine_options(o));
   ServeState st;
   st.model.name = o.served_name.empty() ? default_served_name(o.checkpoint) : o.served_name;
@@ -86,6 +88,7 @@ int run_serve(const ServeOptions& o) {
   st.model.vocab_size = engine.config().vocab_size;
   st.model.max_tokens_cap = o.max_tokens_cap;
   st.model.kv_tokens = engine.options().kv_blocks * inference::kKVBlockSize;
+  st.model.weights = o.weights;
   st.engine = &engine;
   st.api_key = o.api_key;
 

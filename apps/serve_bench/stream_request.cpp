@@ -172,4 +172,15 @@ std::string first_served_model(const ServerTarget& target) {
   return j["data"][0]["id"].get<std::string>();
 }
 
+std::string served_weights(const ServerTarget& target) {
+  httplib::Client client(target.origin);
+  set_timeouts(client, target);
+  const httplib::Result res = client.Get(target.path_prefix + "/v1/models", request_headers(target));
+  if (!res || res->status != 200) return "";
+  const json j = json::parse(res->body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("data") || !j["data"].is_array() || j["data"].empty()) return "";
+  const json& m = j["data"][0];
+  return m.is_object() && m.contains("weights") && m["weights"].is_string() ? m["weights"].get<std::string>() : "";
+}
+
 }  // namespace ember::apps

@@ -53,5 +53,8 @@ RequestRecord run_stream_request(const ServerTarget& target, const StreamRequest
 
 // The first model id of GET /v1/models; an Error when the server cannot be reached or refuses.
 std::string first_served_model(const ServerTarget& target);
+// The "weights" field of the first model of GET /v1/models (`ember serve --weights`: float32,
+// bf16 or int8); "" when the server does not say (another server) or cannot be asked.
+std::string served_weights(const ServerTarget& target);
 
 }  // namespace ember::apps

@@ -13,4 +13,11 @@ namespace ember::kernels {
 void matmul_rows(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* w,
                  int64_t ldw, const float* bias, float* y, int64_t ldy);
 
+// The same for bfloat16 weights (w holds their bits, kernels/bf16.h): each weight is widened
+// exactly to its float, then the float32 sequence of operations runs, so the result is
+// bit-identical to matmul_rows over the widened weights (and so batch-invariant the same way)
+// while W streams at half the bytes.
+void matmul_rows_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w,
+                      int64_t ldw, const float* bias, float* y, int64_t ldy);
+
 }  // namespace ember::kernels

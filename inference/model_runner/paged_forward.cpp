@@ -60,6 +60,19 @@ size_t PagedKVStore::bytes_per_block(const nn::ModelConfig& cfg, DType dtype) {
 
 namespace {
 
+// The weights stored in the WeightType of --weights: every Linear's but the MoE router's (a
+// rounded router could pick other experts), and the token embeddings (tied heads read them).
+bool packs(const std::string& name) {
+  const auto ends = [&](const std::string& s) {
+    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+  };
+  return ends("_proj.weight") || name == "lm_head.weight" || name == "model.embed_tokens.weight";
+}
+bool is_router(const std::string& name) {
+  const std::string s = ".mlp.gate.weight";
+  return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+}
+
 bool needs_merge(const nn::Transformer& model) {
   const nn::ModelConfig& c = model.config();
   if (c.lora.has_value() || c.quantize != "none") return true;
@@ -71,18 +84,31 @@ bool needs_merge(const nn::Transformer& model) {
 
 }  // namespace
 
-InferenceModel::InferenceModel(const nn::Transformer& model)
+InferenceModel::InferenceModel(const nn::Transformer& model, kernels::WeightType type)
     : InferenceModel(needs_merge(model) ? merged_config(model.config()) : model.config(),
-                     needs_merge(model) ? merged_state_dict(model) : model.state_dict()) {}
+                     needs_merge(model) ? merged_state_dict(model) : model.state_dict(), type) {}
 
-InferenceModel::InferenceModel(const nn::ModelConfig& cfg, std::map<std::string, Tensor> weights)
-    : cfg_(cfg), w_(std::move(weights)) {
+InferenceModel::InferenceModel(const nn::ModelConfig& cfg, std::map<std::string, Tensor> weights,
+                               kernels::WeightType type)
+    : cfg_(cfg), type_(type), w_(std::move(weights)) {
   for (auto& [name, t] : w_) {
     if (t.dtype() != DType::Float32) t = t.to(DType::Float32);
     t = t.contiguous();
   }
   EMBER_CHECK(w_.count("model.embed_tokens.weight") != 0,
               "InferenceModel: the weights lack model.embed_tokens.weight");
+  for (auto it = w_.begin(); it != w_.end();) {
+    if (is_router(it->first) && it->second.dim() == 2) {
+      packed_.emplace(it->first, kernels::PackedWeight(it->second, kernels::WeightType::Float32));
+    }
+    if (!packs(it->first) || it->second.dim() != 2) {
+      ++it;
+      continue;
+    }
+    packed_.emplace(it->first, kernels::PackedWeight(it->second, type));
+    // float32 keeps its tensors listed (shared, not copied); a converted one is dropped.
+    it = type == kernels::WeightType::Float32 ? std::next(it) : w_.erase(it);
+  }
   if (cfg_.pos == "rope") {
     const nn::RotaryEmbedding rotary(cfg_.head_dim, cfg_.max_seq_len, cfg_.rope_theta, DType::Float32);
     w_["#rope.cos"] = rotary.cos().contiguous();

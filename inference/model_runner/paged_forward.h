@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/kernels/packed_weights.h"
 #include "core/tensor.h"
 #include "nn/config.h"
 
@@ -58,16 +59,24 @@ struct SeqChunk {
   bool all_logits = false;  // logits for every new token; else for the last one only
 };
 
-// A model's weights for inference: float32, LoRA adapters merged, NF4 dequantized.
+// A model's weights for inference: LoRA adapters merged, NF4 dequantized; the Linears' weights
+// and the token embeddings in the WeightType asked for (kernels/packed_weights.h, converted once
+// here: --weights), norms, biases, position tables and MoE routers in float32.
 class InferenceModel {
  public:
   // Plain weights are shared with `model` (no copy); adapters are merged (nn/adapters/adapters.h).
-  explicit InferenceModel(const nn::Transformer& model);
+  explicit InferenceModel(const nn::Transformer& model,
+                          kernels::WeightType weights = kernels::WeightType::Float32);
   // A plain model of cfg (no LoRA) from its state dict (names of docs/model.md#parameter-names).
-  InferenceModel(const nn::ModelConfig& cfg, std::map<std::string, Tensor> weights);
+  InferenceModel(const nn::ModelConfig& cfg, std::map<std::string, Tensor> weights,
+                 kernels::WeightType type = kernels::WeightType::Float32);
   const nn::ModelConfig& config() const { return cfg_; }
-  // The float32 weights the forward reads, by parameter name (a plain model's own tensors).
+  kernels::WeightType weight_type() const { return type_; }
+  // The float32 weights the forward reads, by parameter name (a plain model's own tensors); under
+  // bf16 or int8 the packed ones are in packed() instead.
   const std::map<std::string, Tensor>& weights() const { return w_; }
+  // The Linears' weights and the token embeddings, in weight_type().
+  const std::map<std::string, kernels::PackedWeight>& packed() const { return packed_; }
   // Runs every chunk in one batch: writes each new token's K and V into its slot, attends each
   // token over positions [0, its own] of its sequence (sliding window and soft-cap applied).
   // Returns logits [R, V]: per chunk in order, n_tokens rows when all_logits, else 1 row.
@@ -77,7 +86,9 @@ class InferenceModel {
 
  private:
   nn::ModelConfig cfg_;
+  kernels::WeightType type_ = kernels::WeightType::Float32;
   std::map<std::string, Tensor> w_;  // names of docs/model.md#parameter-names, float32, contiguous
+  std::map<std::string, kernels::PackedWeight> packed_;
 };
 
 }  // namespace ember::inference

@@ -11,7 +11,6 @@
 #include <omp.h>
 
 #include "core/kernels/bf16.h"
-#include "core/kernels/matmul_rows.h"
 #include "inference/model_runner/paged_forward.h"
 #include "inference/model_runner/paged_kernels.h"
 
@@ -24,7 +23,11 @@ struct Rows {
   std::vector<int64_t> token, pos, chunk;
 };
 
-using Weights = std::map<std::string, Tensor>;
+// The float32 tensors (norms, biases, tables) and the Linears' packed weights of the model.
+struct Weights {
+  const std::map<std::string, Tensor>& t;
+  const std::map<std::string, kernels::PackedWeight>& packed;
+};
 
 // Buffers of the forward, kept between calls on a thread (grow-only, never zeroed), so a
 // decode step neither allocates nor faults in fresh pages.
@@ -37,26 +40,27 @@ float* scratch(Buf b, int64_t n) {
 }
 
 const float* weight(const Weights& w, const std::string& name) {
-  const auto it = w.find(name);
-  EMBER_CHECK(it != w.end(), "InferenceModel: the weights lack ", name);
+  const auto it = w.t.find(name);
+  EMBER_CHECK(it != w.t.end(), "InferenceModel: the weights lack ", name);
   return it->second.data<float>();
 }
 const float* maybe(const Weights& w, const std::string& name) {
-  const auto it = w.find(name);
-  return it == w.end() ? nullptr : it->second.data<float>();
+  const auto it = w.t.find(name);
+  return it == w.t.end() ? nullptr : it->second.data<float>();
 }
-int64_t rows_of(const Weights& w, const std::string& name) {
-  const auto it = w.find(name);
-  EMBER_CHECK(it != w.end(), "InferenceModel: the weights lack ", name);
-  return it->second.size(0);
+const kernels::PackedWeight& linear_weight(const Weights& w, const std::string& name) {
+  const auto it = w.packed.find(name);
+  EMBER_CHECK(it != w.packed.end(), "InferenceModel: the weights lack ", name);
+  return it->second;
 }
+int64_t rows_of(const Weights& w, const std::string& name) { return linear_weight(w, name).rows(); }
 
 // out [R, N] = in [R, K] W^T (+ b) for the Linear `prefix`.
 void linear(const Weights& w, const std::string& prefix, const float* in, int64_t R, int64_t K,
             float* out) {
-  const int64_t N = rows_of(w, prefix + ".weight");
-  kernels::matmul_rows(R, N, K, in, K, weight(w, prefix + ".weight"), K, maybe(w, prefix + ".bias"),
-                       out, N);
+  const kernels::PackedWeight& W = linear_weight(w, prefix + ".weight");
+  EMBER_CHECK(W.cols() == K, "InferenceModel: ", prefix, " takes ", W.cols(), " inputs, not ", K);
+  W.matmul(R, in, K, maybe(w, prefix + ".bias"), out, W.rows());
 }
 
 // outs[i] [R, N_i] = in [R, K] W_i^T (+ b_i) for the Linears `prefixes` of one input, in one
@@ -65,24 +69,25 @@ void linear(const Weights& w, const std::string& prefix, const float* in, int64_
 void linears(const Weights& w, const std::vector<std::string>& prefixes, const float* in, int64_t R,
              int64_t K, const std::vector<float*>& outs) {
   struct One {
-    const float *w, *b;
+    const kernels::PackedWeight* w;
+    const float* b;
     int64_t N;
     float* y;
   };
   std::vector<One> ls;
   int64_t work = 0;
   for (size_t i = 0; i < prefixes.size(); ++i) {
-    const int64_t N = rows_of(w, prefixes[i] + ".weight");
-    ls.push_back({weight(w, prefixes[i] + ".weight"), maybe(w, prefixes[i] + ".bias"), N, outs[i]});
-    work += N * K * std::min<int64_t>(R, 8);
+    const kernels::PackedWeight& W = linear_weight(w, prefixes[i] + ".weight");
+    EMBER_CHECK(W.cols() == K, "InferenceModel: ", prefixes[i], " takes ", W.cols(), " inputs, not ", K);
+    ls.push_back({&W, maybe(w, prefixes[i] + ".bias"), W.rows(), outs[i]});
+    work += W.rows() * K * std::min<int64_t>(R, 8);
   }
 #pragma omp parallel if (work >= (int64_t{1} << 17))
   {
     const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
     for (const One& l : ls) {
       const int64_t n0 = l.N * t / threads, n1 = l.N * (t + 1) / threads;
-      kernels::matmul_rows(R, n1 - n0, K, in, K, l.w + n0 * K, K, l.b ? l.b + n0 : nullptr,
-                           l.y + n0, l.N);
+      l.w->matmul(R, in, K, l.b, l.y, l.N, n0, n1);
     }
   }
 }
@@ -296,16 +301,17 @@ Tensor InferenceModel::forward(const std::vector<SeqChunk>& chunks, PagedKVStore
   const Rows rows = collect_rows(cfg_, chunks, kv);
   const int64_t R = rows.R, C = cfg_.d_model, V = cfg_.vocab_size;
   float* x = scratch(kX, R * C);
-  const float* emb = weight(w_, "model.embed_tokens.weight");
-  const float* pos_table = cfg_.pos == "learned"      ? weight(w_, "model.embed_positions.weight")
-                           : cfg_.pos == "sinusoidal" ? weight(w_, "#sinusoidal")
+  const Weights w{w_, packed_};
+  const kernels::PackedWeight& emb = linear_weight(w, "model.embed_tokens.weight");
+  const float* pos_table = cfg_.pos == "learned"      ? weight(w, "model.embed_positions.weight")
+                           : cfg_.pos == "sinusoidal" ? weight(w, "#sinusoidal")
                                                       : nullptr;
   for (int64_t r = 0; r < R; ++r) {
-    for (int64_t c = 0; c < C; ++c) {
-      x[r * C + c] = emb[rows.token[r] * C + c] + (pos_table ? pos_table[rows.pos[r] * C + c] : 0.0f);
-    }
+    emb.row(rows.token[r], x + r * C);  // in the weights' type, widened
+    if (!pos_table) continue;
+    for (int64_t c = 0; c < C; ++c) x[r * C + c] += pos_table[rows.pos[r] * C + c];
   }
-  for (int64_t l = 0; l < cfg_.n_layers; ++l) block(w_, cfg_, l, x, rows, chunks, kv);
+  for (int64_t l = 0; l < cfg_.n_layers; ++l) block(w, cfg_, l, x, rows, chunks, kv);
   std::vector<int64_t> out_rows;
   int64_t r0 = 0;
   for (const SeqChunk& s : chunks) {
@@ -316,12 +322,11 @@ Tensor InferenceModel::forward(const std::vector<SeqChunk>& chunks, PagedKVStore
   float* sel = scratch(kSel, RL * C);
   float* h = scratch(kHead, RL * C);
   for (int64_t i = 0; i < RL; ++i) std::memcpy(&sel[i * C], &x[out_rows[i] * C], C * sizeof(float));
-  norm(w_, cfg_, "model.norm", sel, RL, C, h);
+  norm(w, cfg_, "model.norm", sel, RL, C, h);
   Tensor logits = Tensor::empty({RL, V});
   float* lp = logits.data<float>();
   const bool tied = cfg_.tie_embeddings;
-  kernels::matmul_rows(RL, V, C, h, C, weight(w_, tied ? "model.embed_tokens.weight" : "lm_head.weight"),
-                       C, nullptr, lp, V);
+  linear_weight(w, tied ? "model.embed_tokens.weight" : "lm_head.weight").matmul(RL, h, C, nullptr, lp, V);
   if (cfg_.final_softcap > 0) {
     const float cap = static_cast<float>(cfg_.final_softcap);
     for (int64_t i = 0; i < RL * V; ++i) lp[i] = std::tanh(lp[i] / cap) * cap;

@@ -59,6 +59,15 @@ TEST_CASE("generate --chat prints only the reply and stops at <|im_end|>", "[cli
   CHECK(r.code != 0);
   CHECK(r.out.empty());
   CHECK(r.err.find("--kv-cache-dtype: float16 not in {float32,bfloat16}") != std::string::npos);
+  for (const char* weights : {"bf16", "int8"}) {  // the same greedy text from converted weights
+    r = run_ember("generate --checkpoint " + dir / "x.h5" + opts + " --weights " + weights);
+    CHECK(r.code == 0);
+    CHECK(r.out == "hixxxxx\n");
+  }
+  r = run_ember("generate --checkpoint " + dir / "x.h5" + opts + " --weights int4");
+  CHECK(r.code != 0);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("--weights: int4 not in {float32,bf16,int8}") != std::string::npos);
 }
 
 TEST_CASE("generate refuses a prompt longer than max_seq_len before printing any of it", "[cli][generate]") {

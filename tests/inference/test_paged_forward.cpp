@@ -216,6 +216,51 @@ TEST_CASE("paged forward: a sequence's logits are bit-identical alone, batched a
   }
 }
 
+TEST_CASE("paged forward: bf16 and int8 weights keep a sequence's logits bit-identical alone, batched "
+          "and chunked",
+          "[paged][weights]") {
+  for (const size_t which : {size_t{0}, size_t{2}, size_t{4}}) {
+    const ModelConfig cfg = config_of(kConfigs[which].second);
+    const Transformer model(cfg, 5);
+    for (const kernels::WeightType type : {kernels::WeightType::BFloat16, kernels::WeightType::Int8}) {
+      INFO(kConfigs[which].first << ", " << kernels::weight_type_name(type) << " weights");
+      const InferenceModel im(model, type);
+      PagedKVStore kv(cfg, 80);
+      Blocks blocks = identity_blocks(80);
+      const std::vector<Seq> seqs = sixteen(cfg, blocks);
+      const RowsOf alone = run(im, kv, {seqs[0]}, 1000);
+      const auto expect_same = [&](const RowsOf& got, const char* what) {
+        INFO(what);
+        REQUIRE(got[0].size() == alone[0].size());
+        for (size_t t = 0; t < got[0].size(); ++t) {
+          INFO("position " << t);
+          CHECK(same_bits(got[0][t], alone[0][t]));
+        }
+      };
+      expect_same(run(im, kv, seqs, 1000), "batched with 15 others");
+      expect_same(run(im, kv, seqs, 1), "16 sequences decoding one token a step");
+      expect_same(run(im, kv, seqs, 7), "16 sequences in chunks of 7");
+      const int threads = omp_get_max_threads();
+      omp_set_num_threads(threads == 1 ? 2 : 1);
+      expect_same(run(im, kv, seqs, 16), "other thread count");
+      omp_set_num_threads(threads);
+      expect_same(run(im, kv, {seqs[0]}, 17), "alone, chunks of 17");
+      // The weights are the type's: logits differ from float32's, but only by its rounding.
+      const InferenceModel f32(model);
+      const RowsOf ref = run(f32, kv, {seqs[0]}, 1000);
+      double diff = 0, scale = 0;
+      for (size_t t = 0; t < ref[0].size(); ++t) {
+        for (size_t v = 0; v < ref[0][t].size(); ++v) {
+          diff = std::max(diff, std::abs(double{alone[0][t][v]} - ref[0][t][v]));
+          scale = std::max(scale, std::abs(double{ref[0][t][v]}));
+        }
+      }
+      CHECK(diff > 0);
+      CHECK(diff < 0.05 * scale);
+    }
+  }
+}
+
 TEST_CASE("paged forward: last-token logits and threads", "[paged]") {
   const ModelConfig cfg = config_of(kConfigs[0].second);
   const InferenceModel im(Transformer(cfg, 2));

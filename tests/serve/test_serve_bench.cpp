@@ -54,7 +54,7 @@ class TestServer {
         "/v1/chat/completions",
         [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, true); });
     server_.Get("/v1/models", [](const httplib::Request&, httplib::Response& res) {
-      res.set_content(R"({"object":"list","data":[{"id":"tiny","object":"model"}]})",
+      res.set_content(R"({"object":"list","data":[{"id":"tiny","object":"model","weights":"int8"}]})",
                       "application/json");
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
@@ -416,6 +416,7 @@ TEST_CASE("ember bench-serve prints one JSON object with a level per concurrency
       json::parse(run_command({"--url", server.url(), "--concurrency", "1,2", "--requests", "3",
                                "--prompt-tokens", "16", "--output-tokens", "3", "--json"}));
   REQUIRE(j["model"] == "tiny");  // the first of /v1/models
+  REQUIRE(j["weights"] == "int8");  // as the server names them
   REQUIRE(j["levels"].size() == 2);
   REQUIRE(j["levels"][0]["concurrency"] == 1);
   REQUIRE(j["levels"][1]["concurrency"] == 2);

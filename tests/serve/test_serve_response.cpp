@@ -125,10 +125,10 @@ TEST_CASE("serve: errors, models, SSE framing", "[serve]") {
   CHECK(error_type_for(503) == "server_error");
   CHECK(error_type_for(401) == "invalid_request_error");
 
-  const json models = json::parse(json_text(model_list_json("tiny", 5)));
+  const json models = json::parse(json_text(model_list_json("tiny", 5, "int8")));
   CHECK(models ==
         json::parse(R"({"object": "list", "data": [{"id": "tiny", "object": "model", "created": 5,
-                                  "owned_by": "ember"}]})"));
+                                  "owned_by": "ember", "weights": "int8"}]})"));
   const ojson chunk = {{"a", "x\ny"}};
   CHECK(sse_event(chunk) == "data: {\"a\":\"x\\ny\"}\n\n");
   CHECK(std::string(kSseDone) == "data: [DONE]\n\n");
@@ -154,11 +154,13 @@ TEST_CASE("serve: /metrics is Prometheus text with HELP and TYPE and cumulative 
   m.count_response(200);
   m.count_response(429);
   m.count_finish("stop");
-  const std::string text = prometheus_text(e, m.snapshot());
+  const std::string text = prometheus_text(e, m.snapshot(), "bf16");
   auto has = [&](const std::string& line) {
     INFO(line);
     CHECK(text.find(line + "\n") != std::string::npos);
   };
+  has("# TYPE ember_weights_info gauge");
+  has("ember_weights_info{weights=\"bf16\"} 1");
   has("# HELP ember_requests_total HTTP responses by status code.");
   has("# TYPE ember_requests_total counter");
   has("ember_requests_total{status=\"200\"} 2");

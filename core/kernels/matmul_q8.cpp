@@ -1,0 +1,255 @@
+// matmul_q8 (core/kernels/matmul_q8.h): the activations quantized once per call, then the groups
+// of 8 outputs split over threads, each running the code path the CPU has (EMBER_MAX_ISA caps
+// it): AVX-512 VNNI or AVX-VNNI (vpdpbusd of the activations + 128, as unsigned bytes, and the
+// weights, less 128 sum(w): exact, Q8_0 values lie in [-127, 127]), AVX2 (llama.cpp's sign
+// transfer: vpmaddubsw of |w| and sign(w) x, then vpmaddwd; a pair of products is at most
+// 2 * 127 * 127 < 2^15, so nothing saturates), or the generic loop. Every path's block sums are
+// the same exact integers and the float steps are the same, so all give the same bits.
+#include "core/kernels/matmul_q8.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/kernels/cpu_isa.h"
+
+namespace ember::kernels {
+namespace {
+
+constexpr int64_t kChunk = 64;  // rows of x per chunk
+
+struct Job {
+  const int8_t* qx;   // M rows of 32 nb values
+  const uint8_t* xu;  // the same + 128
+  const float* dx;    // M rows of nb scales
+  int64_t nb;
+  const BlockQ8x8* w;
+  const float* bias;
+  float* y;
+  int64_t ldy;
+};
+
+// out[i * 8 + r] (rows m .. m + mr of x, outputs 8g + r) into y where 8g + r lies in [n0, n1).
+void store(const Job& job, int64_t m, int64_t mr, int64_t g, int64_t n0, int64_t n1, const float* out) {
+  for (int64_t i = 0; i < mr; ++i) {
+    for (int64_t n = std::max(n0, 8 * g); n < std::min(n1, 8 * g + 8); ++n) {
+      const float v = out[i * 8 + (n - 8 * g)];
+      job.y[(m + i) * job.ldy + n] = job.bias ? v + job.bias[n] : v;
+    }
+  }
+}
+
+void run_generic(const Job& job, int64_t M, int64_t n0, int64_t n1) {
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = n0; n < n1; ++n) {
+      const int64_t g = n / 8, r = n % 8;
+      float acc = 0;
+      for (int64_t b = 0; b < job.nb; ++b) {
+        const BlockQ8x8& blk = job.w[g * job.nb + b];
+        const int8_t* xq = job.qx + (m * job.nb + b) * 32;
+        int32_t s = 0;
+        for (int t = 0; t < 8; ++t) {
+          for (int i = 0; i < 4; ++i) s += int32_t{xq[4 * t + i]} * int32_t{blk.qs[32 * t + 4 * r + i]};
+        }
+        const float d = job.dx[m * job.nb + b] * quant::fp16_value(blk.d[r]);
+        acc = std::fma(d, static_cast<float>(s), acc);
+      }
+      job.y[m * job.ldy + n] = job.bias ? acc + job.bias[n] : acc;
+    }
+  }
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define EMBER_Q8_X86 1
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+namespace avx2 {
+#define Q8_XSRC(job) (job).qx
+#define Q8_ABS(w) _mm256_sign_epi8(w, w)
+#define Q8_DOT(acc, x, w, aw) \
+  _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, w)), _mm256_set1_epi16(1)))
+#define Q8_CORR(blk) _mm256_setzero_si256()
+#include "core/kernels/matmul_q8_tile.inc"
+#undef Q8_XSRC
+#undef Q8_ABS
+#undef Q8_DOT
+#undef Q8_CORR
+}  // namespace avx2
+#pragma GCC pop_options
+
+// 128 sum(w) per row of a block, what the unsigned activations' offset adds.
+#define Q8_VNNI_CORR(blk) \
+  _mm256_slli_epi32(_mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>((blk).sum))), 7)
+
+#pragma GCC push_options
+#pragma GCC target("avxvnni,avx2,fma,f16c")
+namespace avx_vnni {
+#define Q8_XSRC(job) (job).xu
+#define Q8_ABS(w) (w)
+#define Q8_DOT(acc, x, w, aw) _mm256_dpbusd_avx_epi32(acc, x, w)
+#define Q8_CORR(blk) Q8_VNNI_CORR(blk)
+#include "core/kernels/matmul_q8_tile.inc"
+#undef Q8_DOT
+}  // namespace avx_vnni
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512vnni,avx512vl,avx512bw,avx512f,avx2,fma,f16c")
+namespace avx512_vnni {
+#define Q8_DOT(acc, x, w, aw) _mm256_dpbusd_epi32(acc, x, w)
+#include "core/kernels/matmul_q8_tile.inc"
+#undef Q8_XSRC
+#undef Q8_ABS
+#undef Q8_DOT
+#undef Q8_CORR
+}  // namespace avx512_vnni
+#pragma GCC pop_options
+#endif
+
+enum class Path { Generic, Avx2, AvxVnni, Avx512Vnni };
+
+const char* path_name(Path path) {
+  switch (path) {
+    case Path::Avx512Vnni: return "avx512_vnni";
+    case Path::AvxVnni: return "avx_vnni";
+    case Path::Avx2: return "avx2";
+    default: return "generic";
+  }
+}
+
+// What the CPU runs: avx2 includes FMA and F16C, the VNNI paths AVX2's too.
+bool cpu_runs(Path path) {
+#ifdef EMBER_Q8_X86
+  __builtin_cpu_init();
+  const bool v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  switch (path) {
+    case Path::Generic: return true;
+    case Path::Avx2: return v;
+    case Path::AvxVnni: return v && __builtin_cpu_supports("avxvnni");
+    case Path::Avx512Vnni:
+      return v && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512bw");
+  }
+#endif
+  return path == Path::Generic;
+}
+
+Path pick_path() {
+  if (isa_available(Isa::Avx512) && cpu_runs(Path::Avx512Vnni)) return Path::Avx512Vnni;
+  if (isa_available(Isa::Avx2)) {
+    if (cpu_runs(Path::AvxVnni)) return Path::AvxVnni;
+    if (cpu_runs(Path::Avx2)) return Path::Avx2;
+  }
+  return Path::Generic;
+}
+
+void run_path(Path path, const Job& job, int64_t M, int64_t n0, int64_t n1) {
+  switch (path) {
+#ifdef EMBER_Q8_X86
+    case Path::Avx512Vnni: return avx512_vnni::run(job, M, n0, n1);
+    case Path::AvxVnni: return avx_vnni::run(job, M, n0, n1);
+    case Path::Avx2: return avx2::run(job, M, n0, n1);
+#endif
+    default: return run_generic(job, M, n0, n1);
+  }
+}
+
+void matmul_q8_path(Path path, int64_t M, int64_t K, const float* x, int64_t ldx, const BlockQ8x8* w,
+                    const float* bias, float* y, int64_t ldy, int64_t n0, int64_t n1) {
+  if (M <= 0 || n1 <= n0) return;
+  const int64_t nb = q8_blocks(K), n = M * nb * 32;
+  thread_local std::vector<int8_t> qx;
+  thread_local std::vector<uint8_t> xu;
+  thread_local std::vector<float> dx;
+  if (static_cast<int64_t>(qx.size()) < n) {
+    qx.resize(static_cast<size_t>(n));
+    xu.resize(static_cast<size_t>(n));
+  }
+  if (static_cast<int64_t>(dx.size()) < M * nb) dx.resize(static_cast<size_t>(M * nb));
+  for (int64_t m = 0; m < M; ++m) quantize_activations_q8(x + m * ldx, K, qx.data() + m * nb * 32, dx.data() + m * nb);
+  for (int64_t i = 0; i < n; ++i) xu[i] = static_cast<uint8_t>(qx[i] + 128);
+  const Job job{qx.data(), xu.data(), dx.data(), nb, w, bias, y, ldy};
+  // Threads take contiguous ranges of whole groups of 8 outputs (a group's 8 rows interleave).
+  const int64_t g0 = n0 / 8, g1 = q8_groups(n1);
+  const bool parallel = (n1 - n0) * K * std::min<int64_t>(M, 8) >= (int64_t{1} << 18) && !omp_in_parallel();
+#pragma omp parallel if (parallel)
+  {
+    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t a = g0 + (g1 - g0) * t / threads, b = g0 + (g1 - g0) * (t + 1) / threads;
+    if (a < b) run_path(path, job, M, std::max(n0, 8 * a), std::min(n1, 8 * b));
+  }
+}
+
+}  // namespace
+
+void quantize_activations_q8(const float* x, int64_t K, int8_t* q, float* d) {
+  const int64_t nb = q8_blocks(K);
+  for (int64_t b = 0; b < nb; ++b) {
+    const int64_t k0 = b * 32, n = std::min<int64_t>(32, K - k0);
+    float amax = 0.0f;
+    for (int64_t t = 0; t < n; ++t) amax = std::fmax(amax, std::fabs(x[k0 + t]));
+    d[b] = amax / 127.0f;
+    const float id = d[b] != 0.0f ? 1.0f / d[b] : 0.0f;
+    for (int64_t t = 0; t < 32; ++t) {
+      q[k0 + t] = t < n ? static_cast<int8_t>(std::roundf(x[k0 + t] * id)) : int8_t{0};
+    }
+  }
+}
+
+void pack_weights_q8(const float* w, int64_t N, int64_t K, BlockQ8x8* out) {
+  const int64_t nb = q8_blocks(K);
+  std::vector<float> row(static_cast<size_t>(nb * 32), 0.0f);  // zeros past K
+  std::vector<quant::BlockQ8_0> q(static_cast<size_t>(nb));
+  std::memset(static_cast<void*>(out), 0, static_cast<size_t>(q8_groups(N) * nb) * sizeof(BlockQ8x8));
+  for (int64_t n = 0; n < N; ++n) {
+    std::memcpy(row.data(), w + n * K, static_cast<size_t>(K) * sizeof(float));
+    quant::quantize_row_q8_0(row.data(), q.data(), nb * 32);
+    const int64_t g = n / 8, r = n % 8;
+    for (int64_t b = 0; b < nb; ++b) {
+      BlockQ8x8& blk = out[g * nb + b];
+      blk.d[r] = q[b].d;
+      int sum = 0;
+      for (int t = 0; t < 8; ++t) {
+        for (int i = 0; i < 4; ++i) {
+          blk.qs[32 * t + 4 * r + i] = q[b].qs[4 * t + i];
+          sum += q[b].qs[4 * t + i];
+        }
+      }
+      blk.sum[r] = static_cast<int16_t>(sum);
+    }
+  }
+}
+
+void unpack_row_q8(const BlockQ8x8* w, int64_t K, int64_t n, float* out) {
+  const int64_t nb = q8_blocks(K), g = n / 8, r = n % 8;
+  for (int64_t k = 0; k < K; ++k) {
+    const BlockQ8x8& blk = w[g * nb + k / 32];
+    const int64_t j = k % 32;
+    out[k] = blk.qs[32 * (j / 4) + 4 * r + j % 4] * quant::fp16_value(blk.d[r]);
+  }
+}
+
+void matmul_q8(int64_t M, int64_t K, const float* x, int64_t ldx, const BlockQ8x8* w,
+               const float* bias, float* y, int64_t ldy, int64_t n0, int64_t n1) {
+  matmul_q8_path(pick_path(), M, K, x, ldx, w, bias, y, ldy, n0, n1);
+}
+
+const char* matmul_q8_path() { return path_name(pick_path()); }
+
+void matmul_q8_on(const char* path, int64_t M, int64_t K, const float* x, int64_t ldx,
+                  const BlockQ8x8* w, const float* bias, float* y, int64_t ldy, int64_t n0, int64_t n1) {
+  for (Path p : {Path::Generic, Path::Avx2, Path::AvxVnni, Path::Avx512Vnni}) {
+    if (std::string(path) != path_name(p)) continue;
+    EMBER_CHECK(cpu_runs(p), "matmul_q8: this CPU cannot run the ", path, " path");
+    return matmul_q8_path(p, M, K, x, ldx, w, bias, y, ldy, n0, n1);
+  }
+  throw Error(std::string("matmul_q8: no path named ") + path);
+}
+
+}  // namespace ember::kernels

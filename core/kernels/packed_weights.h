@@ -1,0 +1,59 @@
+// The linear weights of inference in the type `--weights` picks (docs/performance.md#weight-types):
+// float32 (the tensor itself), bfloat16 (each weight rounded to nearest-even, kernels/bf16.h) or
+// int8 (GGUF's Q8_0 blocks of 32 along the input, kernels/matmul_q8.h), converted once at load.
+// Each type's product is exact on its stored weights up to float32 rounding (int8: on its
+// activation blocks too). PackedWeight::matmul is the batch-invariant product of
+// kernels/matmul_rows.h for every type: one fixed order per output that depends on K alone.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/kernels/matmul_q8.h"
+#include "core/tensor.h"
+
+namespace ember::kernels {
+
+enum class WeightType { Float32, BFloat16, Int8 };
+
+// "float32", "bf16" or "int8"; the option value of WeightType.
+const char* weight_type_name(WeightType type);
+// The type by its option value; an Error naming the choices otherwise.
+WeightType weight_type_named(const std::string& name);
+
+// A Linear's weight W [N, K] in one WeightType.
+class PackedWeight {
+ public:
+  PackedWeight() = default;
+  // w: float32 [N, K] (any layout; a contiguous float32 w is shared, not copied, for Float32).
+  PackedWeight(const Tensor& w, WeightType type);
+
+  WeightType type() const { return type_; }
+  int64_t rows() const { return N_; }
+  int64_t cols() const { return K_; }
+  // Bytes W takes in this type (what a decode step streams).
+  int64_t nbytes() const;
+
+  // y[m * ldy + n] = sum_k x[m * ldx + k] W[n, k] (+ bias[n]) for m < M and n in [n0, n1)
+  // (bias indexed by n; pass n0 = 0, n1 = rows() for all). A row's outputs are bit-identical
+  // whatever M, the other rows and [n0, n1) are (the thread split never changes them).
+  void matmul(int64_t M, const float* x, int64_t ldx, const float* bias, float* y, int64_t ldy,
+              int64_t n0, int64_t n1) const;
+  void matmul(int64_t M, const float* x, int64_t ldx, const float* bias, float* y, int64_t ldy) const {
+    matmul(M, x, ldx, bias, y, ldy, 0, N_);
+  }
+  // Row n of W as the float32 values the matmul multiplies by (the embedding gather; int8:
+  // each weight's qs * d).
+  void row(int64_t n, float* out) const;
+  // The whole of W as those float32 values [N, K] (what a reference computes with).
+  Tensor to_float32() const;
+
+ private:
+  WeightType type_ = WeightType::Float32;
+  int64_t N_ = 0, K_ = 0;
+  Tensor f32_;                  // Float32
+  std::vector<uint16_t> bf16_;  // BFloat16: N * K bits, row-major
+  std::vector<BlockQ8x8> q8_;   // Int8: Q8_0 blocks, 8 rows interleaved (kernels/matmul_q8.h)
+};
+
+}  // namespace ember::kernels

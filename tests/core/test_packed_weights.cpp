@@ -1,0 +1,173 @@
+// kernels::PackedWeight per weight type: each product against a float64 loop over the
+// SAME rounded weights (M = 1..16 and past 16, K and N tails, bias), every row bit-identical to
+// the row computed alone (batch invariance) and to any split of the columns; bf16 bit-identical
+// to matmul_rows over the widened weights; and the rounding against a hand computation.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/kernels/bf16.h"
+#include "core/kernels/cpu_isa.h"
+#include "core/kernels/matmul_q8.h"
+#include "core/kernels/matmul_rows.h"
+#include "core/kernels/packed_weights.h"
+
+using namespace ember;
+using kernels::PackedWeight;
+using kernels::WeightType;
+
+namespace {
+
+std::vector<float> values(int64_t n, uint32_t seed) {
+  std::vector<float> v(static_cast<size_t>(n));
+  uint32_t s = seed * 2654435761u + 1;
+  for (auto& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = static_cast<float>(static_cast<int32_t>(s >> 8) % 2001 - 1000) / 997.0f;
+  }
+  return v;
+}
+
+// Largest |y - ref| / sum |x w| over the outputs, ref in float64 on the rounded weights wq.
+double worst_error(int64_t M, int64_t N, int64_t K, const std::vector<float>& x, const float* wq,
+                   const std::vector<float>& b, const std::vector<float>& y) {
+  double worst = 0;
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = 0; n < N; ++n) {
+      double ref = b[n], mag = std::abs(ref);
+      for (int64_t k = 0; k < K; ++k) {
+        const double p = static_cast<double>(x[m * K + k]) * wq[n * K + k];
+        ref += p;
+        mag += std::abs(p);
+      }
+      worst = std::max(worst, std::abs(y[m * N + n] - ref) / (mag + 1e-30));
+    }
+  }
+  return worst;
+}
+
+// x as the int8 kernel multiplies it: each value qx * dx of its block (float64 exact in float).
+std::vector<float> quantized_activations(const std::vector<float>& x, int64_t M, int64_t K) {
+  const int64_t nb = kernels::q8_blocks(K);
+  std::vector<int8_t> q(static_cast<size_t>(nb * 32));
+  std::vector<float> d(static_cast<size_t>(nb)), out(x.size());
+  for (int64_t m = 0; m < M; ++m) {
+    kernels::quantize_activations_q8(x.data() + m * K, K, q.data(), d.data());
+    for (int64_t k = 0; k < K; ++k) out[m * K + k] = static_cast<float>(q[k]) * d[k / 32];
+  }
+  return out;
+}
+
+// One shape: against float64 over the same rounded weights (and, for int8, the same quantized
+// activations), each row alone, and a two-way column split.
+void check_shape(WeightType type, int64_t M, int64_t N, int64_t K, double tolerance) {
+  INFO(kernels::weight_type_name(type) << " M " << M << " N " << N << " K " << K);
+  const auto x = values(M * K, 1), wf = values(N * K, 2), b = values(N, 3);
+  const PackedWeight w(Tensor::from_vector(wf, {N, K}), type);
+  const Tensor wq = w.to_float32();
+  std::vector<float> y(static_cast<size_t>(M * N));
+  w.matmul(M, x.data(), K, b.data(), y.data(), N);
+  const auto xr = type == WeightType::Int8 ? quantized_activations(x, M, K) : x;
+  CHECK(worst_error(M, N, K, xr, wq.data<float>(), b, y) < tolerance);
+  for (int64_t m = 0; m < M; ++m) {
+    std::vector<float> alone(static_cast<size_t>(N));
+    w.matmul(1, x.data() + m * K, K, b.data(), alone.data(), N);
+    INFO("row " << m);
+    CHECK(std::memcmp(alone.data(), y.data() + m * N, static_cast<size_t>(N) * 4) == 0);
+  }
+  std::vector<float> split(static_cast<size_t>(M * N));
+  w.matmul(M, x.data(), K, b.data(), split.data(), N, 0, N / 3);
+  w.matmul(M, x.data(), K, b.data(), split.data(), N, N / 3, N);
+  CHECK(std::memcmp(split.data(), y.data(), y.size() * 4) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("packed weights: bf16 rounds each weight to nearest-even, by hand", "[packed_weights]") {
+  // 1 + 2^-8 is halfway between bf16 neighbours 1 and 1 + 2^-7: ties to even (1);
+  // 1 + 3 * 2^-8 ties between 1 + 2^-7 (odd) and 1 + 2^-6: to 1 + 2^-6.
+  const std::vector<float> w = {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -2.5f, 0.1f};
+  const PackedWeight p(Tensor::from_vector(w, {2, 2}), WeightType::BFloat16);
+  float r[2];
+  p.row(0, r);
+  CHECK(r[0] == 1.0f);
+  CHECK(r[1] == 1.0f + 0x1p-6f);
+  p.row(1, r);
+  CHECK(r[0] == -2.5f);
+  CHECK(r[1] == 0.10009765625f);  // 0.1 = 0x3DCCCCCD -> 0x3DCD
+  CHECK(p.nbytes() == 8);
+}
+
+TEST_CASE("packed weights: every type against float64 over its rounded weights, M = 1..16 and tails",
+          "[packed_weights]") {
+  INFO("int8 path " << kernels::matmul_q8_path() << ", EMBER_MAX_ISA " << kernels::isa_name(kernels::max_isa()));
+  for (WeightType type : {WeightType::Float32, WeightType::BFloat16, WeightType::Int8}) {
+    for (int64_t M = 1; M <= 16; ++M) check_shape(type, M, 19, 77, 1e-5);
+    check_shape(type, 37, 45, 1100, 1e-5);  // past 16 rows and past the k-block of 1024
+    check_shape(type, 5, 64, 32, 1e-5);
+    check_shape(type, 3, 7, 3, 1e-5);  // K below one block
+  }
+}
+
+TEST_CASE("packed weights: int8 is Q8_0 blocks padded with zeros past K, by hand", "[packed_weights]") {
+  // One row of K = 33: block 0 has amax 2.54 -> d = 0.02 (stored as half 0x251F = 0.0200043),
+  // block 1 holds -1 and 31 zeros -> d = 1/127, q = -127.
+  std::vector<float> w(33, 0.0f);
+  w[0] = 2.54f;
+  w[1] = -1.27f;
+  w[2] = 0.01f;  // 0.5 of a step: roundf takes it away from zero, to 1
+  w[32] = -1.0f;
+  const PackedWeight p(Tensor::from_vector(w, {1, 33}), WeightType::Int8);
+  CHECK(p.nbytes() == 2 * 288);  // one group of 8 rows (7 of zeros), 2 blocks
+  std::vector<float> r(33);
+  p.row(0, r.data());
+  const float d0 = ember::quant::fp16_value(0x251F), d1 = ember::quant::fp16_value(ember::quant::fp16_bits(1.0f / 127));
+  CHECK(r[0] == 127 * d0);
+  CHECK(r[1] == -64 * d0);  // -1.27 / 0.02 = -63.5: away from zero
+  CHECK(r[2] == 1 * d0);
+  CHECK(r[3] == 0.0f);
+  CHECK(r[32] == -127 * d1);
+  // Activations: same blocks, the scale kept in float32.
+  int8_t q[64];
+  float d[2];
+  kernels::quantize_activations_q8(w.data(), 33, q, d);
+  CHECK(d[0] == 2.54f / 127.0f);
+  CHECK(q[0] == 127);
+  CHECK(q[1] == std::roundf(-1.27f * (1.0f / d[0])));
+  CHECK(q[32] == -127);
+  for (int t = 33; t < 64; ++t) CHECK(q[t] == 0);
+}
+
+TEST_CASE("packed weights: every int8 path this CPU runs gives the generic path's bits", "[packed_weights]") {
+  const int64_t M = 18, N = 13, K = 200;
+  const auto x = values(M * K, 7), wf = values(N * K, 8), b = values(N, 9);
+  std::vector<kernels::BlockQ8x8> w(static_cast<size_t>(kernels::q8_groups(N) * kernels::q8_blocks(K)));
+  kernels::pack_weights_q8(wf.data(), N, K, w.data());
+  std::vector<float> ref(static_cast<size_t>(M * N)), y(ref.size());
+  kernels::matmul_q8_on("generic", M, K, x.data(), K, w.data(), b.data(), ref.data(), N, 0, N);
+  int ran = 0;
+  for (const char* path : {"avx2", "avx_vnni", "avx512_vnni"}) {
+    try {
+      kernels::matmul_q8_on(path, M, K, x.data(), K, w.data(), b.data(), y.data(), N, 0, N);
+    } catch (const ember::Error&) {
+      continue;  // not on this CPU
+    }
+    ++ran;
+    INFO(path);
+    CHECK(std::memcmp(y.data(), ref.data(), y.size() * 4) == 0);
+  }
+  WARN(ran << " SIMD int8 paths ran here");
+}
+
+TEST_CASE("packed weights: bf16 is matmul_rows over the widened weights, bit for bit", "[packed_weights]") {
+  const int64_t M = 21, N = 33, K = 1030;
+  const auto x = values(M * K, 4), wf = values(N * K, 5), b = values(N, 6);
+  const PackedWeight w(Tensor::from_vector(wf, {N, K}), WeightType::BFloat16);
+  const Tensor wq = w.to_float32();
+  std::vector<float> y(static_cast<size_t>(M * N)), ref(static_cast<size_t>(M * N));
+  w.matmul(M, x.data(), K, b.data(), y.data(), N);
+  kernels::matmul_rows(M, N, K, x.data(), K, wq.data<float>(), K, b.data(), ref.data(), N);
+  CHECK(std::memcmp(y.data(), ref.data(), y.size() * 4) == 0);
+}
