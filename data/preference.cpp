@@ -3,11 +3,11 @@
 // an Error naming the file, the line and the field at fault.
 #include "data/preference.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "data/json_line.h"
+#include "data/prompt_form_file.h"
 #include "data/prompt_json.h"
 
 namespace ember::data {
@@ -24,10 +24,6 @@ std::string kind(const json& j) {
   if (j.is_boolean()) return "a boolean";
   if (j.is_number()) return "a number";
   return "null";
-}
-
-bool blank(std::string_view line) {
-  return line.find_first_not_of(" \t\r\n") == std::string_view::npos;
 }
 
 const json& field(const json& j, std::string_view key, std::string_view where) {
@@ -169,27 +165,8 @@ ScoredLine parse_scored_line(std::string_view line, std::string_view where) {
 }
 
 std::vector<PreferenceLine> read_preference_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EMBER_CHECK(in.good(), "cannot open preference file ", path);
-  std::vector<PreferenceLine> lines;
-  std::string text;
-  for (int64_t number = 1; std::getline(in, text); ++number) {
-    if (blank(text)) continue;
-    const std::string where = detail::concat(path, " line ", number);
-    PreferenceLine line = parse_preference_line(text, where);
-    line.line = number;
-    if (!lines.empty() && line.is_text != lines.front().is_text) {
-      const auto form = [](bool text_form) {
-        return text_form ? "a string (the text form)" : "a list of messages (the chat form)";
-      };
-      throw Error(detail::concat(where, ": \"prompt\": ", form(line.is_text), ", but line ",
-                                 lines.front().line, "'s is ", form(!line.is_text),
-                                 " (one form per file)"));
-    }
-    lines.push_back(std::move(line));
-  }
-  EMBER_CHECK(!lines.empty(), path, ": empty preference file (no pair line)");
-  return lines;
+  return read_prompt_form_file<PreferenceLine>(path, "preference file", "pair",
+                                               parse_preference_line);
 }
 
 }  // namespace ember::data

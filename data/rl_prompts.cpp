@@ -3,20 +3,12 @@
 // the field at fault; and their rendering for generation.
 #include "data/rl_prompts.h"
 
-#include <fstream>
-
 #include "core/error.h"
 #include "data/json_line.h"
+#include "data/prompt_form_file.h"
 #include "data/prompt_json.h"
 
 namespace ember::data {
-namespace {
-
-bool blank(std::string_view line) {
-  return line.find_first_not_of(" \t\r\n") == std::string_view::npos;
-}
-
-}  // namespace
 
 RlPrompt parse_rl_prompt(std::string_view line, std::string_view where) {
   const nlohmann::json j = parse_json_line(line, where);
@@ -45,27 +37,7 @@ RlPrompt parse_rl_prompt(std::string_view line, std::string_view where) {
 }
 
 std::vector<RlPrompt> read_rl_prompt_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EMBER_CHECK(in.good(), "cannot open prompt file ", path);
-  std::vector<RlPrompt> prompts;
-  std::string text;
-  for (int64_t number = 1; std::getline(in, text); ++number) {
-    if (blank(text)) continue;
-    const std::string where = detail::concat(path, " line ", number);
-    RlPrompt p = parse_rl_prompt(text, where);
-    p.line = number;
-    if (!prompts.empty() && p.is_text != prompts.front().is_text) {
-      const auto form = [](bool text_form) {
-        return text_form ? "a string (the text form)" : "a list of messages (the chat form)";
-      };
-      throw Error(detail::concat(where, ": \"prompt\": ", form(p.is_text), ", but line ",
-                                 prompts.front().line, "'s is ", form(!p.is_text),
-                                 " (one form per file)"));
-    }
-    prompts.push_back(std::move(p));
-  }
-  EMBER_CHECK(!prompts.empty(), path, ": empty prompt file (no prompt line)");
-  return prompts;
+  return read_prompt_form_file<RlPrompt>(path, "prompt file", "prompt", parse_rl_prompt);
 }
 
 std::vector<int64_t> render_rl_prompt(const Tokenizer& tokenizer, const RlPrompt& prompt) {
