@@ -53,7 +53,7 @@ TEST_CASE("RL prompts: both forms, rendered for generation as ids written by han
   CHECK(render_rl_prompt(tok, text) == bytes_of("2+2="));
 }
 
-TEST_CASE("RL prompt files: line numbers count blank lines; one form per file", "[data][rl]") {
+TEST_CASE("RL prompt files: line numbers count blank lines, one form per file", "[data][rl]") {
   testing::TempDir dir("rl_prompts");
   std::ofstream(dir / "ok.jsonl") << R"({"prompt": "a", "answer": "b"})" << "\n\n"
                                   << R"({"prompt": "c"})" << "\n";
