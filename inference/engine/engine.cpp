@@ -1,7 +1,9 @@
 // The engine: submit() validates and queues, step() plans with the Scheduler,
 // runs one InferenceModel::forward over every chunk outside the lock, then draws
 // each finished chunk's next token with the request's own TokenSampler (draw i
-// uses counter i whatever the batch) and pushes events to the handles.
+// uses counter i whatever the batch; the draws of a step run in parallel, one
+// request per thread at a time, so a draw never depends on the batch either)
+// and pushes events to the handles in plan order.
 // start() runs step() on a thread that sleeps on a condition variable when idle.
 #include "inference/engine/engine.h"
 
@@ -11,6 +13,8 @@
 #include <limits>
 #include <mutex>
 #include <thread>
+
+#include <omp.h>
 
 #include "autograd/grad_mode.h"
 #include "inference/kv_cache/block_manager.h"
@@ -61,6 +65,12 @@ struct Request {
   bool first_sent = false;
 };
 
+// A chunk's draw, computed before the events: the token and its log-probability.
+struct Draw {
+  int64_t token = -1;
+  TokenLogprob logprob;
+};
+
 }  // namespace
 
 struct Engine::Impl {
@@ -95,8 +105,9 @@ struct Engine::Impl {
   void check_request(const EngineRequest& r) const;
   bool step();
   void reap_cancelled();
-  void process(const ScheduledChunk& c, const Tensor& logits, int64_t row0);
-  void draw(Request& r, Sequence& s, const Tensor& logits, int64_t row);
+  void process(const ScheduledChunk& c, const Tensor& logits, int64_t row0, const Draw& d);
+  void draw(Request& r, Sequence& s, const Draw& d);
+  std::vector<Draw> draw_all(const std::vector<ScheduledChunk>& plan, const Tensor& logits);
   EngineEvent event_for(Request& r, const Sequence* s);
   void finish(int64_t id, EngineEvent ev, FinishReason reason);
   void run();
@@ -162,19 +173,62 @@ void Engine::Impl::reap_cancelled() {
 
 namespace ember::inference {
 
-// Draws the next token of a sequence whose tokens are all computed; `row`: its logits.
-void Engine::Impl::draw(Request& r, Sequence& s, const Tensor& logits, int64_t row) {
-  const int64_t V = logits.size(1);
-  const int64_t tok = r.sampler.sample(logits.select(0, row), s.tokens);
+namespace {
+// Whether chunk c ends its sequence's computed tokens with a token to draw.
+bool draws(const ScheduledChunk& c, const Request& r) {
+  return c.samples && r.n_output < r.req.sampling.max_tokens;
+}
+}  // namespace
+
+// The draws of a step's chunks (in plan order; chunks that draw nothing keep token -1): each
+// request's sampler on its own row, the requests split over threads. A failed draw (NaN
+// logits) is rethrown after the loop, the first in plan order.
+std::vector<Draw> Engine::Impl::draw_all(const std::vector<ScheduledChunk>& plan, const Tensor& logits) {
+  const int64_t n = static_cast<int64_t>(plan.size()), V = logits.size(1);
+  std::vector<Draw> out(plan.size());
+  std::vector<Request*> reqs(plan.size(), nullptr);
+  std::vector<int64_t> rows(plan.size());
+  int64_t row = 0, n_draws = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const ScheduledChunk& c = plan[i];
+    Request& r = requests.at(c.seq->id);
+    rows[i] = row + (c.all_logits ? c.n - 1 : 0);
+    row += c.all_logits ? c.n : 1;
+    if (!draws(c, r)) continue;
+    reqs[i] = &r;
+    ++n_draws;
+  }
+  std::vector<std::exception_ptr> failed(plan.size());
+#pragma omp parallel for schedule(dynamic, 1) if (n_draws * V >= (int64_t{1} << 14) && !omp_in_parallel())
+  for (int64_t i = 0; i < n; ++i) {
+    Request* r = reqs[i];
+    if (!r) continue;
+    try {
+      Draw& d = out[i];
+      d.token = r->sampler.sample(logits.select(0, rows[i]), plan[i].seq->tokens);
+      if (r->req.logprobs >= 0) {
+        const double t = r->req.sampling.temperature;
+        d.logprob = token_logprob(logits.data<float>() + rows[i] * V, V, d.token, r->req.logprobs,
+                                  r->req.logprobs_at_temperature && t > 0 ? t : 1);
+      }
+    } catch (...) {
+      failed[i] = std::current_exception();
+    }
+  }
+  for (const std::exception_ptr& e : failed) {
+    if (e) std::rethrow_exception(e);
+  }
+  return out;
+}
+
+// Ends a draw: the token d.token of a sequence whose tokens are all computed.
+void Engine::Impl::draw(Request& r, Sequence& s, const Draw& d) {
+  const int64_t tok = d.token;
   const Clock::time_point now = Clock::now();
   EngineEvent ev = event_for(r, &s);
-  const double t = r.req.sampling.temperature;
-  const double temperature = r.req.logprobs_at_temperature && t > 0 ? t : 1;
   const auto add_token = [&] {
     ev.tokens.push_back(tok);
-    if (r.req.logprobs < 0) return;
-    ev.logprobs.push_back(
-        token_logprob(logits.data<float>() + row * V, V, tok, r.req.logprobs, temperature));
+    if (r.req.logprobs >= 0) ev.logprobs.push_back(d.logprob);
   };
   const std::vector<int64_t>& stops = r.req.stop_tokens;
   if (tok == r.req.sampling.stop_token ||
@@ -204,7 +258,7 @@ void Engine::Impl::draw(Request& r, Sequence& s, const Tensor& logits, int64_t r
 }
 
 // A computed chunk: prompt log-probabilities from its rows, then a draw when it ends the tokens.
-void Engine::Impl::process(const ScheduledChunk& c, const Tensor& logits, int64_t row0) {
+void Engine::Impl::process(const ScheduledChunk& c, const Tensor& logits, int64_t row0, const Draw& d) {
   Sequence& s = *c.seq;
   Request& r = requests.at(s.id);
   const int64_t V = logits.size(1), top = std::max<int64_t>(r.req.logprobs, 0);
@@ -220,7 +274,7 @@ void Engine::Impl::process(const ScheduledChunk& c, const Tensor& logits, int64_
     finish(s.id, event_for(r, &s), FinishReason::Length);
     return;
   }
-  draw(r, s, logits, row0 + (c.all_logits ? c.n - 1 : 0));
+  draw(r, s, d);
 }
 
 bool Engine::Impl::step() {
@@ -241,10 +295,12 @@ bool Engine::Impl::step() {
   {
     std::lock_guard<std::mutex> lock(mu);
     ++stats.steps;
+    const std::vector<Draw> drawn = draw_all(plan, logits);
     int64_t row = 0;
-    for (const ScheduledChunk& c : plan) {
+    for (size_t i = 0; i < plan.size(); ++i) {
+      const ScheduledChunk& c = plan[i];
       sched.complete(c);
-      process(c, logits, row);
+      process(c, logits, row, drawn[i]);
       row += c.all_logits ? c.n : 1;
     }
   }

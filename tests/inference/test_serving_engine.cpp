@@ -155,6 +155,30 @@ TEST_CASE("sixteen concurrent requests equal each request alone, bit for bit", "
   CHECK(s.generation_tokens == s.itl_seconds.counts.back() + 16);
 }
 
+TEST_CASE("sixteen sampled requests over a 2048-token vocab (draws split over threads) equal each "
+          "alone", "[serving_engine]") {
+  // 16 draws of 2048 logits a step: the engine draws them in parallel (Engine::Impl::draw_all).
+  Transformer model(ModelConfig::from_json(
+                        R"({"vocab_size": 2048, "d_model": 32, "n_layers": 1, "n_heads": 4,
+                            "n_kv_heads": 2, "ffn_hidden": 48, "max_seq_len": 64})"),
+                    5);
+  const auto im = std::make_shared<const InferenceModel>(model);
+  std::vector<EngineRequest> reqs;
+  for (int64_t i = 0; i < 16; ++i) {
+    EngineRequest r = make_request(random_tokens(4 + i % 5, 2048, 300 + static_cast<uint64_t>(i)), 12,
+                                   1.0, 11 * static_cast<uint64_t>(i) + 1, 2);
+    r.sampling.top_k = i % 3 ? 0 : 50;  // the full distribution and a top-k one
+    reqs.push_back(r);
+  }
+  Engine engine(im, EngineOptions{});
+  const std::vector<Outcome> together = run_all(engine, submit_all(engine, reqs));
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    INFO("request " << i);
+    CHECK(together[i].tokens.size() == 12);
+    check_same(together[i], run_alone(im, reqs[i]));
+  }
+}
+
 TEST_CASE("the background thread gives the same outputs, next() merges events",
           "[serving_engine]") {
   Fixture f;
