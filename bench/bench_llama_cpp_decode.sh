@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# llama.cpp's side of the decode side-by-side: `ember export --format gguf` of CHECKPOINT at each
-# --weights (export time, file size), then llama.cpp's one-stream decode tokens/s on each file at 1
-# and 2 threads, best of 3 (bench/llama_cpp_decode.mjs, through node-llama-cpp's prebuilt CPU binary,
-# installed into BUILD_DIR/npm-gguf on first use from tests/gguf/package.json; llama.cpp is never built).
+# One-stream decode, ember beside llama.cpp on the same model: `ember export --format gguf` of
+# CHECKPOINT at each --weights (export time, file size), then per weight type and thread count
+# (1 and 2) the best of 3 runs of each side decoding 128 greedy tokens after the same prompt
+# (four sentences):
+#   ember:     `ember generate --checkpoint CHECKPOINT --weights W --top-k 1` (its decode tokens/s);
+#   llama.cpp: the exported W file through node-llama-cpp's prebuilt CPU binary
+#              (bench/llama_cpp_decode.mjs; installed into BUILD_DIR/npm-gguf on first use from
+#              tests/gguf/package.json; llama.cpp is never built).
 #   bash bench/bench_llama_cpp_decode.sh CHECKPOINT [BUILD_DIR]      (default: build)
-# Prints one table row per weight type and thread count. ember's own decode speed on the same
-# weights is not measured here.
+# A gpt2-small-shaped checkpoint to run it on (random weights, one step):
+#   ember train --preset gpt2-small --steps 1 --batch-size 1 --seq-len 64 --out /tmp/g2
+# Prints the export table, every (weights, threads) row, then each side at its best thread count
+# with ember / llama.cpp and each side's speed as a multiple of its float32.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ck=${1:?usage: bench_llama_cpp_decode.sh CHECKPOINT [BUILD_DIR]}
@@ -28,12 +34,58 @@ for w in float32 bf16 int8; do
   printf '%-8s %10.1f %9.2f\n' "$w" "$(echo "$(stat -c %s "$tmp/$w.gguf") / 1000000" | bc -l)" \
     "$(echo "$end - $start" | bc -l)"
 done
+
+# The prompt llama_cpp_decode.mjs decodes after (the same text, the same tokenizer).
+prompt=$(printf 'The quick brown fox jumps over the lazy dog. %.0s' 1 2 3 4)
+runs=3
+# ember: lines "weights threads best run1 run2 run3"
+for w in float32 bf16 int8; do
+  for t in 1 2; do
+    line="$w $t"
+    best=0
+    for r in $(seq "$runs"); do
+      # stderr's last line: "[...; N tokens, decode X tokens/s]"
+      s=$(OMP_NUM_THREADS=$t "$ember" generate --checkpoint "$ck" --weights "$w" --top-k 1 \
+            --max-tokens 128 --prompt "$prompt" 2>&1 > /dev/null | tail -1 |
+          sed -n 's/.*decode \([0-9.]*\) tokens\/s.*/\1/p')
+      [ -n "$s" ] || { echo "ember generate printed no decode speed" >&2; exit 1; }
+      line="$line $s"
+      best=$(echo "if ($s > $best) $s else $best" | bc -l)
+    done
+    echo "$w $t $best ${line#"$w $t "}"
+  done
+done > "$tmp/ember.txt"
+node bench/llama_cpp_decode.mjs "$npm_dir/node_modules" --runs "$runs" \
+  "$tmp/float32.gguf" "$tmp/bf16.gguf" "$tmp/int8.gguf" > "$tmp/llama.jsonl"
 echo
-printf '%-8s %7s %22s   %s\n' weights threads "llama.cpp decode tok/s" "runs"
-node bench/llama_cpp_decode.mjs "$npm_dir/node_modules" "$tmp/float32.gguf" "$tmp/bf16.gguf" "$tmp/int8.gguf" |
-  node -e '
-    const lines = require("fs").readFileSync(0, "utf8").trim().split("\n").map(JSON.parse);
-    for (const r of lines) {
-      const w = r.file.replace(/.*\//, "").replace(".gguf", "");
-      console.log(`${w.padEnd(8)} ${String(r.threads).padStart(7)} ${r.best_tokens_per_s.toFixed(1).padStart(22)}   ${r.runs_tokens_per_s.join(" ")}`);
-    }'
+node -e '
+  const fs = require("fs");
+  const [emberFile, llamaFile] = process.argv.slice(1);
+  const ember = {}, llama = {};
+  for (const l of fs.readFileSync(emberFile, "utf8").trim().split("\n")) {
+    const [w, t, best, ...rs] = l.split(" ");
+    (ember[w] ??= {})[t] = { best: Number(best), runs: rs.map(Number) };
+  }
+  for (const l of fs.readFileSync(llamaFile, "utf8").trim().split("\n")) {
+    const r = JSON.parse(l);
+    const w = r.file.replace(/.*\//, "").replace(".gguf", "");
+    (llama[w] ??= {})[r.threads] = { best: r.best_tokens_per_s, runs: r.runs_tokens_per_s };
+  }
+  const f = (x) => x.toFixed(1);
+  console.log("decode tokens/s, best of runs (the runs after it)");
+  console.log(`${"weights".padEnd(8)} ${"threads".padStart(7)} ${"ember".padStart(8)}   ${"runs".padEnd(18)} ${"llama.cpp".padStart(9)}   runs`);
+  for (const w of Object.keys(ember)) {
+    for (const t of Object.keys(ember[w])) {
+      const e = ember[w][t], l = llama[w][t];
+      console.log(`${w.padEnd(8)} ${t.padStart(7)} ${f(e.best).padStart(8)}   ${e.runs.map(f).join(" ").padEnd(18)} ${f(l.best).padStart(9)}   ${l.runs.map(f).join(" ")}`);
+    }
+  }
+  const best = (side, w) => Object.entries(side[w]).reduce((a, [t, r]) => (r.best > a.v ? { t, v: r.best } : a), { t: 0, v: 0 });
+  console.log("\neach side at its best thread count");
+  console.log(`${"weights".padEnd(8)} ${"ember".padStart(12)} ${"llama.cpp".padStart(12)} ${"ember/llama.cpp".padStart(16)} ${"ember x f32".padStart(12)} ${"llama.cpp x f32".padStart(16)}`);
+  const e32 = best(ember, "float32").v, l32 = best(llama, "float32").v;
+  for (const w of Object.keys(ember)) {
+    const e = best(ember, w), l = best(llama, w);
+    console.log(`${w.padEnd(8)} ${(f(e.v) + " (" + e.t + ")").padStart(12)} ${(f(l.v) + " (" + l.t + ")").padStart(12)} ${(e.v / l.v).toFixed(2).padStart(15)}x ${(e.v / e32).toFixed(2).padStart(11)}x ${(l.v / l32).toFixed(2).padStart(15)}x`);
+  }
+' "$tmp/ember.txt" "$tmp/llama.jsonl"
