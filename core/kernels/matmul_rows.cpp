@@ -30,6 +30,7 @@ namespace {
 
 constexpr int64_t kLanes = 16;
 constexpr int64_t kMaxMR = 4, kMaxNR = 4;
+constexpr int kStreams = 8;  // weight rows of a one-row tile, each from its own part of the range
 constexpr int64_t kMB = 64, kNB = 16, kKB = 1024;  // the k-blocked path's block sizes
 
 // W: float, or uint16_t for bfloat16 weights (each widened exactly to its float when loaded,
@@ -68,36 +69,36 @@ __attribute__((always_inline)) inline float widen(uint16_t h) { return bfloat16_
 template <int MR, int NR, class W>
 __attribute__((always_inline)) inline void tile(const Args<W>& a, int64_t m, int64_t n, int64_t k0,
                                                 int64_t k1, v16* acc_mem, int64_t ld, bool first,
-                                                bool last, const W* prefetch) {
+                                                bool last, const W* prefetch, int64_t rs = 1) {
   const float* xr[MR];
   const W* wr[NR];
   for (int i = 0; i < MR; ++i) xr[i] = a.x + (m + i) * a.ldx;
-  for (int j = 0; j < NR; ++j) wr[j] = a.w + (n + j) * a.ldw;
+  for (int j = 0; j < NR; ++j) wr[j] = a.w + (n + j * rs) * a.ldw;  // rs: the rows' stride
   v16 acc[MR][NR];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) acc[i][j] = first ? v16{} : acc_mem[i * ld + j];
   for (int64_t k = k0; k < k1; k += kLanes) {
     if (prefetch) {  // the next weight rows, into L2 while this tile computes
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int j = 0; j < NR; ++j) __builtin_prefetch(prefetch + j * a.ldw + k, 0, 1);
     }
     v16 wv[NR];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) load16(wv[j], wr[j] + k);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       v16 xv;
       load16(xv, xr[i] + k);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int j = 0; j < NR; ++j) acc[i][j] += xv * wv[j];
     }
   }
   if (!last) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int j = 0; j < NR; ++j) acc_mem[i * ld + j] = acc[i][j];
     return;
   }
@@ -109,8 +110,8 @@ __attribute__((always_inline)) inline void tile(const Args<W>& a, int64_t m, int
       for (int j = 0; j < NR; ++j) {
         float s = sums[i * NR + j];
         for (int64_t k = k_main; k < a.K; ++k) s = std::fma(xr[i][k], widen(wr[j][k]), s);
-        if (a.bias) s += a.bias[n + j];
-        a.y[(m + i) * a.ldy + n + j] = s;
+        if (a.bias) s += a.bias[n + j * rs];
+        a.y[(m + i) * a.ldy + n + j * rs] = s;
       }
     }
     return;
@@ -120,8 +121,8 @@ __attribute__((always_inline)) inline void tile(const Args<W>& a, int64_t m, int
       float s = 0;
       for (int l = 0; l < kLanes; ++l) s += acc[i][j][l];
       for (int64_t k = k_main; k < a.K; ++k) s = std::fma(xr[i][k], widen(wr[j][k]), s);
-      if (a.bias) s += a.bias[n + j];
-      a.y[(m + i) * a.ldy + n + j] = s;
+      if (a.bias) s += a.bias[n + j * rs];
+      a.y[(m + i) * a.ldy + n + j * rs] = s;
     }
   }
 }
@@ -167,6 +168,15 @@ __attribute__((always_inline)) inline void block_direct(const Args<W>& a, int64_
                                                         int64_t n1, int64_t nr_max) {
   Step<W> st{0, a.K - a.K % kLanes, nullptr, 0, true, true};
   const int64_t chunk = std::clamp<int64_t>((int64_t{1} << 17) / std::max<int64_t>(a.K, 1), 64, 256) / 4 * 4;
+  if (M == 1 && nr_max == kMaxNR) {
+    // One row of x (a decode step's single stream): a tile takes its 4 weight rows from the 4
+    // quarters of the range, so W streams from 4 places at once (one sequential stream alone
+    // does not reach a core's bandwidth from memory); the rest after, 4 adjacent rows a tile.
+    const int64_t q = (n1 - n0) / kStreams;
+    for (int64_t n = n0; n < n0 + q; ++n) tile<1, kStreams, W>(a, 0, n, st.k0, st.k1, st.acc, st.ld, true, true, nullptr, q);
+    for (int64_t n = n0 + kStreams * q; n < n1; n += kMaxNR) tile_any(a, 0, n, 1, std::min(kMaxNR, n1 - n), st);
+    return;
+  }
   for (int64_t m0 = 0; m0 < M; m0 += chunk) {
     const int64_t m1 = std::min(M, m0 + chunk);
     for (int64_t n = n0; n < n1; n += nr_max) {

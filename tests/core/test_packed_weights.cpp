@@ -3,6 +3,7 @@
 // the row computed alone (batch invariance) and to any split of the columns; bf16 bit-identical
 // to matmul_rows over the widened weights; and the rounding against a hand computation.
 #include <catch2/catch.hpp>
+#include <omp.h>
 
 #include <cmath>
 #include <cstring>
@@ -159,6 +160,44 @@ TEST_CASE("packed weights: every int8 path this CPU runs gives the generic path'
     CHECK(std::memcmp(y.data(), ref.data(), y.size() * 4) == 0);
   }
   WARN(ran << " SIMD int8 paths ran here");
+}
+
+TEST_CASE("packed weights: one row alone equals its row in a batch, bit for bit, every type and thread count",
+          "[packed_weights]") {
+  // N = 300: one row alone streams its weights from several parts of each thread's range at
+  // once (matmul_rows' and matmul_q8's single-row paths), with groups left over; a batch runs
+  // the tiles of many rows.
+  const int64_t M = 7, N = 300, K = 200;
+  const auto x = values(M * K, 10), wf = values(N * K, 11), b = values(N, 12);
+  const int saved = omp_get_max_threads();
+  for (WeightType type : {WeightType::Float32, WeightType::BFloat16, WeightType::Int8}) {
+    const PackedWeight w(Tensor::from_vector(wf, {N, K}), type);
+    for (const int threads : {1, 2}) {
+      omp_set_num_threads(threads);
+      std::vector<float> batch(static_cast<size_t>(M * N)), alone(static_cast<size_t>(N));
+      w.matmul(M, x.data(), K, b.data(), batch.data(), N);
+      for (int64_t m = 0; m < M; ++m) {
+        INFO("type " << static_cast<int>(type) << " threads " << threads << " row " << m);
+        w.matmul(1, x.data() + m * K, K, b.data(), alone.data(), N);
+        CHECK(std::memcmp(alone.data(), batch.data() + m * N, N * 4) == 0);
+      }
+    }
+  }
+  omp_set_num_threads(saved);
+  // And the int8 single-row path of each SIMD kind against the generic loop.
+  std::vector<kernels::BlockQ8x8> q(static_cast<size_t>(kernels::q8_groups(N) * kernels::q8_blocks(K)));
+  kernels::pack_weights_q8(wf.data(), N, K, q.data());
+  std::vector<float> ref(static_cast<size_t>(N)), y(ref.size());
+  kernels::matmul_q8_on("generic", 1, K, x.data(), K, q.data(), b.data(), ref.data(), N, 0, N);
+  for (const char* path : {"avx2", "avx_vnni", "avx512_vnni"}) {
+    try {
+      kernels::matmul_q8_on(path, 1, K, x.data(), K, q.data(), b.data(), y.data(), N, 3, N - 5);
+    } catch (const ember::Error&) {
+      continue;  // not on this CPU
+    }
+    INFO(path);
+    CHECK(std::memcmp(y.data() + 3, ref.data() + 3, (N - 8) * 4) == 0);
+  }
 }
 
 TEST_CASE("packed weights: bf16 is matmul_rows over the widened weights, bit for bit", "[packed_weights]") {
