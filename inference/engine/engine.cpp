@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
+#include <exception>
 #include <limits>
 #include <mutex>
 #include <thread>
