@@ -160,10 +160,13 @@ TEST_CASE("serve: a stop string cuts the output at its first occurrence", "[serv
 
 TEST_CASE("serve: a client gone mid-stream cancels the request and frees its blocks", "[serve]") {
   Server s;
+  // The second write fails: usually mid-stream; should the engine have finished all 80 tokens
+  // before the first poll (one merged event), it is the closing [DONE] that fails, the same
+  // cancellation. (Failing the third write instead passed whenever the engine was that fast.)
   const auto [writes, ok] = s.run(R"({"prompt": "abc", "max_tokens": 80, "stream": true})",
-                                  Endpoint::Completions, /*fail_after=*/2);
+                                  Endpoint::Completions, /*fail_after=*/1);
   CHECK(!ok);
-  CHECK(writes.size() == 2);
+  CHECK(writes.size() == 1);
   inference::EngineStats st = s.engine.stats();
   for (int i = 0; i < 200 && (st.running > 0 || st.kv_blocks_used > 0); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
