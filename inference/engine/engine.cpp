@@ -108,7 +108,8 @@ struct Engine::Impl {
   void reap_cancelled();
   void process(const ScheduledChunk& c, const Tensor& logits, int64_t row0, const Draw& d);
   void draw(Request& r, Sequence& s, const Draw& d);
-  std::vector<Draw> draw_all(const std::vector<ScheduledChunk>& plan, const Tensor& logits);
+  std::vector<Draw> draw_all(const std::vector<ScheduledChunk>& plan, const std::vector<int64_t>& row0,
+                             const Tensor& logits);
   EngineEvent event_for(Request& r, const Sequence* s);
   void finish(int64_t id, EngineEvent ev, FinishReason reason);
   void run();
@@ -184,17 +185,18 @@ bool draws(const ScheduledChunk& c, const Request& r) {
 // The draws of a step's chunks (in plan order; chunks that draw nothing keep token -1): each
 // request's sampler on its own row, the requests split over threads. A failed draw (NaN
 // logits) is rethrown after the loop, the first in plan order.
-std::vector<Draw> Engine::Impl::draw_all(const std::vector<ScheduledChunk>& plan, const Tensor& logits) {
+// row0[i]: chunk i's first row of logits.
+std::vector<Draw> Engine::Impl::draw_all(const std::vector<ScheduledChunk>& plan,
+                                         const std::vector<int64_t>& row0, const Tensor& logits) {
   const int64_t n = static_cast<int64_t>(plan.size()), V = logits.size(1);
   std::vector<Draw> out(plan.size());
   std::vector<Request*> reqs(plan.size(), nullptr);
-  std::vector<int64_t> rows(plan.size());
-  int64_t row = 0, n_draws = 0;
+  std::vector<int64_t> rows(plan.size());  // the row each draw reads: its chunk's last
+  int64_t n_draws = 0;
   for (int64_t i = 0; i < n; ++i) {
     const ScheduledChunk& c = plan[i];
     Request& r = requests.at(c.seq->id);
-    rows[i] = row + (c.all_logits ? c.n - 1 : 0);
-    row += c.all_logits ? c.n : 1;
+    rows[i] = row0[i] + (c.all_logits ? c.n - 1 : 0);
     if (!draws(c, r)) continue;
     reqs[i] = &r;
     ++n_draws;
@@ -296,13 +298,12 @@ bool Engine::Impl::step() {
   {
     std::lock_guard<std::mutex> lock(mu);
     ++stats.steps;
-    const std::vector<Draw> drawn = draw_all(plan, logits);
-    int64_t row = 0;
+    std::vector<int64_t> row0(plan.size());  // chunk i's first row of logits
+    for (size_t i = 1; i < plan.size(); ++i) row0[i] = row0[i - 1] + (plan[i - 1].all_logits ? plan[i - 1].n : 1);
+    const std::vector<Draw> drawn = draw_all(plan, row0, logits);
     for (size_t i = 0; i < plan.size(); ++i) {
-      const ScheduledChunk& c = plan[i];
-      sched.complete(c);
-      process(c, logits, row, drawn[i]);
-      row += c.all_logits ? c.n : 1;
+      sched.complete(plan[i]);
+      process(plan[i], logits, row0[i], drawn[i]);
     }
   }
   cv.notify_all();
