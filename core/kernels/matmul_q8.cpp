@@ -112,6 +112,112 @@ namespace avx512_vnni {
 #pragma GCC pop_options
 #endif
 
+// The activation quantizer (matmul_q8.h), one block of 32 values at a time:
+//   amax = max_t |x_t|, d = amax / 127, id = d != 0 ? 1 / d : 0, q_t = roundf(x_t * id)
+// (fmax ignores a NaN; roundf rounds half away from zero). The vector paths take a block of
+// 32 (a K tail padded with zeros: they change neither amax nor the zeros q holds there) and
+// round as roundf does: t = trunc(v), then t + sign(v) where |v - t| >= 0.5, exact because
+// v - trunc(v) is exact in float. Converting to int8 keeps the int32's low byte, as the
+// scalar cast (cvttss2si) does, so the bytes match roundf's for every v.
+void quantize_generic(const float* x, int64_t K, int8_t* q, float* d) {
+  const int64_t nb = q8_blocks(K);
+  for (int64_t b = 0; b < nb; ++b) {
+    const int64_t k0 = b * 32, n = std::min<int64_t>(32, K - k0);
+    float amax = 0.0f;
+    for (int64_t t = 0; t < n; ++t) amax = std::fmax(amax, std::fabs(x[k0 + t]));
+    d[b] = amax / 127.0f;
+    const float id = d[b] != 0.0f ? 1.0f / d[b] : 0.0f;
+    for (int64_t t = 0; t < 32; ++t) {
+      q[k0 + t] = t < n ? static_cast<int8_t>(std::roundf(x[k0 + t] * id)) : int8_t{0};
+    }
+  }
+}
+
+// Full blocks through block(x, q, d), the tail block padded with zeros.
+#define Q8_QUANTIZE_ROW(block)                                             \
+  void quantize_row(const float* x, int64_t K, int8_t* q, float* d) {     \
+    const int64_t full = K / 32;                                           \
+    for (int64_t b = 0; b < full; ++b) block(x + 32 * b, q + 32 * b, d + b); \
+    if (K % 32 == 0) return;                                               \
+    float pad[32] = {};                                                    \
+    std::memcpy(pad, x + 32 * full, static_cast<size_t>(K % 32) * sizeof(float)); \
+    block(pad, q + 32 * full, d + full);                                   \
+  }
+
+#ifdef EMBER_Q8_X86
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+namespace avx2_quantize {
+// 8 values rounded half away from zero, as int32.
+[[gnu::always_inline]] inline __m256i round_away(__m256 v) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m256 up = _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_sub_ps(v, t)), _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+  const __m256 one = _mm256_or_ps(_mm256_and_ps(v, sign), _mm256_set1_ps(1.0f));  // copysign(1, v)
+  return _mm256_cvttps_epi32(_mm256_add_ps(t, _mm256_and_ps(up, one)));
+}
+
+// The low bytes of 4 x 8 int32, in order: masked to a byte, the packs cannot saturate; they
+// interleave the 128-bit lanes, which the final permute undoes.
+[[gnu::always_inline]] inline __m256i low_bytes(const __m256i* v) {
+  const __m256i byte = _mm256_set1_epi32(0xff);
+  const __m256i ab = _mm256_packus_epi32(_mm256_and_si256(v[0], byte), _mm256_and_si256(v[1], byte));
+  const __m256i cd = _mm256_packus_epi32(_mm256_and_si256(v[2], byte), _mm256_and_si256(v[3], byte));
+  return _mm256_permutevar8x32_epi32(_mm256_packus_epi16(ab, cd), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+void block(const float* x, int8_t* q, float* d) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 v[4], a = _mm256_setzero_ps();
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm256_loadu_ps(x + 8 * i);
+    a = _mm256_max_ps(_mm256_andnot_ps(sign, v[i]), a);  // a NaN lane keeps a (the second operand)
+  }
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+  *d = _mm_cvtss_f32(m) / 127.0f;
+  const __m256 id = _mm256_set1_ps(*d != 0.0f ? 1.0f / *d : 0.0f);
+  __m256i r[4];
+  for (int i = 0; i < 4; ++i) r[i] = round_away(_mm256_mul_ps(v[i], id));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), low_bytes(r));
+}
+Q8_QUANTIZE_ROW(block)
+}  // namespace avx2_quantize
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx2,fma")
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_ps() through their masked builtins, which
+// -Wmaybe-uninitialized takes for a read of an uninitialized value (a false positive).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+namespace avx512_quantize {
+// 16 values rounded half away from zero, their int32's low bytes (vpmovdb truncates).
+[[gnu::always_inline]] inline __m128i round_away(__m512 v) {
+  const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(v, t)), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+  const __m512i one = _mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN)),
+                                      _mm512_set1_epi32(0x3f800000));  // copysign(1, v)
+  return _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, _mm512_castsi512_ps(one))));
+}
+
+void block(const float* x, int8_t* q, float* d) {
+  const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+  // A NaN lane keeps the second operand, as fmax ignores a NaN.
+  const __m512 a = _mm512_max_ps(_mm512_abs_ps(x1), _mm512_max_ps(_mm512_abs_ps(x0), _mm512_setzero_ps()));
+  *d = _mm512_reduce_max_ps(a) / 127.0f;
+  const __m512 id = _mm512_set1_ps(*d != 0.0f ? 1.0f / *d : 0.0f);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q), round_away(_mm512_mul_ps(x0, id)));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), round_away(_mm512_mul_ps(x1, id)));
+}
+Q8_QUANTIZE_ROW(block)
+}  // namespace avx512_quantize
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+#endif
+#undef Q8_QUANTIZE_ROW
+
 enum class Path { Generic, Avx2, AvxVnni, Avx512Vnni };
 
 const char* path_name(Path path) {
@@ -160,6 +266,29 @@ void run_path(Path path, const Job& job, int64_t M, int64_t n0, int64_t n1) {
   }
 }
 
+// The path named `name` (path_name's): an Error when there is none or this CPU cannot run it.
+Path path_named(const char* name) {
+  for (Path p : {Path::Generic, Path::Avx2, Path::AvxVnni, Path::Avx512Vnni}) {
+    if (std::string(name) != path_name(p)) continue;
+    EMBER_CHECK(cpu_runs(p), "matmul_q8: this CPU cannot run the ", name, " path");
+    return p;
+  }
+  throw Error(std::string("matmul_q8: no path named ") + name);
+}
+
+// One row of activations quantized on `path`'s instructions (the VNNI paths' CPUs run
+// AVX-512 F, resp. AVX2): every path gives quantize_generic's bytes and scales.
+void quantize_path(Path path, const float* x, int64_t K, int8_t* q, float* d) {
+  switch (path) {
+#ifdef EMBER_Q8_X86
+    case Path::Avx512Vnni: return avx512_quantize::quantize_row(x, K, q, d);
+    case Path::AvxVnni:
+    case Path::Avx2: return avx2_quantize::quantize_row(x, K, q, d);
+#endif
+    default: return quantize_generic(x, K, q, d);
+  }
+}
+
 void matmul_q8_path(Path path, int64_t M, int64_t K, const float* x, int64_t ldx, const BlockQ8x8* w,
                     const float* bias, float* y, int64_t ldy, int64_t n0, int64_t n1) {
   if (M <= 0 || n1 <= n0) return;
@@ -172,7 +301,7 @@ void matmul_q8_path(Path path, int64_t M, int64_t K, const float* x, int64_t ldx
     xu.resize(static_cast<size_t>(n));
   }
   if (static_cast<int64_t>(dx.size()) < M * nb) dx.resize(static_cast<size_t>(M * nb));
-  for (int64_t m = 0; m < M; ++m) quantize_activations_q8(x + m * ldx, K, qx.data() + m * nb * 32, dx.data() + m * nb);
+  for (int64_t m = 0; m < M; ++m) quantize_path(path, x + m * ldx, K, qx.data() + m * nb * 32, dx.data() + m * nb);
   for (int64_t i = 0; i < n; ++i) xu[i] = static_cast<uint8_t>(qx[i] + 128);
   const Job job{qx.data(), xu.data(), dx.data(), nb, w, bias, y, ldy};
   // Threads take contiguous ranges of whole groups of 8 outputs (a group's 8 rows interleave).
@@ -189,17 +318,11 @@ void matmul_q8_path(Path path, int64_t M, int64_t K, const float* x, int64_t ldx
 }  // namespace
 
 void quantize_activations_q8(const float* x, int64_t K, int8_t* q, float* d) {
-  const int64_t nb = q8_blocks(K);
-  for (int64_t b = 0; b < nb; ++b) {
-    const int64_t k0 = b * 32, n = std::min<int64_t>(32, K - k0);
-    float amax = 0.0f;
-    for (int64_t t = 0; t < n; ++t) amax = std::fmax(amax, std::fabs(x[k0 + t]));
-    d[b] = amax / 127.0f;
-    const float id = d[b] != 0.0f ? 1.0f / d[b] : 0.0f;
-    for (int64_t t = 0; t < 32; ++t) {
-      q[k0 + t] = t < n ? static_cast<int8_t>(std::roundf(x[k0 + t] * id)) : int8_t{0};
-    }
-  }
+  quantize_path(pick_path(), x, K, q, d);
+}
+
+void quantize_activations_q8_on(const char* path, const float* x, int64_t K, int8_t* q, float* d) {
+  quantize_path(path_named(path), x, K, q, d);
 }
 
 void pack_weights_q8(const float* w, int64_t N, int64_t K, BlockQ8x8* out) {
@@ -244,12 +367,7 @@ const char* matmul_q8_path() { return path_name(pick_path()); }
 
 void matmul_q8_on(const char* path, int64_t M, int64_t K, const float* x, int64_t ldx,
                   const BlockQ8x8* w, const float* bias, float* y, int64_t ldy, int64_t n0, int64_t n1) {
-  for (Path p : {Path::Generic, Path::Avx2, Path::AvxVnni, Path::Avx512Vnni}) {
-    if (std::string(path) != path_name(p)) continue;
-    EMBER_CHECK(cpu_runs(p), "matmul_q8: this CPU cannot run the ", path, " path");
-    return matmul_q8_path(p, M, K, x, ldx, w, bias, y, ldy, n0, n1);
-  }
-  throw Error(std::string("matmul_q8: no path named ") + path);
+  matmul_q8_path(path_named(path), M, K, x, ldx, w, bias, y, ldy, n0, n1);
 }
 
 }  // namespace ember::kernels

@@ -33,6 +33,9 @@ static_assert(sizeof(BlockQ8x8) == 288);
 // x [K] in blocks of 32 (the last padded with zeros): d[b] = amax / 127 (float32),
 // q[32b + t] = roundf(x * (1 / d[b])) (0 for a block of zeros). q holds 32 q8_blocks(K) values.
 void quantize_activations_q8(const float* x, int64_t K, int8_t* q, float* d);
+// The same on the named code path (matmul_q8_path's names; each path has its own quantizer, all
+// giving the same bytes and scales), for tests: an Error when this CPU cannot run it.
+void quantize_activations_q8_on(const char* path, const float* x, int64_t K, int8_t* q, float* d);
 
 // W [N, K] float32 -> q8_groups(N) * q8_blocks(K) blocks, group-major (g * nb + b); each row's
 // blocks are quant::quantize_row_q8_0's.

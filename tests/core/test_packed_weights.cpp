@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/kernels/bf16.h"
@@ -160,6 +161,68 @@ TEST_CASE("packed weights: every int8 path this CPU runs gives the generic path'
     CHECK(std::memcmp(y.data(), ref.data(), y.size() * 4) == 0);
   }
   WARN(ran << " SIMD int8 paths ran here");
+}
+
+namespace {
+
+// The activation quantizer as a plain loop: per block of 32 (zeros past K), d = amax / 127,
+// q = roundf(x / d) computed as roundf(x * (1 / d)), 0 for a block of zeros.
+void reference_quantize(const std::vector<float>& x, std::vector<int8_t>& q, std::vector<float>& d) {
+  const int64_t K = static_cast<int64_t>(x.size()), nb = kernels::q8_blocks(K);
+  q.assign(static_cast<size_t>(nb * 32), 0);
+  d.assign(static_cast<size_t>(nb), 0.0f);
+  for (int64_t b = 0; b < nb; ++b) {
+    float amax = 0;
+    for (int64_t k = b * 32; k < std::min(K, b * 32 + 32); ++k) amax = std::max(amax, std::fabs(x[k]));
+    d[b] = amax / 127.0f;
+    const float id = d[b] != 0 ? 1.0f / d[b] : 0.0f;
+    for (int64_t k = b * 32; k < std::min(K, b * 32 + 32); ++k) q[k] = static_cast<int8_t>(std::roundf(x[k] * id));
+  }
+}
+
+// Activations that exercise the rounding: random values at several scales, a block of exact
+// ties (amax 127, so x * (1 / d) = x: +-0.5, +-2.5, +-126.5 go away from zero), a block of
+// zeros and a block of negative zeros, then a tail.
+std::vector<float> quantizer_input(int64_t K, uint32_t seed) {
+  std::vector<float> x = values(K, seed);
+  for (int64_t k = 0; k < K; ++k) x[k] *= k / 32 % 3 == 0 ? 1e-3f : k / 32 % 3 == 1 ? 40.0f : 1e20f;
+  const float ties[] = {127.0f, 0.5f, -0.5f, 2.5f, -2.5f, 126.5f, -126.5f, 1.5f, -1.5f, 0.49999997f, -3.0f};
+  for (int64_t t = 0; t < 11 && 32 + t < K; ++t) x[32 + t] = ties[t];
+  for (int64_t k = 64; k < std::min<int64_t>(K, 96); ++k) x[k] = 0.0f;
+  for (int64_t k = 96; k < std::min<int64_t>(K, 128); ++k) x[k] = -0.0f;
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("packed weights: the activation quantizer of every path equals a plain roundf loop",
+          "[packed_weights]") {
+  INFO("int8 path " << kernels::matmul_q8_path() << ", EMBER_MAX_ISA " << kernels::isa_name(kernels::max_isa()));
+  int ran = 0;
+  for (const int64_t K : {1, 5, 31, 32, 33, 77, 160, 200, 768, 3072}) {
+    const auto x = quantizer_input(K, static_cast<uint32_t>(K));
+    std::vector<int8_t> ref_q, q;
+    std::vector<float> ref_d, d;
+    reference_quantize(x, ref_q, ref_d);
+    for (const char* path : {"default", "generic", "avx2", "avx_vnni", "avx512_vnni"}) {
+      q.assign(ref_q.size(), 99);
+      d.assign(ref_d.size(), -1.0f);
+      try {
+        if (std::string(path) == "default") {
+          kernels::quantize_activations_q8(x.data(), K, q.data(), d.data());
+        } else {
+          kernels::quantize_activations_q8_on(path, x.data(), K, q.data(), d.data());
+        }
+      } catch (const ember::Error&) {
+        continue;  // not on this CPU
+      }
+      ++ran;
+      INFO(path << " K " << K);
+      CHECK(std::memcmp(q.data(), ref_q.data(), q.size()) == 0);
+      CHECK(std::memcmp(d.data(), ref_d.data(), d.size() * 4) == 0);
+    }
+  }
+  WARN(ran / 10 << " quantizer paths ran here (with the default)");
 }
 
 TEST_CASE("packed weights: one row alone equals its row in a batch, bit for bit, every type and thread count",
