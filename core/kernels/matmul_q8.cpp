@@ -26,7 +26,7 @@ constexpr int64_t kChunk = 64;  // rows of x per chunk
 
 struct Job {
   const int8_t* qx;   // M rows of 32 nb values
-  const uint8_t* xu;  // the same + 128
+  const uint8_t* xu;  // the same + 128 (the VNNI paths only read it)
   const float* dx;    // M rows of nb scales
   int64_t nb;
   const BlockQ8x8* w;
@@ -133,15 +133,16 @@ void quantize_generic(const float* x, int64_t K, int8_t* q, float* d) {
   }
 }
 
-// Full blocks through block(x, q, d), the tail block padded with zeros.
-#define Q8_QUANTIZE_ROW(block)                                             \
-  void quantize_row(const float* x, int64_t K, int8_t* q, float* d) {     \
-    const int64_t full = K / 32;                                           \
-    for (int64_t b = 0; b < full; ++b) block(x + 32 * b, q + 32 * b, d + b); \
-    if (K % 32 == 0) return;                                               \
-    float pad[32] = {};                                                    \
-    std::memcpy(pad, x + 32 * full, static_cast<size_t>(K % 32) * sizeof(float)); \
-    block(pad, q + 32 * full, d + full);                                   \
+// Full blocks through block(x, q, xu, d), the tail block padded with zeros. xu (when not null)
+// gets q + 128 as unsigned bytes, what the VNNI paths multiply: q xor 0x80.
+#define Q8_QUANTIZE_ROW(block)                                                                       \
+  void quantize_row(const float* x, int64_t K, int8_t* q, uint8_t* xu, float* d) {                  \
+    const int64_t full = K / 32;                                                                     \
+    for (int64_t b = 0; b < full; ++b) block(x + 32 * b, q + 32 * b, xu ? xu + 32 * b : nullptr, d + b); \
+    if (K % 32 == 0) return;                                                                         \
+    float pad[32] = {};                                                                              \
+    std::memcpy(pad, x + 32 * full, static_cast<size_t>(K % 32) * sizeof(float));                  \
+    block(pad, q + 32 * full, xu ? xu + 32 * full : nullptr, d + full);                             \
   }
 
 #ifdef EMBER_Q8_X86
@@ -166,7 +167,7 @@ namespace avx2_quantize {
   return _mm256_permutevar8x32_epi32(_mm256_packus_epi16(ab, cd), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-void block(const float* x, int8_t* q, float* d) {
+void block(const float* x, int8_t* q, uint8_t* xu, float* d) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   __m256 v[4], a = _mm256_setzero_ps();
   for (int i = 0; i < 4; ++i) {
@@ -180,7 +181,9 @@ void block(const float* x, int8_t* q, float* d) {
   const __m256 id = _mm256_set1_ps(*d != 0.0f ? 1.0f / *d : 0.0f);
   __m256i r[4];
   for (int i = 0; i < 4; ++i) r[i] = round_away(_mm256_mul_ps(v[i], id));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), low_bytes(r));
+  const __m256i bytes = low_bytes(r);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), bytes);
+  if (xu) _mm256_storeu_si256(reinterpret_cast<__m256i*>(xu), _mm256_xor_si256(bytes, _mm256_set1_epi8(-128)));
 }
 Q8_QUANTIZE_ROW(block)
 }  // namespace avx2_quantize
@@ -202,14 +205,19 @@ namespace avx512_quantize {
   return _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, _mm512_castsi512_ps(one))));
 }
 
-void block(const float* x, int8_t* q, float* d) {
+void block(const float* x, int8_t* q, uint8_t* xu, float* d) {
   const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
   // A NaN lane keeps the second operand, as fmax ignores a NaN.
   const __m512 a = _mm512_max_ps(_mm512_abs_ps(x1), _mm512_max_ps(_mm512_abs_ps(x0), _mm512_setzero_ps()));
   *d = _mm512_reduce_max_ps(a) / 127.0f;
   const __m512 id = _mm512_set1_ps(*d != 0.0f ? 1.0f / *d : 0.0f);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(q), round_away(_mm512_mul_ps(x0, id)));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), round_away(_mm512_mul_ps(x1, id)));
+  const __m128i lo = round_away(_mm512_mul_ps(x0, id)), hi = round_away(_mm512_mul_ps(x1, id));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q), lo);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), hi);
+  if (!xu) return;
+  const __m128i flip = _mm_set1_epi8(-128);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(xu), _mm_xor_si128(lo, flip));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(xu + 16), _mm_xor_si128(hi, flip));
 }
 Q8_QUANTIZE_ROW(block)
 }  // namespace avx512_quantize
@@ -277,13 +285,14 @@ Path path_named(const char* name) {
 }
 
 // One row of activations quantized on `path`'s instructions (the VNNI paths' CPUs run
-// AVX-512 F, resp. AVX2): every path gives quantize_generic's bytes and scales.
-void quantize_path(Path path, const float* x, int64_t K, int8_t* q, float* d) {
+// AVX-512 F, resp. AVX2): every path gives quantize_generic's bytes and scales. The VNNI
+// paths also write xu = q + 128 (the others never read it; xu may be null for them).
+void quantize_path(Path path, const float* x, int64_t K, int8_t* q, uint8_t* xu, float* d) {
   switch (path) {
 #ifdef EMBER_Q8_X86
-    case Path::Avx512Vnni: return avx512_quantize::quantize_row(x, K, q, d);
-    case Path::AvxVnni:
-    case Path::Avx2: return avx2_quantize::quantize_row(x, K, q, d);
+    case Path::Avx512Vnni: return avx512_quantize::quantize_row(x, K, q, xu, d);
+    case Path::AvxVnni: return avx2_quantize::quantize_row(x, K, q, xu, d);
+    case Path::Avx2: return avx2_quantize::quantize_row(x, K, q, nullptr, d);
 #endif
     default: return quantize_generic(x, K, q, d);
   }
@@ -301,8 +310,9 @@ void matmul_q8_path(Path path, int64_t M, int64_t K, const float* x, int64_t ldx
     xu.resize(static_cast<size_t>(n));
   }
   if (static_cast<int64_t>(dx.size()) < M * nb) dx.resize(static_cast<size_t>(M * nb));
-  for (int64_t m = 0; m < M; ++m) quantize_path(path, x + m * ldx, K, qx.data() + m * nb * 32, dx.data() + m * nb);
-  for (int64_t i = 0; i < n; ++i) xu[i] = static_cast<uint8_t>(qx[i] + 128);
+  for (int64_t m = 0; m < M; ++m) {
+    quantize_path(path, x + m * ldx, K, qx.data() + m * nb * 32, xu.data() + m * nb * 32, dx.data() + m * nb);
+  }
   const Job job{qx.data(), xu.data(), dx.data(), nb, w, bias, y, ldy};
   // Threads take contiguous ranges of whole groups of 8 outputs (a group's 8 rows interleave).
   const int64_t g0 = n0 / 8, g1 = q8_groups(n1);
@@ -318,11 +328,11 @@ void matmul_q8_path(Path path, int64_t M, int64_t K, const float* x, int64_t ldx
 }  // namespace
 
 void quantize_activations_q8(const float* x, int64_t K, int8_t* q, float* d) {
-  quantize_path(pick_path(), x, K, q, d);
+  quantize_path(pick_path(), x, K, q, nullptr, d);
 }
 
 void quantize_activations_q8_on(const char* path, const float* x, int64_t K, int8_t* q, float* d) {
-  quantize_path(path_named(path), x, K, q, d);
+  quantize_path(path_named(path), x, K, q, nullptr, d);
 }
 
 void pack_weights_q8(const float* w, int64_t N, int64_t K, BlockQ8x8* out) {
