@@ -31,10 +31,12 @@ namespace {
 constexpr int64_t kLanes = 16;
 constexpr int64_t kMaxMR = 4, kMaxNR = 4;
 constexpr int kStreams = 8;  // weight rows of a one-row tile, each from its own part of the range
+constexpr int64_t kAheadBytes = 4096;  // how far ahead a one-row tile prefetches each weight row
 constexpr int64_t kMB = 64, kNB = 16, kKB = 1024;  // the k-blocked path's block sizes
 
-// W: float, or uint16_t for bfloat16 weights (each widened exactly to its float when loaded,
-// so the sequence of float operations is the one float32 weights of the same values run).
+// W: float, or uint16_t for bfloat16 weights in the pair order (matmul_rows.h), each widened
+// exactly to its float when loaded and met by the x it meets in the float32 order, so the
+// sequence of float operations is the one float32 weights of the same values run.
 template <class W>
 struct Args {
   int64_t K;
@@ -59,31 +61,75 @@ __attribute__((always_inline)) inline void load16(v16& v, const uint16_t* p) {
   const u32x16 bits = __builtin_convertvector(h, u32x16) << 16;
   std::memcpy(&v, &bits, sizeof(v));
 }
+// 32 bfloat16 weights in the pair order: lo gets k = 32c + j (lane j), hi k = 32c + 16 + j.
+__attribute__((always_inline)) inline void load_pair(v16& lo, v16& hi, const uint16_t* p) {
+  typedef uint32_t u32x16 __attribute__((vector_size(64)));
+  u32x16 bits;
+  std::memcpy(&bits, p, sizeof(bits));
+  const u32x16 l = bits << 16, h = bits & 0xFFFF0000u;
+  std::memcpy(&lo, &l, sizeof(lo));
+  std::memcpy(&hi, &h, sizeof(hi));
+}
 __attribute__((always_inline)) inline float widen(float x) { return x; }
 __attribute__((always_inline)) inline float widen(uint16_t h) { return bfloat16_value(h); }
+
+// Prefetches of a tile's k step (they never change a result): the rows `prefetch` points to
+// (NR of them, at k, into L2) and each weight row `ahead` elements on (into L1).
+template <int NR, class W>
+__attribute__((always_inline)) inline void fetch_ahead(const Args<W>& a, const W* const* wr, const W* prefetch,
+                                                       int64_t k, int64_t ahead) {
+  if (prefetch) {
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) __builtin_prefetch(prefetch + j * a.ldw + k, 0, 1);
+  }
+  if (ahead > 0) {
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) __builtin_prefetch(wr[j] + k + ahead, 0, 3);
+  }
+}
 
 // Outputs [m, m + MR) x [n, n + NR), lane sums over k in [k0, k1) (multiples of 16, within
 // K16): started at 0 when `first`, else loaded from acc (output (i, j) at acc[i * ld + j]);
 // finished into y when `last` (the fixed order of the file comment), else stored back to acc.
 // Stores and loads are exact, so k-blocking never changes the sequence of operations.
+// rs: the weight rows' stride; ahead (when > 0): each weight row is also prefetched this many
+// elements ahead (into L1: more lines in flight than the hardware prefetcher keeps).
 template <int MR, int NR, class W>
 __attribute__((always_inline)) inline void tile(const Args<W>& a, int64_t m, int64_t n, int64_t k0,
                                                 int64_t k1, v16* acc_mem, int64_t ld, bool first,
-                                                bool last, const W* prefetch, int64_t rs = 1) {
+                                                bool last, const W* prefetch, int64_t rs = 1,
+                                                int64_t ahead = 0) {
   const float* xr[MR];
   const W* wr[NR];
   for (int i = 0; i < MR; ++i) xr[i] = a.x + (m + i) * a.ldx;
-  for (int j = 0; j < NR; ++j) wr[j] = a.w + (n + j * rs) * a.ldw;  // rs: the rows' stride
+  for (int j = 0; j < NR; ++j) wr[j] = a.w + (n + j * rs) * a.ldw;
   v16 acc[MR][NR];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) acc[i][j] = first ? v16{} : acc_mem[i * ld + j];
-  for (int64_t k = k0; k < k1; k += kLanes) {
-    if (prefetch) {  // the next weight rows, into L2 while this tile computes
+  int64_t k = k0;
+  if constexpr (std::is_same_v<W, uint16_t>) {  // whole blocks of 32 in the pair order: k, k + 16 at once
+    const int64_t k32 = std::min(k1, a.K - a.K % 32);
+    for (; k + 32 <= k32; k += 32) {
+      fetch_ahead<NR>(a, wr, prefetch, k, ahead);
+      v16 lo[NR], hi[NR];
 #pragma GCC unroll 8
-      for (int j = 0; j < NR; ++j) __builtin_prefetch(prefetch + j * a.ldw + k, 0, 1);
+      for (int j = 0; j < NR; ++j) load_pair(lo[j], hi[j], wr[j] + k);
+#pragma GCC unroll 8
+      for (int i = 0; i < MR; ++i) {
+        v16 x0, x1;
+        load16(x0, xr[i] + k);
+        load16(x1, xr[i] + k + kLanes);
+#pragma GCC unroll 8
+        for (int j = 0; j < NR; ++j) acc[i][j] += x0 * lo[j];
+#pragma GCC unroll 8
+        for (int j = 0; j < NR; ++j) acc[i][j] += x1 * hi[j];
+      }
     }
+  }
+  for (; k < k1; k += kLanes) {
+    fetch_ahead<NR>(a, wr, prefetch, k, ahead);
     v16 wv[NR];
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) load16(wv[j], wr[j] + k);
@@ -172,8 +218,10 @@ __attribute__((always_inline)) inline void block_direct(const Args<W>& a, int64_
     // One row of x (a decode step's single stream): a tile takes its 4 weight rows from the 4
     // quarters of the range, so W streams from 4 places at once (one sequential stream alone
     // does not reach a core's bandwidth from memory); the rest after, 4 adjacent rows a tile.
-    const int64_t q = (n1 - n0) / kStreams;
-    for (int64_t n = n0; n < n0 + q; ++n) tile<1, kStreams, W>(a, 0, n, st.k0, st.k1, st.acc, st.ld, true, true, nullptr, q);
+    const int64_t q = (n1 - n0) / kStreams, ahead = kAheadBytes / static_cast<int64_t>(sizeof(W));
+    for (int64_t n = n0; n < n0 + q; ++n) {
+      tile<1, kStreams, W>(a, 0, n, st.k0, st.k1, st.acc, st.ld, true, true, nullptr, q, ahead);
+    }
     for (int64_t n = n0 + kStreams * q; n < n1; n += kMaxNR) tile_any(a, 0, n, 1, std::min(kMaxNR, n1 - n), st);
     return;
   }
@@ -247,9 +295,7 @@ void panels_bf16(const Args<uint16_t>& a, int64_t M, int64_t n0, int64_t n1, int
   for (int64_t n = n0; n < n1; n += kPanel) {
     const int64_t rows = std::min(kPanel, n1 - n);
     for (int64_t r = 0; r < rows; ++r) {
-      const uint16_t* src = a.w + (n + r) * a.ldw;
-      float* dst = panel.data() + r * a.K;
-      for (int64_t k = 0; k < a.K; ++k) dst[k] = bfloat16_value(src[k]);
+      widen_row_bf16(a.w + (n + r) * a.ldw, a.K, panel.data() + r * a.K);
     }
     const Args<float> f{a.K, a.x, a.ldx, panel.data(), a.K, a.bias ? a.bias + n : nullptr, a.y + n, a.ldy};
     if (M < 16 || a.K <= kKB) {
@@ -304,6 +350,23 @@ void matmul_rows(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, c
 void matmul_rows_bf16(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const uint16_t* w,
                       int64_t ldw, const float* bias, float* y, int64_t ldy) {
   matmul_rows_any(M, N, K, x, ldx, w, ldw, bias, y, ldy);
+}
+
+void pack_rows_bf16(const float* w, int64_t N, int64_t K, uint16_t* out) {
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t k = 0; k < K; ++k) out[n * K + bf16_pair_position(k, K)] = bfloat16_bits(w[n * K + k]);
+  }
+}
+
+void widen_row_bf16(const uint16_t* row, int64_t K, float* out) {
+  const int64_t k32 = K - K % 32;
+  for (int64_t c = 0; c < k32; c += 32) {
+    for (int64_t j = 0; j < 16; ++j) {
+      out[c + j] = bfloat16_value(row[c + 2 * j]);
+      out[c + 16 + j] = bfloat16_value(row[c + 2 * j + 1]);
+    }
+  }
+  for (int64_t k = k32; k < K; ++k) out[k] = bfloat16_value(row[k]);
 }
 
 }  // namespace ember::kernels

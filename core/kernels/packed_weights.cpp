@@ -43,7 +43,7 @@ PackedWeight::PackedWeight(const Tensor& w, WeightType type) : type_(type) {
     return;
   }
   bf16_.resize(static_cast<size_t>(N_ * K_));
-  for (int64_t i = 0; i < N_ * K_; ++i) bf16_[i] = bfloat16_bits(src[i]);
+  pack_rows_bf16(src, N_, K_, bf16_.data());
 }
 
 int64_t PackedWeight::nbytes() const {
@@ -80,8 +80,7 @@ void PackedWeight::row(int64_t n, float* out) const {
     unpack_row_q8(q8_.data(), K_, n, out);
     return;
   }
-  const uint16_t* r = bf16_.data() + n * K_;
-  for (int64_t k = 0; k < K_; ++k) out[k] = bfloat16_value(r[k]);
+  widen_row_bf16(bf16_.data() + n * K_, K_, out);
 }
 
 Tensor PackedWeight::to_float32() const {

@@ -52,7 +52,7 @@ class PackedWeight {
   WeightType type_ = WeightType::Float32;
   int64_t N_ = 0, K_ = 0;
   Tensor f32_;                  // Float32
-  std::vector<uint16_t> bf16_;  // BFloat16: N * K bits, row-major
+  std::vector<uint16_t> bf16_;  // BFloat16: N * K bits, row-major, each row in the pair order (matmul_rows.h)
   std::vector<BlockQ8x8> q8_;   // Int8: Q8_0 blocks, 8 rows interleaved (kernels/matmul_q8.h)
 };
 

@@ -264,12 +264,38 @@ TEST_CASE("packed weights: one row alone equals its row in a batch, bit for bit,
 }
 
 TEST_CASE("packed weights: bf16 is matmul_rows over the widened weights, bit for bit", "[packed_weights]") {
-  const int64_t M = 21, N = 33, K = 1030;
-  const auto x = values(M * K, 4), wf = values(N * K, 5), b = values(N, 6);
-  const PackedWeight w(Tensor::from_vector(wf, {N, K}), WeightType::BFloat16);
-  const Tensor wq = w.to_float32();
-  std::vector<float> y(static_cast<size_t>(M * N)), ref(static_cast<size_t>(M * N));
-  w.matmul(M, x.data(), K, b.data(), y.data(), N);
-  kernels::matmul_rows(M, N, K, x.data(), K, wq.data<float>(), K, b.data(), ref.data(), N);
-  CHECK(std::memcmp(y.data(), ref.data(), y.size() * 4) == 0);
+  // M = 1 (the one-row tiles), 3 and 16 (the direct tiles; 16 with K past 1024: the k-blocked
+  // ones), 21 (float32 panels); K: whole blocks of 32, a half block (48), tails.
+  const int64_t N = 33;
+  for (const int64_t K : {5, 16, 48, 200, 1030, 2100}) {
+    for (const int64_t M : {1, 3, 16, 21}) {
+      const auto x = values(M * K, 4), wf = values(N * K, 5), b = values(N, 6);
+      const PackedWeight w(Tensor::from_vector(wf, {N, K}), WeightType::BFloat16);
+      const Tensor wq = w.to_float32();
+      std::vector<float> y(static_cast<size_t>(M * N)), ref(static_cast<size_t>(M * N));
+      w.matmul(M, x.data(), K, b.data(), y.data(), N);
+      kernels::matmul_rows(M, N, K, x.data(), K, wq.data<float>(), K, b.data(), ref.data(), N);
+      INFO("M " << M << " K " << K);
+      CHECK(std::memcmp(y.data(), ref.data(), y.size() * 4) == 0);
+    }
+  }
+}
+
+TEST_CASE("packed weights: bf16 rows are stored in the pair order and read back in k order, by hand",
+          "[packed_weights]") {
+  // K = 40: one whole block of 32 (positions 2j <- k = j, 2j + 1 <- k = 16 + j), then k = 32..39 in place.
+  const int64_t K = 40;
+  std::vector<float> w(K);
+  for (int64_t k = 0; k < K; ++k) w[k] = static_cast<float>(k);  // exact in bf16
+  std::vector<uint16_t> bits(K);
+  kernels::pack_rows_bf16(w.data(), 1, K, bits.data());
+  for (int64_t j = 0; j < 16; ++j) {
+    CHECK(kernels::bfloat16_value(bits[2 * j]) == static_cast<float>(j));
+    CHECK(kernels::bfloat16_value(bits[2 * j + 1]) == static_cast<float>(16 + j));
+  }
+  for (int64_t k = 32; k < K; ++k) CHECK(kernels::bfloat16_value(bits[k]) == static_cast<float>(k));
+  const PackedWeight p(Tensor::from_vector(w, {1, K}), WeightType::BFloat16);
+  std::vector<float> row(K);
+  p.row(0, row.data());
+  CHECK(row == w);
 }
