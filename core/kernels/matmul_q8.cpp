@@ -1,10 +1,11 @@
 // matmul_q8 (core/kernels/matmul_q8.h): the activations quantized once per call, then the groups
 // of 8 outputs split over threads, each running the code path the CPU has (EMBER_MAX_ISA caps
 // it): AVX-512 VNNI or AVX-VNNI (vpdpbusd of the activations + 128, as unsigned bytes, and the
-// weights, less 128 sum(w): exact, Q8_0 values lie in [-127, 127]), AVX2 (llama.cpp's sign
-// transfer: vpmaddubsw of |w| and sign(w) x, then vpmaddwd; a pair of products is at most
-// 2 * 127 * 127 < 2^15, so nothing saturates), or the generic loop. Every path's block sums are
-// the same exact integers and the float steps are the same, so all give the same bits.
+// weights, less 128 sum(w): exact, Q8_0 values lie in [-127, 127]; AVX-512 takes two groups a
+// 512-bit register when many rows share them), AVX2 (llama.cpp's sign transfer: vpmaddubsw of
+// |w| and sign(w) x, then vpmaddwd; a pair of products is at most 2 * 127 * 127 < 2^15, so
+// nothing saturates), or the generic loop. Every path's block sums are the same exact integers
+// and the float steps are the same, so all give the same bits.
 #include "core/kernels/matmul_q8.h"
 
 #include <immintrin.h>
@@ -101,14 +102,75 @@ namespace avx_vnni {
 
 #pragma GCC push_options
 #pragma GCC target("avx512vnni,avx512vl,avx512bw,avx512f,avx2,fma,f16c")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12: as in the quantizer below
 namespace avx512_vnni {
 #define Q8_DOT(acc, x, w, aw) _mm256_dpbusd_epi32(acc, x, w)
+
+// Rows [m, m + MR) of x against groups g and g + 1 in 512-bit registers (group g in the low
+// half, g + 1 in the high): out[(s * MR + i) * 8 + r] for row m + i, output 8 (g + s) + r.
+// Each lane runs tile()'s operations for its output (the block's exact int32 sum, less
+// 128 sum(w), then d = dx * dw and one FMA), so the bits are tile()'s; one vpdpbusd serves 16
+// outputs. next (or null): the two groups after, fetched into L2 meanwhile.
+template <int MR>
+[[gnu::always_inline]] inline void pair_tile(const Job& job, int64_t m, int64_t g, float* out,
+                                             const BlockQ8x8* next) {
+  const BlockQ8x8* w0 = job.w + g * job.nb;
+  const BlockQ8x8* w1 = w0 + job.nb;
+  __m512 acc[MR];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < job.nb; ++b) {
+    if (next) {
+      for (int s = 0; s < 2; ++s) {
+        const char* p = reinterpret_cast<const char*>(next + s * job.nb + b);
+        for (int l = 0; l < 5; ++l) _mm_prefetch(p + 64 * l, _MM_HINT_T1);
+      }
+    }
+    __m512i isum[MR];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) isum[i] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int t = 0; t < 8; ++t) {
+      const __m512i w = _mm512_inserti64x4(
+          _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w0[b].qs + 32 * t))),
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w1[b].qs + 32 * t)), 1);
+#pragma GCC unroll 8
+      for (int i = 0; i < MR; ++i) {
+        int32_t x4;
+        std::memcpy(&x4, job.xu + ((m + i) * job.nb + b) * 32 + 4 * t, 4);
+        isum[i] = _mm512_dpbusd_epi32(isum[i], _mm512_set1_epi32(x4), w);
+      }
+    }
+    const __m512 dw = _mm512_cvtph_ps(_mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w0[b].d))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(w1[b].d)), 1));
+    const __m512i corr = _mm512_slli_epi32(
+        _mm512_cvtepi16_epi32(_mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w0[b].sum))),
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(w1[b].sum)), 1)),
+        7);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const __m512 d = _mm512_mul_ps(_mm512_set1_ps(job.dx[(m + i) * job.nb + b]), dw);
+      acc[i] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(isum[i], corr)), acc[i]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    _mm256_storeu_ps(out + 8 * i, _mm512_castps512_ps256(acc[i]));
+    _mm256_storeu_ps(out + 8 * (MR + i), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1)));
+  }
+}
+#define Q8_PAIR_TILE pair_tile
 #include "core/kernels/matmul_q8_tile.inc"
+#undef Q8_PAIR_TILE
 #undef Q8_XSRC
 #undef Q8_ABS
 #undef Q8_DOT
 #undef Q8_CORR
 }  // namespace avx512_vnni
+#pragma GCC diagnostic pop
 #pragma GCC pop_options
 #endif
 
