@@ -13,7 +13,7 @@ enum class Isa {
   Generic,     // baseline x86-64 (SSE2), or a CPU that is not x86
   Avx2,        // AVX2 + FMA
   Avx512,      // AVX-512 F
-  Avx512Bf16,  // AVX-512 F + BF16 (the highest level; no cap)
+  Avx512Bf16,  // AVX-512 F + BF16, and AMX tiles where the CPU has them (the highest level; no cap)
 };
 
 const char* isa_name(Isa isa);  // "generic", "avx2", "avx512", "avx512_bf16"

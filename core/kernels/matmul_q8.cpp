@@ -1,6 +1,7 @@
-// matmul_q8 (core/kernels/matmul_q8.h): the activations quantized once per call, then the groups
-// of 8 outputs split over threads, each running the code path the CPU has (EMBER_MAX_ISA caps
-// it): AVX-512 VNNI or AVX-VNNI (vpdpbusd of the activations + 128, as unsigned bytes, and the
+// matmul_q8 (core/kernels/matmul_q8.h): the activations quantized once per call (the rows
+// shared out among the threads), then the groups of 8 outputs split over threads, each running
+// the code path the CPU has (EMBER_MAX_ISA caps it): AMX tiles for two rows or more (tdpbssd:
+// signed x signed, no offset), AVX-512 VNNI or AVX-VNNI (vpdpbusd of the activations + 128, as unsigned bytes, and the
 // weights, less 128 sum(w): exact, Q8_0 values lie in [-127, 127]; AVX-512 takes two groups a
 // 512-bit register when many rows share them), AVX2 (llama.cpp's sign transfer: vpmaddubsw of
 // |w| and sign(w) x, then vpmaddwd; a pair of products is at most 2 * 127 * 127 < 2^15, so
@@ -10,6 +11,8 @@
 
 #include <immintrin.h>
 #include <omp.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -38,19 +41,25 @@ struct Job {
 
 // out[i * 8 + r] (rows m .. m + mr of x, outputs 8g + r) into y where 8g + r lies in [n0, n1).
 void store(const Job& job, int64_t m, int64_t mr, int64_t g, int64_t n0, int64_t n1, const float* out) {
+  const int64_t a = std::max(n0, 8 * g), b = std::min(n1, 8 * g + 8);
   for (int64_t i = 0; i < mr; ++i) {
-    for (int64_t n = std::max(n0, 8 * g); n < std::min(n1, 8 * g + 8); ++n) {
-      const float v = out[i * 8 + (n - 8 * g)];
-      job.y[(m + i) * job.ldy + n] = job.bias ? v + job.bias[n] : v;
+    const float* o = out + i * 8 - 8 * g;  // o[n] for n in [8g, 8g + 8)
+    float* yr = job.y + (m + i) * job.ldy;
+    if (job.bias) {
+      for (int64_t n = a; n < b; ++n) yr[n] = o[n] + job.bias[n];
+    } else {
+      for (int64_t n = a; n < b; ++n) yr[n] = o[n];
     }
   }
 }
 
 #if defined(__GNUC__) && defined(__x86_64__)
-// One block of weights (288 bytes: its lines, the next block's first line at most) into L2.
+// One block of weights (288 bytes: its lines, the next block's first line at most) into L2
+// (or into L1 with hint _MM_HINT_T0). A prefetch past the weights' end never faults.
+template <_mm_hint kHint = _MM_HINT_T1>
 [[gnu::always_inline]] inline void fetch_block(const BlockQ8x8* blk) {
   const char* p = reinterpret_cast<const char*>(blk);
-  for (int l = 0; l < 5; ++l) _mm_prefetch(p + 64 * l, _MM_HINT_T1);
+  for (int l = 0; l < 5; ++l) _mm_prefetch(p + 64 * l, kHint);
 }
 #endif
 
@@ -178,6 +187,126 @@ template <int MR>
 }  // namespace avx512_vnni
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
+
+// AMX (the tile unit of Intel's Sapphire Rapids and later): tdpbssd multiplies a tile of up to
+// 16 rows x 32 signed activations (one block of each row of x) by a 32 x 8 tile of signed
+// weights, which is one BlockQ8x8's qs as stored (tile row t = qs[32 t, 32 t + 32): 8 outputs x
+// 4 inputs), into 16 x 8 exact int32 block sums: the sums every other path computes. The float
+// steps after are pair_tile's (d = dx * dw, one FMA per block, in block order), so the bits
+// are the same; AMX only takes the integer products off the vector units.
+#pragma GCC push_options
+#pragma GCC target("amx-tile,amx-int8,avx512vnni,avx512vl,avx512bw,avx512f,avx2,fma,f16c")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12: as above
+namespace amx {
+
+constexpr int64_t kTileRows = 16, kAheadBlocks = 2;
+// Tile registers (GCC's intrinsics take their numbers as written): tmm0 A (x), tmm1 and tmm2
+// B (groups g and g + 1), tmm3 and tmm4 C (their sums).
+enum : int { kA = 0, kB0 = 1, kB1 = 2, kC0 = 3, kC1 = 4 };
+
+// ldtilecfg's 64-byte operand (palette 1): A rows x 32 bytes, B0/B1 8 x 32, C0/C1 rows x 32.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+void configure(int64_t rows) {
+  TileConfig c;
+  for (int t : {kA, kC0, kC1}) {
+    c.rows[t] = static_cast<uint8_t>(rows);
+    c.colsb[t] = 32;
+  }
+  for (int t : {kB0, kB1}) {
+    c.rows[t] = 8;
+    c.colsb[t] = 32;
+  }
+  _tile_loadconfig(&c);
+}
+
+// Rows [m, m + mr) of x (mr <= 16, the tiles configured for mr rows) against groups g and
+// g + 1 (g alone when !two): out[(s * mr + i) * 8 + r], pair_tile's layout. next (or null):
+// the two groups after, fetched into L2 meanwhile.
+void pair(const Job& job, int64_t m, int64_t mr, int64_t g, bool two, float* out, const BlockQ8x8* next) {
+  const BlockQ8x8* w0 = job.w + g * job.nb;
+  const BlockQ8x8* w1 = two ? w0 + job.nb : w0;  // alone: group g twice, the copy not stored
+  alignas(64) int32_t sums[kTileRows * 16];       // row i: group g's 8 sums, then g + 1's
+  __m512 acc[kTileRows];
+#pragma GCC unroll 16
+  for (int i = 0; i < kTileRows; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < job.nb; ++b) {
+    if (next) {
+      fetch_block(next + b);
+      fetch_block(next + job.nb + b);
+    }
+    // The tile loads do not run ahead as vector loads do: the blocks two on into L1 meanwhile.
+    fetch_block<_MM_HINT_T0>(w0 + b + kAheadBlocks);
+    fetch_block<_MM_HINT_T0>(w1 + b + kAheadBlocks);
+    _tile_zero(3);
+    _tile_zero(4);
+    _tile_loadd(0, job.qx + (m * job.nb + b) * 32, job.nb * 32);
+    _tile_loadd(1, w0[b].qs, 32);
+    _tile_loadd(2, w1[b].qs, 32);
+    _tile_dpbssd(3, 0, 1);
+    _tile_dpbssd(4, 0, 2);
+    _tile_stored(3, sums, 64);
+    _tile_stored(4, sums + 8, 64);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w0[b].d))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(w1[b].d)), 1));
+#pragma GCC unroll 16
+    for (int i = 0; i < kTileRows; ++i) {
+      if (i >= mr) break;
+      const __m512 d = _mm512_mul_ps(_mm512_set1_ps(job.dx[(m + i) * job.nb + b]), dw);
+      acc[i] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_load_si512(sums + 16 * i)), acc[i]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < kTileRows; ++i) {
+    if (i >= mr) break;
+    _mm256_storeu_ps(out + 8 * i, _mm512_castps512_ps256(acc[i]));
+    _mm256_storeu_ps(out + 8 * (mr + i), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1)));
+  }
+}
+
+// Rows [m0, m1) (whole tiles of kTileRows but the last) against every pair of groups of the
+// range; the first tile of each pair brings the next pair into L2.
+void rows(const Job& job, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* tiles) {
+  for (int64_t g = n0 / 8; g * 8 < n1; g += 2) {
+    const bool two = (g + 1) * 8 < n1;
+    const BlockQ8x8* next = (g + 2) * 8 < n1 ? job.w + (g + 2) * job.nb : nullptr;
+    for (int64_t m = m0; m < m1; m += kTileRows) {
+      const int64_t mr = std::min(kTileRows, m1 - m);
+      pair(job, m, mr, g, two, tiles, m == m0 ? next : nullptr);
+      store(job, m, mr, g, n0, n1, tiles);
+      if (two) store(job, m, mr, g + 1, n0, n1, tiles + mr * 8);
+    }
+  }
+}
+
+// One row alone takes the AVX-512 VNNI path (its weights stream from 4 places at once; the
+// bits are the same); more rows: chunks of kChunk rows in whole tiles, the rows left over
+// after, each height with its tile configuration.
+void run(const Job& job, int64_t M, int64_t n0, int64_t n1) {
+  if (M == 1) return avx512_vnni::run(job, M, n0, n1);
+  float tiles[2 * kTileRows * 8];
+  const int64_t whole = M - M % kTileRows;
+  if (whole > 0) {
+    configure(kTileRows);
+    for (int64_t m0 = 0; m0 < whole; m0 += kChunk) rows(job, m0, std::min(whole, m0 + kChunk), n0, n1, tiles);
+  }
+  if (whole < M) {
+    configure(M - whole);
+    rows(job, whole, M, n0, n1, tiles);
+  }
+  _tile_release();
+}
+
+}  // namespace amx
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
 #endif
 
 // The activation quantizer (matmul_q8.h), one block of 32 values at a time:
@@ -294,10 +423,11 @@ Q8_QUANTIZE_ROW(block)
 #endif
 #undef Q8_QUANTIZE_ROW
 
-enum class Path { Generic, Avx2, AvxVnni, Avx512Vnni };
+enum class Path { Generic, Avx2, AvxVnni, Avx512Vnni, Amx };
 
 const char* path_name(Path path) {
   switch (path) {
+    case Path::Amx: return "amx";
     case Path::Avx512Vnni: return "avx512_vnni";
     case Path::AvxVnni: return "avx_vnni";
     case Path::Avx2: return "avx2";
@@ -305,7 +435,16 @@ const char* path_name(Path path) {
   }
 }
 
-// What the CPU runs: avx2 includes FMA and F16C, the VNNI paths AVX2's too.
+#ifdef EMBER_Q8_X86
+// Linux hands a process the AMX tile state only when asked (arch_prctl ARCH_REQ_XCOMP_PERM,
+// XFEATURE_XTILEDATA); asked once. False where the kernel or the hypervisor refuses.
+bool amx_granted() {
+  static const bool granted = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+  return granted;
+}
+#endif
+
+// What the CPU runs: avx2 includes FMA and F16C, the VNNI paths AVX2's too, AMX AVX-512 VNNI's.
 bool cpu_runs(Path path) {
 #ifdef EMBER_Q8_X86
   __builtin_cpu_init();
@@ -317,12 +456,16 @@ bool cpu_runs(Path path) {
     case Path::Avx512Vnni:
       return v && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
              __builtin_cpu_supports("avx512bw");
+    case Path::Amx:
+      return cpu_runs(Path::Avx512Vnni) && __builtin_cpu_supports("amx-tile") &&
+             __builtin_cpu_supports("amx-int8") && amx_granted();
   }
 #endif
   return path == Path::Generic;
 }
 
 Path pick_path() {
+  if (isa_available(Isa::Avx512Bf16) && cpu_runs(Path::Amx)) return Path::Amx;  // no cap below the top
   if (isa_available(Isa::Avx512) && cpu_runs(Path::Avx512Vnni)) return Path::Avx512Vnni;
   if (isa_available(Isa::Avx2)) {
     if (cpu_runs(Path::AvxVnni)) return Path::AvxVnni;
@@ -334,6 +477,7 @@ Path pick_path() {
 void run_path(Path path, const Job& job, int64_t M, int64_t n0, int64_t n1) {
   switch (path) {
 #ifdef EMBER_Q8_X86
+    case Path::Amx: return amx::run(job, M, n0, n1);
     case Path::Avx512Vnni: return avx512_vnni::run(job, M, n0, n1);
     case Path::AvxVnni: return avx_vnni::run(job, M, n0, n1);
     case Path::Avx2: return avx2::run(job, M, n0, n1);
@@ -344,7 +488,7 @@ void run_path(Path path, const Job& job, int64_t M, int64_t n0, int64_t n1) {
 
 // The path named `name` (path_name's): an Error when there is none or this CPU cannot run it.
 Path path_named(const char* name) {
-  for (Path p : {Path::Generic, Path::Avx2, Path::AvxVnni, Path::Avx512Vnni}) {
+  for (Path p : {Path::Generic, Path::Avx2, Path::AvxVnni, Path::Avx512Vnni, Path::Amx}) {
     if (std::string(name) != path_name(p)) continue;
     EMBER_CHECK(cpu_runs(p), "matmul_q8: this CPU cannot run the ", name, " path");
     return p;
@@ -358,6 +502,7 @@ Path path_named(const char* name) {
 void quantize_path(Path path, const float* x, int64_t K, int8_t* q, uint8_t* xu, float* d) {
   switch (path) {
 #ifdef EMBER_Q8_X86
+    case Path::Amx:  // its single rows run the AVX-512 VNNI tiles, which read xu
     case Path::Avx512Vnni: return avx512_quantize::quantize_row(x, K, q, xu, d);
     case Path::AvxVnni: return avx2_quantize::quantize_row(x, K, q, xu, d);
     case Path::Avx2: return avx2_quantize::quantize_row(x, K, q, nullptr, d);
@@ -378,15 +523,18 @@ void matmul_q8_path(Path path, int64_t M, int64_t K, const float* x, int64_t ldx
     xu.resize(static_cast<size_t>(n));
   }
   if (static_cast<int64_t>(dx.size()) < M * nb) dx.resize(static_cast<size_t>(M * nb));
-  for (int64_t m = 0; m < M; ++m) {
-    quantize_path(path, x + m * ldx, K, qx.data() + m * nb * 32, xu.data() + m * nb * 32, dx.data() + m * nb);
-  }
-  const Job job{qx.data(), xu.data(), dx.data(), nb, w, bias, y, ldy};
-  // Threads take contiguous ranges of whole groups of 8 outputs (a group's 8 rows interleave).
+  int8_t* q = qx.data();
+  uint8_t* u = xu.data();
+  float* d = dx.data();
+  const Job job{q, u, d, nb, w, bias, y, ldy};
+  // Threads quantize a share of the rows each, then (after the barrier) take contiguous ranges
+  // of whole groups of 8 outputs (a group's 8 rows interleave) for every row.
   const int64_t g0 = n0 / 8, g1 = q8_groups(n1);
   const bool parallel = (n1 - n0) * K * std::min<int64_t>(M, 8) >= (int64_t{1} << 18) && !omp_in_parallel();
 #pragma omp parallel if (parallel)
   {
+#pragma omp for schedule(static)
+    for (int64_t m = 0; m < M; ++m) quantize_path(path, x + m * ldx, K, q + m * nb * 32, u + m * nb * 32, d + m * nb);
     const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
     const int64_t a = g0 + (g1 - g0) * t / threads, b = g0 + (g1 - g0) * (t + 1) / threads;
     if (a < b) run_path(path, job, M, std::max(n0, 8 * a), std::min(n1, 8 * b));

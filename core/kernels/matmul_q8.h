@@ -3,8 +3,8 @@
 // half-precision scale; a K that is not a multiple of 32 padded with zero weights), the blocks of
 // 8 rows interleaved for the kernel (BlockQ8x8: the same int8 values and scale bits), x quantized
 // per row in blocks of 32 to int8 (quantize_activations_q8). Each block's dot product is summed
-// exactly in int32 (VNNI vpdpbusd where the CPU has it), then scaled by both scales. One order
-// per output, fixed by K alone:
+// exactly in int32 (AMX tdpbssd or VNNI vpdpbusd where the CPU has it), then scaled by both
+// scales. One order per output, fixed by K alone:
 //   acc = 0; per block b in order: acc = fma(dx_b * dw_b, float(sum_{t < 32} qx_t qw_t), acc)
 //   y = acc (+ bias)
 // so a row's outputs never depend on M, the other rows or the split of the columns, and every
@@ -47,8 +47,9 @@ void unpack_row_q8(const BlockQ8x8* w, int64_t K, int64_t n, float* out);
 void matmul_q8(int64_t M, int64_t K, const float* x, int64_t ldx, const BlockQ8x8* w,
                const float* bias, float* y, int64_t ldy, int64_t n0, int64_t n1);
 
-// The code path matmul_q8 runs here: "avx512_vnni", "avx_vnni", "avx2" or "generic" (the
-// CPU's, capped by EMBER_MAX_ISA: core/kernels/cpu_isa.h).
+// The code path matmul_q8 runs here: "amx" (AMX tiles for two rows or more, AVX-512 VNNI for
+// one), "avx512_vnni", "avx_vnni", "avx2" or "generic" (the CPU's, capped by EMBER_MAX_ISA:
+// core/kernels/cpu_isa.h; EMBER_MAX_ISA=avx512 leaves out AMX).
 const char* matmul_q8_path();
 
 // matmul_q8 on the named path (one of the names above), for tests that compare the paths: an

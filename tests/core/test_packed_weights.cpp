@@ -144,19 +144,20 @@ TEST_CASE("packed weights: int8 is Q8_0 blocks padded with zeros past K, by hand
 }
 
 TEST_CASE("packed weights: every int8 path this CPU runs gives the generic path's bits", "[packed_weights]") {
-  // N = 13 and 40: one pair of groups of 8 (AVX-512 VNNI's pair tile), two pairs and a group
-  // left over; all columns and the sub-range [3, N - 5) (groups cut at both ends); M with
-  // every row-tile height.
+  // N = 13 and 40: one pair of groups of 8 (the pair tiles of AVX-512 VNNI and AMX), two pairs
+  // and a group left over; all columns and the sub-range [3, N - 5) (groups cut at both ends); M
+  // with every row-tile height of the vector paths, and AMX's tiles of 16 rows: one whole, one
+  // and rows left over, more than one chunk of 64 rows.
   const int64_t K = 200;
   int ran = 0;
   for (const int64_t N : {13, 40}) {
-    for (const int64_t M : {2, 5, 18}) {
+    for (const int64_t M : {2, 5, 16, 18, 83}) {
       const auto x = values(M * K, 7), wf = values(N * K, 8), b = values(N, 9);
       std::vector<kernels::BlockQ8x8> w(static_cast<size_t>(kernels::q8_groups(N) * kernels::q8_blocks(K)));
       kernels::pack_weights_q8(wf.data(), N, K, w.data());
       std::vector<float> ref(static_cast<size_t>(M * N)), y(ref.size());
       kernels::matmul_q8_on("generic", M, K, x.data(), K, w.data(), b.data(), ref.data(), N, 0, N);
-      for (const char* path : {"avx2", "avx_vnni", "avx512_vnni"}) {
+      for (const char* path : {"avx2", "avx_vnni", "avx512_vnni", "amx"}) {
         for (const int64_t cut : {0, 1}) {
           const int64_t n0 = cut ? 3 : 0, n1 = cut ? N - 5 : N;
           std::fill(y.begin(), y.end(), -1.0f);
@@ -177,7 +178,7 @@ TEST_CASE("packed weights: every int8 path this CPU runs gives the generic path'
       }
     }
   }
-  WARN(ran / 12 << " SIMD int8 paths ran here");
+  WARN(ran / 20 << " SIMD int8 paths ran here");
 }
 
 namespace {
@@ -221,7 +222,7 @@ TEST_CASE("packed weights: the activation quantizer of every path equals a plain
     std::vector<int8_t> ref_q, q;
     std::vector<float> ref_d, d;
     reference_quantize(x, ref_q, ref_d);
-    for (const char* path : {"default", "generic", "avx2", "avx_vnni", "avx512_vnni"}) {
+    for (const char* path : {"default", "generic", "avx2", "avx_vnni", "avx512_vnni", "amx"}) {
       q.assign(ref_q.size(), 99);
       d.assign(ref_d.size(), -1.0f);
       try {
@@ -269,7 +270,7 @@ TEST_CASE("packed weights: one row alone equals its row in a batch, bit for bit,
   kernels::pack_weights_q8(wf.data(), N, K, q.data());
   std::vector<float> ref(static_cast<size_t>(N)), y(ref.size());
   kernels::matmul_q8_on("generic", 1, K, x.data(), K, q.data(), b.data(), ref.data(), N, 0, N);
-  for (const char* path : {"avx2", "avx_vnni", "avx512_vnni"}) {
+  for (const char* path : {"avx2", "avx_vnni", "avx512_vnni", "amx"}) {
     try {
       kernels::matmul_q8_on(path, 1, K, x.data(), K, q.data(), b.data(), y.data(), N, 3, N - 5);
     } catch (const ember::Error&) {
