@@ -200,8 +200,17 @@ template <class KV>
   float s16[16];
   for (int64_t b = lo / 16; b <= p / 16; ++b) {
     const KV* kb = k + blocks[static_cast<size_t>(b)] * block;
+    const KV* kn = b < p / 16 ? k + blocks[static_cast<size_t>(b + 1)] * block : nullptr;
     const int64_t t0 = std::max(lo, b * 16), t1 = std::min(p, b * 16 + 15);
     for (int64_t h = h0; h < h1; ++h) {
+      // The next head's keys (the next block's first head's after the last), 16 strided
+      // pieces, into L1 meanwhile: the hardware prefetchers do not follow that pattern.
+      const KV* next = h + 1 < h1 ? kb + ((h + 1) / a.group) * D : kn ? kn + (h0 / a.group) * D : nullptr;
+      if (next) {
+        for (int i = 0; i < 16; ++i) {
+          for (int64_t d = 0; d < D; d += 64 / static_cast<int64_t>(sizeof(KV))) __builtin_prefetch(next + i * row + d, 0, 3);
+        }
+      }
       block_scores(q + h * D, kb + (h / a.group) * D, row, D, s16);
       for (int64_t t = t0; t <= t1; ++t) {
         float s = s16[t - b * 16] * scale;
