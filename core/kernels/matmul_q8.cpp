@@ -124,6 +124,28 @@ namespace avx_vnni {
 namespace avx512_vnni {
 #define Q8_DOT(acc, x, w, aw) _mm256_dpbusd_epi32(acc, x, w)
 
+// Shared by the pair tiles (this one, and AMX's below): the blocks of groups g and g + 1 after
+// these (next: group g + 2's first), fetched into L2; the 16 scales of block b, group g's in
+// the low half; and the outputs of rows i < mr as out[(s * mr + i) * 8 + r].
+[[gnu::always_inline]] inline void fetch_pair(const BlockQ8x8* next, int64_t nb, int64_t b) {
+  if (!next) return;
+  fetch_block(next + b);
+  fetch_block(next + nb + b);
+}
+[[gnu::always_inline]] inline __m512 pair_scales(const BlockQ8x8& lo, const BlockQ8x8& hi) {
+  return _mm512_cvtph_ps(_mm256_inserti128_si256(
+      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lo.d))),
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(hi.d)), 1));
+}
+[[gnu::always_inline]] inline void store_pair(const __m512* acc, int64_t mr, float* out) {
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) {
+    if (i >= mr) break;
+    _mm256_storeu_ps(out + 8 * i, _mm512_castps512_ps256(acc[i]));
+    _mm256_storeu_ps(out + 8 * (mr + i), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1)));
+  }
+}
+
 // Rows [m, m + MR) of x against groups g and g + 1 in 512-bit registers (group g in the low
 // half, g + 1 in the high): out[(s * MR + i) * 8 + r] for row m + i, output 8 (g + s) + r.
 // Each lane runs tile()'s operations for its output (the block's exact int32 sum, less
@@ -138,10 +160,7 @@ template <int MR>
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
   for (int64_t b = 0; b < job.nb; ++b) {
-    if (next) {
-      fetch_block(next + b);
-      fetch_block(next + job.nb + b);
-    }
+    fetch_pair(next, job.nb, b);
     __m512i isum[MR];
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) isum[i] = _mm512_setzero_si512();
@@ -157,9 +176,7 @@ template <int MR>
         isum[i] = _mm512_dpbusd_epi32(isum[i], _mm512_set1_epi32(x4), w);
       }
     }
-    const __m512 dw = _mm512_cvtph_ps(_mm256_inserti128_si256(
-        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w0[b].d))),
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(w1[b].d)), 1));
+    const __m512 dw = pair_scales(w0[b], w1[b]);
     const __m512i corr = _mm512_slli_epi32(
         _mm512_cvtepi16_epi32(_mm256_inserti128_si256(
             _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w0[b].sum))),
@@ -171,11 +188,7 @@ template <int MR>
       acc[i] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(isum[i], corr)), acc[i]);
     }
   }
-#pragma GCC unroll 8
-  for (int i = 0; i < MR; ++i) {
-    _mm256_storeu_ps(out + 8 * i, _mm512_castps512_ps256(acc[i]));
-    _mm256_storeu_ps(out + 8 * (MR + i), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1)));
-  }
+  store_pair(acc, MR, out);
 }
 #define Q8_PAIR_TILE pair_tile
 #include "core/kernels/matmul_q8_tile.inc"
@@ -237,10 +250,7 @@ void pair(const Job& job, int64_t m, int64_t mr, int64_t g, bool two, float* out
 #pragma GCC unroll 16
   for (int i = 0; i < kTileRows; ++i) acc[i] = _mm512_setzero_ps();
   for (int64_t b = 0; b < job.nb; ++b) {
-    if (next) {
-      fetch_block(next + b);
-      fetch_block(next + job.nb + b);
-    }
+    avx512_vnni::fetch_pair(next, job.nb, b);
     // The tile loads do not run ahead as vector loads do: the blocks two on into L1 meanwhile.
     fetch_block<_MM_HINT_T0>(w0 + b + kAheadBlocks);
     fetch_block<_MM_HINT_T0>(w1 + b + kAheadBlocks);
@@ -253,9 +263,7 @@ void pair(const Job& job, int64_t m, int64_t mr, int64_t g, bool two, float* out
     _tile_dpbssd(4, 0, 2);
     _tile_stored(3, sums, 64);
     _tile_stored(4, sums + 8, 64);
-    const __m512 dw = _mm512_cvtph_ps(_mm256_inserti128_si256(
-        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w0[b].d))),
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(w1[b].d)), 1));
+    const __m512 dw = avx512_vnni::pair_scales(w0[b], w1[b]);
 #pragma GCC unroll 16
     for (int i = 0; i < kTileRows; ++i) {
       if (i >= mr) break;
@@ -263,12 +271,7 @@ void pair(const Job& job, int64_t m, int64_t mr, int64_t g, bool two, float* out
       acc[i] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_load_si512(sums + 16 * i)), acc[i]);
     }
   }
-#pragma GCC unroll 16
-  for (int i = 0; i < kTileRows; ++i) {
-    if (i >= mr) break;
-    _mm256_storeu_ps(out + 8 * i, _mm512_castps512_ps256(acc[i]));
-    _mm256_storeu_ps(out + 8 * (mr + i), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1)));
-  }
+  avx512_vnni::store_pair(acc, mr, out);
 }
 
 // Rows [m0, m1) (whole tiles of kTileRows but the last) against every pair of groups of the
