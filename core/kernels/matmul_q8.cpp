@@ -1,11 +1,11 @@
 // matmul_q8 (core/kernels/matmul_q8.h): the activations quantized once per call (the rows
 // shared out among the threads), then the groups of 8 outputs split over threads, each running
 // the code path the CPU has (EMBER_MAX_ISA caps it): AMX tiles for two rows or more (tdpbssd:
-// signed x signed, no offset), AVX-512 VNNI or AVX-VNNI (vpdpbusd of the activations + 128, as unsigned bytes, and the
-// weights, less 128 sum(w): exact, Q8_0 values lie in [-127, 127]; AVX-512 takes two groups a
-// 512-bit register when many rows share them), AVX2 (llama.cpp's sign transfer: vpmaddubsw of
-// |w| and sign(w) x, then vpmaddwd; a pair of products is at most 2 * 127 * 127 < 2^15, so
-// nothing saturates), or the generic loop. Every path's block sums are the same exact integers
+// signed x signed, no offset), AVX-512 VNNI or AVX-VNNI (vpdpbusd of the activations + 128, as
+// unsigned bytes, and the weights, less 128 sum(w): exact, Q8_0 values lie in [-127, 127];
+// AVX-512 takes two groups a 512-bit register when many rows share them), AVX2 (llama.cpp's
+// sign transfer: vpmaddubsw of |w| and sign(w) x, then vpmaddwd; a pair of products is at most
+// 2 * 127 * 127 < 2^15, so nothing saturates), or the generic loop. Every path's block sums are the same exact integers
 // and the float steps are the same, so all give the same bits.
 #include "core/kernels/matmul_q8.h"
 
