@@ -533,11 +533,12 @@ void matmul_q8_path(Path path, int64_t M, int64_t K, const float* x, int64_t ldx
   // Threads quantize a share of the rows each, then (after the barrier) take contiguous ranges
   // of whole groups of 8 outputs (a group's 8 rows interleave) for every row.
   const int64_t g0 = n0 / 8, g1 = q8_groups(n1);
+  const bool unsigned_too = path != Path::Amx || M == 1;  // AMX's tiles read only the signed bytes
   const bool parallel = (n1 - n0) * K * std::min<int64_t>(M, 8) >= (int64_t{1} << 18) && !omp_in_parallel();
 #pragma omp parallel if (parallel)
   {
 #pragma omp for schedule(static)
-    for (int64_t m = 0; m < M; ++m) quantize_path(path, x + m * ldx, K, q + m * nb * 32, u + m * nb * 32, d + m * nb);
+    for (int64_t m = 0; m < M; ++m) quantize_path(path, x + m * ldx, K, q + m * nb * 32, unsigned_too ? u + m * nb * 32 : nullptr, d + m * nb);
     const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
     const int64_t a = g0 + (g1 - g0) * t / threads, b = g0 + (g1 - g0) * (t + 1) / threads;
     if (a < b) run_path(path, job, M, std::max(n0, 8 * a), std::min(n1, 8 * b));
