@@ -22,6 +22,7 @@
 #include "apps/common/stop_signals.h"
 #include "core/user_message.h"
 #include "core/error.h"
+#include "core/kernels/cpu_isa.h"
 #include "dist/communicator.h"
 #include "dist/consistency.h"
 #include "ember/version.h"
@@ -88,6 +89,9 @@ int run_parsed_command(ember::dist::Communicator& comm, Runners& runners) {
       ember::dist::check_ranks_agree(comm, {{"the command", "ember " + name}});
     }
     if (comm.uses_mpi()) ember::dist::set_threads_per_rank(comm);
+    // The kernels read EMBER_MAX_ISA at every call, some inside OpenMP regions, which an
+    // exception cannot leave: a bad value is refused here, before any work.
+    ember::kernels::max_isa();
     for (auto& [sub, run] : runners) {
       if (sub->parsed()) {
         command = sub->get_name();

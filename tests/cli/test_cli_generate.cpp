@@ -12,6 +12,7 @@
 #include "cli_testing.h"
 #include "data/tokenizer/tokenizer.h"
 #include "nn/checkpoint_file.h"
+#include "scoped_env.h"
 
 namespace {
 
@@ -34,6 +35,21 @@ TEST_CASE("generate --tokenizer with more tokens than the model names the option
   CHECK(r.code == 1);
   check_plain_message(r.err);
   CHECK(r.err.find("--tokenizer " + dir / "tok.json" + ": 259 tokens") != std::string::npos);
+}
+
+TEST_CASE("a bad EMBER_MAX_ISA is one error line before any work, whatever the weights", "[cli][hostile]") {
+  TempDir dir("cli_hostile_isa");
+  ember::nn::write_checkpoint(dir / "zero.h5", zero_checkpoint(tiny_config(257)));
+  const ember::testing::ScopedEnv cap("EMBER_MAX_ISA", "amx");
+  for (const char* weights : {"float32", "int8"}) {  // int8's kernels read it inside OpenMP regions
+    INFO(weights);
+    const Run r = run_ember("generate --checkpoint " + dir / "zero.h5" + " --prompt hi --max-tokens 2 --weights " +
+                            weights);
+    CHECK(r.code == 1);
+    check_plain_message(r.err);
+    CHECK(r.err.find("EMBER_MAX_ISA: expected generic, avx2 or avx512 (or unset), got \"amx\"") != std::string::npos);
+    CHECK(r.out.empty());
+  }
 }
 
 TEST_CASE("generate --chat prints only the reply and stops at <|im_end|>", "[cli][generate]") {
