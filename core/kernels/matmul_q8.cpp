@@ -11,8 +11,6 @@
 
 #include <immintrin.h>
 #include <omp.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -21,6 +19,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/kernels/amx.h"
 #include "core/kernels/cpu_isa.h"
 
 namespace ember::kernels {
@@ -211,23 +210,16 @@ template <int MR>
 #pragma GCC target("amx-tile,amx-int8,avx512vnni,avx512vl,avx512bw,avx512f,avx2,fma,f16c")
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12: as above
-namespace amx {
+namespace amx_int8 {
 
 constexpr int64_t kTileRows = 16, kAheadBlocks = 2;
 // Tile registers (GCC's intrinsics take their numbers as written): tmm0 A (x), tmm1 and tmm2
 // B (groups g and g + 1), tmm3 and tmm4 C (their sums).
 enum : int { kA = 0, kB0 = 1, kB1 = 2, kC0 = 3, kC1 = 4 };
 
-// ldtilecfg's 64-byte operand (palette 1): A rows x 32 bytes, B0/B1 8 x 32, C0/C1 rows x 32.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
+// The tile configuration: A rows x 32 bytes, B0/B1 8 x 32, C0/C1 rows x 32.
 void configure(int64_t rows) {
-  TileConfig c;
+  amx::TileConfig c;
   for (int t : {kA, kC0, kC1}) {
     c.rows[t] = static_cast<uint8_t>(rows);
     c.colsb[t] = 32;
@@ -236,7 +228,7 @@ void configure(int64_t rows) {
     c.rows[t] = 8;
     c.colsb[t] = 32;
   }
-  _tile_loadconfig(&c);
+  amx::load_config(c);
 }
 
 // Rows [m, m + mr) of x (mr <= 16, the tiles configured for mr rows) against groups g and
@@ -307,7 +299,7 @@ void run(const Job& job, int64_t M, int64_t n0, int64_t n1) {
   _tile_release();
 }
 
-}  // namespace amx
+}  // namespace amx_int8
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
 #endif
@@ -438,15 +430,6 @@ const char* path_name(Path path) {
   }
 }
 
-#ifdef EMBER_Q8_X86
-// Linux hands a process the AMX tile state only when asked (arch_prctl ARCH_REQ_XCOMP_PERM,
-// XFEATURE_XTILEDATA); asked once. False where the kernel or the hypervisor refuses.
-bool amx_granted() {
-  static const bool granted = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
-  return granted;
-}
-#endif
-
 // What the CPU runs: avx2 includes FMA and F16C, the VNNI paths AVX2's too, AMX AVX-512 VNNI's.
 bool cpu_runs(Path path) {
 #ifdef EMBER_Q8_X86
@@ -461,7 +444,7 @@ bool cpu_runs(Path path) {
              __builtin_cpu_supports("avx512bw");
     case Path::Amx:
       return cpu_runs(Path::Avx512Vnni) && __builtin_cpu_supports("amx-tile") &&
-             __builtin_cpu_supports("amx-int8") && amx_granted();
+             __builtin_cpu_supports("amx-int8") && amx::granted();
   }
 #endif
   return path == Path::Generic;
@@ -480,7 +463,7 @@ Path pick_path() {
 void run_path(Path path, const Job& job, int64_t M, int64_t n0, int64_t n1) {
   switch (path) {
 #ifdef EMBER_Q8_X86
-    case Path::Amx: return amx::run(job, M, n0, n1);
+    case Path::Amx: return amx_int8::run(job, M, n0, n1);
     case Path::Avx512Vnni: return avx512_vnni::run(job, M, n0, n1);
     case Path::AvxVnni: return avx_vnni::run(job, M, n0, n1);
     case Path::Avx2: return avx2::run(job, M, n0, n1);

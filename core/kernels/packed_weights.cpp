@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/kernels/bf16.h"
+#include "core/kernels/matmul_bf16_tiles.h"
 #include "core/kernels/matmul_q8.h"
 #include "core/kernels/matmul_rows.h"
 
@@ -42,6 +43,11 @@ PackedWeight::PackedWeight(const Tensor& w, WeightType type) : type_(type) {
     pack_weights_q8(src, N_, K_, q8_.data());
     return;
   }
+  if (bf16_tiles_available()) {
+    tiles_.resize(static_cast<size_t>(bf16_tiles_size(N_, K_)));
+    pack_tiles_bf16(src, N_, K_, tiles_.data());
+    return;
+  }
   bf16_.resize(static_cast<size_t>(N_ * K_));
   pack_rows_bf16(src, N_, K_, bf16_.data());
 }
@@ -49,7 +55,7 @@ PackedWeight::PackedWeight(const Tensor& w, WeightType type) : type_(type) {
 int64_t PackedWeight::nbytes() const {
   switch (type_) {
     case WeightType::Float32: return N_ * K_ * 4;
-    case WeightType::BFloat16: return N_ * K_ * 2;
+    case WeightType::BFloat16: return static_cast<int64_t>((bf16_.size() + tiles_.size()) * sizeof(uint16_t));
     case WeightType::Int8: return q8_groups(N_) * q8_blocks(K_) * static_cast<int64_t>(sizeof(BlockQ8x8));
   }
   return 0;
@@ -63,6 +69,8 @@ void PackedWeight::matmul(int64_t M, const float* x, int64_t ldx, const float* b
   const float* b = bias ? bias + n0 : nullptr;
   if (type_ == WeightType::Float32) {
     matmul_rows(M, n1 - n0, K_, x, ldx, f32_.data<float>() + n0 * K_, K_, b, y + n0, ldy);
+  } else if (bf16_tiles()) {
+    matmul_bf16_tiles(M, K_, x, ldx, tiles_.data(), bias, y, ldy, n0, n1);
   } else if (type_ == WeightType::BFloat16) {
     matmul_rows_bf16(M, n1 - n0, K_, x, ldx, bf16_.data() + n0 * K_, K_, b, y + n0, ldy);
   } else {
@@ -78,6 +86,10 @@ void PackedWeight::row(int64_t n, float* out) const {
   }
   if (type_ == WeightType::Int8) {
     unpack_row_q8(q8_.data(), K_, n, out);
+    return;
+  }
+  if (bf16_tiles()) {
+    unpack_row_tiles_bf16(tiles_.data(), K_, n, out);
     return;
   }
   widen_row_bf16(bf16_.data() + n * K_, K_, out);

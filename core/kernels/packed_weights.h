@@ -2,8 +2,11 @@
 // float32 (the tensor itself), bfloat16 (each weight rounded to nearest-even, kernels/bf16.h) or
 // int8 (GGUF's Q8_0 blocks of 32 along the input, kernels/matmul_q8.h), converted once at load.
 // Each type's product is exact on its stored weights up to float32 rounding (int8: on its
-// activation blocks too). PackedWeight::matmul is the batch-invariant product of
-// kernels/matmul_rows.h for every type: one fixed order per output that depends on K alone.
+// activation blocks too; bf16 on AMX tiles: on the activations rounded to bfloat16 too).
+// PackedWeight::matmul is batch-invariant for every type: one fixed sequence of operations per
+// output that depends on K alone (kernels/matmul_rows.h, matmul_q8.h, matmul_bf16_tiles.h).
+// bf16 takes AMX tiles where kernels::bf16_tiles_available() holds when the weight is
+// converted, else the float32 order of matmul_rows over the widened weights.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -47,12 +50,15 @@ class PackedWeight {
   void row(int64_t n, float* out) const;
   // The whole of W as those float32 values [N, K] (what a reference computes with).
   Tensor to_float32() const;
+  // True for bf16 on AMX tiles (its products round x to bfloat16 too).
+  bool bf16_tiles() const { return !tiles_.empty(); }
 
  private:
   WeightType type_ = WeightType::Float32;
   int64_t N_ = 0, K_ = 0;
   Tensor f32_;                  // Float32
   std::vector<uint16_t> bf16_;  // BFloat16: N * K bits, row-major, each row in the pair order (matmul_rows.h)
+  std::vector<uint16_t> tiles_;  // BFloat16 on AMX: the tiles of kernels/matmul_bf16_tiles.h (bf16_ empty)
   std::vector<BlockQ8x8> q8_;   // Int8: Q8_0 blocks, 8 rows interleaved (kernels/matmul_q8.h)
 };
 

@@ -1,7 +1,8 @@
 // kernels::PackedWeight per weight type: each product against a float64 loop over the
 // SAME rounded weights (M = 1..16 and past 16, K and N tails, bias), every row bit-identical to
 // the row computed alone (batch invariance) and to any split of the columns; bf16 bit-identical
-// to matmul_rows over the widened weights; and the rounding against a hand computation.
+// to matmul_rows over the widened weights (on AMX tiles: within float32 rounding of float64 over
+// the activations rounded too); and the rounding and layouts against a hand computation.
 #include <catch2/catch.hpp>
 #include <omp.h>
 
@@ -13,6 +14,7 @@
 
 #include "core/kernels/bf16.h"
 #include "core/kernels/cpu_isa.h"
+#include "core/kernels/matmul_bf16_tiles.h"
 #include "core/kernels/matmul_q8.h"
 #include "core/kernels/matmul_rows.h"
 #include "core/kernels/packed_weights.h"
@@ -63,8 +65,21 @@ std::vector<float> quantized_activations(const std::vector<float>& x, int64_t M,
   return out;
 }
 
+// x rounded to bfloat16, as bf16 weights on AMX tiles multiply it (kernels/bf16.h's rule).
+std::vector<float> bf16_activations(const std::vector<float>& x) {
+  std::vector<float> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    uint32_t u;
+    std::memcpy(&u, &x[i], 4);
+    u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;  // nearest-even on the dropped 16 bits
+    std::memcpy(&out[i], &u, 4);
+  }
+  return out;
+}
+
 // One shape: against float64 over the same rounded weights (and, for int8, the same quantized
-// activations), each row alone, and a two-way column split.
+// activations; for bf16 on AMX tiles, the same rounded activations), each row alone, and a
+// two-way column split.
 void check_shape(WeightType type, int64_t M, int64_t N, int64_t K, double tolerance) {
   INFO(kernels::weight_type_name(type) << " M " << M << " N " << N << " K " << K);
   const auto x = values(M * K, 1), wf = values(N * K, 2), b = values(N, 3);
@@ -72,7 +87,7 @@ void check_shape(WeightType type, int64_t M, int64_t N, int64_t K, double tolera
   const Tensor wq = w.to_float32();
   std::vector<float> y(static_cast<size_t>(M * N));
   w.matmul(M, x.data(), K, b.data(), y.data(), N);
-  const auto xr = type == WeightType::Int8 ? quantized_activations(x, M, K) : x;
+  const auto xr = type == WeightType::Int8 ? quantized_activations(x, M, K) : w.bf16_tiles() ? bf16_activations(x) : x;
   CHECK(worst_error(M, N, K, xr, wq.data<float>(), b, y) < tolerance);
   for (int64_t m = 0; m < M; ++m) {
     std::vector<float> alone(static_cast<size_t>(N));
@@ -100,7 +115,7 @@ TEST_CASE("packed weights: bf16 rounds each weight to nearest-even, by hand", "[
   p.row(1, r);
   CHECK(r[0] == -2.5f);
   CHECK(r[1] == 0.10009765625f);  // 0.1 = 0x3DCCCCCD -> 0x3DCD
-  CHECK(p.nbytes() == 8);
+  CHECK(p.nbytes() == (p.bf16_tiles() ? 16 * 32 * 2 : 8));  // AMX tiles: one, padded with zeros
 }
 
 TEST_CASE("packed weights: every type against float64 over its rounded weights, M = 1..16 and tails",
@@ -283,7 +298,12 @@ TEST_CASE("packed weights: one row alone equals its row in a batch, bit for bit,
 
 TEST_CASE("packed weights: bf16 is matmul_rows over the widened weights, bit for bit", "[packed_weights]") {
   // M = 1 (the one-row tiles), 3 and 16 (the direct tiles; 16 with K past 1024: the k-blocked
-  // ones), 21 (float32 panels); K: whole blocks of 32, a half block (48), tails.
+  // ones), 21 (float32 panels); K: whole blocks of 32, a half block (48), tails. (Without AMX
+  // tiles: the test's CTest variants under EMBER_MAX_ISA run this everywhere.)
+  if (kernels::bf16_tiles_available()) {
+    WARN("bf16 runs on AMX tiles here: the widened path is checked by this test's EMBER_MAX_ISA variants");
+    return;
+  }
   const int64_t N = 33;
   for (const int64_t K : {5, 16, 48, 200, 1030, 2100}) {
     for (const int64_t M : {1, 3, 16, 21}) {
@@ -316,4 +336,73 @@ TEST_CASE("packed weights: bf16 rows are stored in the pair order and read back 
   std::vector<float> row(K);
   p.row(0, row.data());
   CHECK(row == w);
+}
+
+TEST_CASE("packed weights: bf16 AMX tiles hold W in tdpbf16ps's B layout, padded with zeros, by hand",
+          "[packed_weights]") {
+  // N = 17, K = 40: two output tiles (the second holds row 16 and 15 rows of zeros) x two steps
+  // of 32 k (the second holds k = 32..39 and zeros). W[n, k] has the bits 0x3F80 + 40 n + k, so
+  // each place tells which weight it holds: tile (t, b) place 32 i + 2 j + p = W[16 t + j, 32 b + 2 i + p].
+  const int64_t N = 17, K = 40;
+  std::vector<float> w(N * K);
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t k = 0; k < K; ++k) w[n * K + k] = kernels::bfloat16_value(static_cast<uint16_t>(0x3F80 + 40 * n + k));
+  }
+  REQUIRE(kernels::bf16_tiles_size(N, K) == 32 * 64);
+  std::vector<uint16_t> tiles(static_cast<size_t>(kernels::bf16_tiles_size(N, K)), 0xFFFF);
+  kernels::pack_tiles_bf16(w.data(), N, K, tiles.data());
+  for (int64_t t = 0; t < 2; ++t) {
+    for (int64_t b = 0; b < 2; ++b) {
+      for (int64_t i = 0; i < 16; ++i) {
+        for (int64_t j = 0; j < 16; ++j) {
+          for (int64_t p = 0; p < 2; ++p) {
+            const int64_t n = 16 * t + j, k = 32 * b + 2 * i + p;
+            const uint16_t want = n < N && k < K ? static_cast<uint16_t>(0x3F80 + 40 * n + k) : 0;
+            INFO("tile " << t << ", " << b << " place " << i << ", " << j << ", " << p);
+            CHECK(tiles[(t * 2 + b) * 512 + 32 * i + 2 * j + p] == want);
+          }
+        }
+      }
+    }
+  }
+  std::vector<float> row(K);
+  for (int64_t n : {0, 5, 16}) {
+    kernels::unpack_row_tiles_bf16(tiles.data(), K, n, row.data());
+    CHECK(std::equal(row.begin(), row.end(), w.begin() + n * K));
+  }
+}
+
+TEST_CASE("packed weights: bf16 on AMX tiles, M = 1..40 and K, N tails: float64 on rounded x, one row alone, any column range",
+          "[packed_weights]") {
+  if (!kernels::bf16_tiles_available()) {
+    WARN("no AMX-BF16 on this CPU (or EMBER_MAX_ISA caps it): bf16 takes the widened path, checked above");
+    return;
+  }
+  for (const int64_t K : {5, 32, 48, 200, 1030}) {
+    for (const int64_t M : {1, 2, 15, 16, 17, 40}) check_shape(WeightType::BFloat16, M, 37, K, 1e-5);
+  }
+  check_shape(WeightType::BFloat16, 300, 70, 96, 1e-5);  // past a chunk of 256 rows
+  // Threads: one and two give the same bits, and a column range cut inside an output tile
+  // writes nothing outside it.
+  const int64_t M = 9, N = 100, K = 64;
+  const auto x = values(M * K, 21), wf = values(N * K, 22), b = values(N, 23);
+  const PackedWeight w(Tensor::from_vector(wf, {N, K}), WeightType::BFloat16);
+  REQUIRE(w.bf16_tiles());
+  const int saved = omp_get_max_threads();
+  std::vector<float> one(static_cast<size_t>(M * N)), two(one.size(), -7.0f);
+  omp_set_num_threads(1);
+  w.matmul(M, x.data(), K, b.data(), one.data(), N);
+  omp_set_num_threads(2);
+  w.matmul(M, x.data(), K, b.data(), two.data(), N, 3, N - 5);
+  omp_set_num_threads(saved);
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = 0; n < N; ++n) {
+      INFO("row " << m << " output " << n);
+      if (n < 3 || n >= N - 5) {
+        CHECK(two[m * N + n] == -7.0f);
+      } else {
+        CHECK(two[m * N + n] == one[m * N + n]);
+      }
+    }
+  }
 }
