@@ -159,16 +159,21 @@ void run(const Job& job, int64_t M, int64_t t0, int64_t t1, int64_t n0, int64_t 
 
 }  // namespace
 
-bool bf16_tiles_available() {
+namespace {
+// The CPU has the instructions and Linux granted the tile state (EMBER_MAX_ISA aside).
+bool cpu_runs_tiles() {
 #ifdef EMBER_BF16_TILES_X86
   __builtin_cpu_init();
   static const bool cpu = __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16") &&
                           __builtin_cpu_supports("avx512bf16") && amx::granted();
-  return cpu && isa_available(Isa::Avx512Bf16);
+  return cpu;
 #else
   return false;
 #endif
 }
+}  // namespace
+
+bool bf16_tiles_available() { return cpu_runs_tiles() && isa_available(Isa::Avx512Bf16); }
 
 int64_t bf16_tiles_size(int64_t N, int64_t K) { return round_up(N, kOut) * round_up(K, kStep); }
 
@@ -194,7 +199,9 @@ void unpack_row_tiles_bf16(const uint16_t* tiles, int64_t K, int64_t n, float* o
 void matmul_bf16_tiles(int64_t M, int64_t K, const float* x, int64_t ldx, const uint16_t* tiles,
                        const float* bias, float* y, int64_t ldy, int64_t n0, int64_t n1) {
   if (M <= 0 || n1 <= n0) return;
-  EMBER_CHECK(bf16_tiles_available(), "matmul_bf16_tiles: this CPU (or EMBER_MAX_ISA) does not allow AMX-BF16");
+  // The tiles were packed where the CPU runs them; EMBER_MAX_ISA counts only at packing (a later
+  // change of it must not stop weights already in tiles, which no other path reads).
+  EMBER_CHECK(cpu_runs_tiles(), "matmul_bf16_tiles: this CPU does not run AMX-BF16 tiles");
 #ifdef EMBER_BF16_TILES_X86
   const int64_t K32 = round_up(K, kStep);
   thread_local std::vector<uint16_t> xb;

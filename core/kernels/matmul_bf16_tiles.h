@@ -30,8 +30,9 @@ void pack_tiles_bf16(const float* w, int64_t N, int64_t K, uint16_t* tiles);
 void unpack_row_tiles_bf16(const uint16_t* tiles, int64_t K, int64_t n, float* out);
 
 // y[m * ldy + n] = sum_k bf16(x[m * ldx + k]) W[n, k] (+ bias[n]) for m < M, n in [n0, n1),
-// on the tiles (bf16_tiles_available() must hold). Threads share the output tiles when not
-// already in a parallel region.
+// on the tiles (the CPU must run them: bf16_tiles_available() held when they were packed; a
+// later EMBER_MAX_ISA does not count). Threads share the output tiles when not already in a
+// parallel region.
 void matmul_bf16_tiles(int64_t M, int64_t K, const float* x, int64_t ldx, const uint16_t* tiles,
                        const float* bias, float* y, int64_t ldy, int64_t n0, int64_t n1);
 

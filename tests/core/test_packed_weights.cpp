@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -395,6 +396,18 @@ TEST_CASE("packed weights: bf16 on AMX tiles, M = 1..40 and K, N tails: float64 
   omp_set_num_threads(2);
   w.matmul(M, x.data(), K, b.data(), two.data(), N, 3, N - 5);
   omp_set_num_threads(saved);
+  // EMBER_MAX_ISA counts when the weights are converted: set after, the tiles still run.
+  const char* cap = std::getenv("EMBER_MAX_ISA");
+  const std::string saved_cap = cap ? cap : "";
+  setenv("EMBER_MAX_ISA", "avx2", 1);
+  std::vector<float> capped(one.size());
+  w.matmul(M, x.data(), K, b.data(), capped.data(), N);
+  if (cap) {
+    setenv("EMBER_MAX_ISA", saved_cap.c_str(), 1);
+  } else {
+    unsetenv("EMBER_MAX_ISA");
+  }
+  CHECK(std::memcmp(capped.data(), one.data(), one.size() * 4) == 0);
   for (int64_t m = 0; m < M; ++m) {
     for (int64_t n = 0; n < N; ++n) {
       INFO("row " << m << " output " << n);
