@@ -1,5 +1,6 @@
 // matmul_bf16_tiles (kernels/matmul_bf16_tiles.h): the activations rounded to bfloat16 once
-// per call (the rows shared out among the threads), then the output tiles split over threads.
+// per call (more than a tile's rows shared out among the threads), then the output tiles split
+// over threads.
 // Five output tiles share each 16-row tile of x: per step of 32 k, one load of x and five of
 // W, five tdpbf16ps. Tile registers (GCC's intrinsics take their numbers as written): tmm0..tmm4
 // C (five output tiles), tmm5 A (x), tmm6 and tmm7 B (W, alternating so a load overlaps the
@@ -71,11 +72,19 @@ void group(const Job& job, int64_t m, const int64_t* ts, float* out) {
   for (int j = 0; j < NT; ++j) w[j] = job.w + ts[j] * job.steps * kTile;
   const uint16_t* x = job.xb + m * job.steps * kStep;
   const int64_t ldx = job.steps * kStep * 2;  // bytes from one row of x to the next
-  _tile_zero(0);
-  if constexpr (NT > 1) _tile_zero(1);
-  if constexpr (NT > 2) _tile_zero(2);
-  if constexpr (NT > 3) _tile_zero(3);
-  if constexpr (NT > 4) _tile_zero(4);
+// Output tile J in C register J, its W in B register B, x in A register 5 (kA, kB0 and kB1 as
+// literals: GCC's intrinsics put the numbers into the instruction's text).
+#define EMBER_EACH_TILE(STEP) STEP(0, 6) STEP(1, 7) STEP(2, 6) STEP(3, 7) STEP(4, 6)
+#define EMBER_ZERO(J, B) \
+  if constexpr (NT > J) _tile_zero(J);
+#define EMBER_PRODUCT(J, B)                   \
+  if constexpr (NT > J) {                     \
+    _tile_loadd(B, w[J] + b * kTile, 64);     \
+    _tile_dpbf16ps(J, 5, B);                  \
+  }
+#define EMBER_STORE(J, B) \
+  if constexpr (NT > J) _tile_stored(J, out + J * 256, 64);
+  EMBER_EACH_TILE(EMBER_ZERO)
   for (int64_t b = 0; b < job.steps; ++b) {
     // Tile loads do not run ahead as vector loads do: W kAhead steps on into L1 meanwhile (a
     // prefetch past the end never faults).
@@ -84,30 +93,13 @@ void group(const Job& job, int64_t m, const int64_t* ts, float* out) {
       for (int l = 0; l < 16; ++l) _mm_prefetch(p + 64 * l, _MM_HINT_T0);
     }
     _tile_loadd(5, x + b * kStep, ldx);
-    _tile_loadd(6, w[0] + b * kTile, 64);
-    _tile_dpbf16ps(0, 5, 6);
-    if constexpr (NT > 1) {
-      _tile_loadd(7, w[1] + b * kTile, 64);
-      _tile_dpbf16ps(1, 5, 7);
-    }
-    if constexpr (NT > 2) {
-      _tile_loadd(6, w[2] + b * kTile, 64);
-      _tile_dpbf16ps(2, 5, 6);
-    }
-    if constexpr (NT > 3) {
-      _tile_loadd(7, w[3] + b * kTile, 64);
-      _tile_dpbf16ps(3, 5, 7);
-    }
-    if constexpr (NT > 4) {
-      _tile_loadd(6, w[4] + b * kTile, 64);
-      _tile_dpbf16ps(4, 5, 6);
-    }
+    EMBER_EACH_TILE(EMBER_PRODUCT)
   }
-  _tile_stored(0, out, 64);
-  if constexpr (NT > 1) _tile_stored(1, out + 256, 64);
-  if constexpr (NT > 2) _tile_stored(2, out + 512, 64);
-  if constexpr (NT > 3) _tile_stored(3, out + 768, 64);
-  if constexpr (NT > 4) _tile_stored(4, out + 1024, 64);
+  EMBER_EACH_TILE(EMBER_STORE)
+#undef EMBER_STORE
+#undef EMBER_PRODUCT
+#undef EMBER_ZERO
+#undef EMBER_EACH_TILE
 }
 
 // Rows of x [0, M) against output tiles [t0, t1), stored where the output lies in [n0, n1).
@@ -143,9 +135,9 @@ void run(const Job& job, int64_t M, int64_t t0, int64_t t1, int64_t n0, int64_t 
         for (int64_t j = 0; j < nt; ++j) {
           const int64_t a = std::max(n0, ts[j] * kOut), e = std::min(n1, (ts[j] + 1) * kOut);
           for (int64_t i = 0; i < mr; ++i) {
-            const float* o = out + j * 256 + i * kOut - ts[j] * kOut;  // o[n] for n in tile ts[j]
+            const float* o = out + j * 256 + i * kOut;  // o[c]: output 16 ts[j] + c
             float* yr = job.y + (m + i) * job.ldy;
-            for (int64_t n = a; n < e; ++n) yr[n] = job.bias ? o[n] + job.bias[n] : o[n];
+            for (int64_t n = a; n < e; ++n) yr[n] = job.bias ? o[n - ts[j] * kOut] + job.bias[n] : o[n - ts[j] * kOut];
           }
         }
       }
@@ -157,9 +149,6 @@ void run(const Job& job, int64_t M, int64_t t0, int64_t t1, int64_t n0, int64_t 
 #pragma GCC pop_options
 #endif
 
-}  // namespace
-
-namespace {
 // The CPU has the instructions and Linux granted the tile state (EMBER_MAX_ISA aside).
 bool cpu_runs_tiles() {
 #ifdef EMBER_BF16_TILES_X86
