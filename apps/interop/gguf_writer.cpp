@@ -108,6 +108,7 @@ bool write_all(std::FILE* f, const std::string& s) {
 }  // namespace
 
 void Writer::write_new_file(const std::string& path) const {
+  remove_dead_temporaries(path, ".tmp.");  // of exports killed before they finished
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   EMBER_CHECK(f, "cannot write '", path, "': cannot create ", tmp, ": ", std::strerror(errno));

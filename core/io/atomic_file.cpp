@@ -4,9 +4,12 @@
 #include "core/io/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -81,6 +84,27 @@ void write_file_atomically(const std::string& path, std::string_view content) {
   }
   if (::close(fd) != 0) fail(tmp, path, errno);
   commit_temporary_file(tmp, path);
+}
+
+int remove_dead_temporaries(const std::string& path, std::string_view separator) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const std::string prefix = target.filename().string() + std::string(separator);
+  const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(folder, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() <= prefix.size() || name.size() > prefix.size() + 9 || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (!std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); })) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    // kill(pid, 0) fails with ESRCH only when no process has that id (EPERM: one runs).
+    if (pid <= 0 || pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::error_code ignored;
+    if (e.is_regular_file(ignored) && fs::remove(e.path(), ignored)) ++removed;
+  }
+  return removed;
 }
 
 }  // namespace ember

@@ -26,4 +26,9 @@ bool commit_new_file(const std::string& tmp, const std::string& path);
 // (best effort: some file systems refuse fsync on a folder).
 void fsync_parent_folder(const std::string& path);
 
+// Removes what writers killed before they finished left beside `path`: files
+// named <name of path><separator><pid> whose process no longer runs (a live
+// writer's temporary stays). Best effort; returns how many went.
+int remove_dead_temporaries(const std::string& path, std::string_view separator);
+
 }  // namespace ember

@@ -1,6 +1,9 @@
 // `ember export` and `ember import` (Hugging Face folders, docs/cli.md): import never
 // overwrites a file and refuses a model.safetensors holding a non-finite weight.
 #include <catch2/catch.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -54,6 +57,16 @@ TEST_CASE("import never overwrites a file and refuses non-finite weights", "[cli
 TEST_CASE("export --format gguf writes a new file, never replaces one and refuses in one line", "[cli][gguf]") {
   TempDir dir("cli_gguf_export");
   ember::nn::write_checkpoint(dir / "zero.h5", zero_checkpoint(tiny_config(257)));
+  // What an export killed before it finished left (its process gone: a child that has ended),
+  // and a temporary of a writer still running (this test): the export removes only the first.
+  const pid_t ended = ::fork();
+  if (ended == 0) ::_exit(0);
+  REQUIRE(ended > 0);
+  ::waitpid(ended, nullptr, 0);
+  const std::string dead_tmp = dir / ("m.gguf.tmp." + std::to_string(ended));
+  const std::string live_tmp = dir / ("m.gguf.tmp." + std::to_string(::getpid()));
+  std::ofstream(dead_tmp) << "partial";
+  std::ofstream(live_tmp) << "partial";
   const Run ok = run_ember("export --checkpoint " + dir / "zero.h5" + " --format gguf --weights int8 --out " +
                            dir / "m.gguf");
   REQUIRE(ok.code == 0);
@@ -61,6 +74,8 @@ TEST_CASE("export --format gguf writes a new file, never replaces one and refuse
   CHECK(ok.out.find("int8") != std::string::npos);
   const std::string bytes = read_text(dir / "m.gguf");
   CHECK(bytes.substr(0, 4) == "GGUF");
+  CHECK(!fs::exists(dead_tmp));
+  CHECK(fs::exists(live_tmp));
   const Run again = run_ember("export --checkpoint " + dir / "zero.h5" + " --format gguf --out " + dir / "m.gguf");
   CHECK(again.code == 1);
   check_plain_message(again.err);
