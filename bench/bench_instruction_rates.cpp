@@ -7,13 +7,12 @@
 //   bfloat16 vdpbf16ps (512 bits): 32; AMX tdpbssd at the int8 kernel's tile shape (16 rows x
 //   8 outputs x a block of 32, core/kernels/matmul_q8.cpp): 4096, in 4 independent tiles.
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 
 #include "apps/common/stopwatch.h"
+#include "core/kernels/amx.h"
 
 namespace {
 
@@ -77,13 +76,15 @@ void report(const char* name, double per_s, int macs) {
 }
 
 [[gnu::target("amx-tile,amx-int8")]] void amx_int8() {
-  struct alignas(64) {
-    uint8_t palette = 1, start_row = 0, reserved[14] = {};
-    uint16_t colsb[16] = {32, 32, 0, 32, 32, 32, 32};  // A 16 x 32, B 8 x 32, C 16 x 32 bytes
-    uint8_t rows[16] = {16, 8, 0, 16, 16, 16, 16};
-  } config;
+  ember::kernels::amx::TileConfig config;  // A 16 x 32, B 8 x 32, C 16 x 32 bytes
+  for (int t : {0, 3, 4, 5, 6}) {
+    config.rows[t] = 16;
+    config.colsb[t] = 32;
+  }
+  config.rows[1] = 8;
+  config.colsb[1] = 32;
   alignas(64) static int8_t a[16 * 32], b[8 * 32];
-  _tile_loadconfig(&config);
+  ember::kernels::amx::load_config(config);
   _tile_loadd(0, a, 32);
   _tile_loadd(1, b, 32);
   double best = 0;
@@ -112,7 +113,6 @@ int main() {
     if (__builtin_cpu_supports("avx512vl")) vnni256();
   }
   if (__builtin_cpu_supports("avx512bf16")) bf16_512();
-  // Linux gives a process the AMX state only when asked (ARCH_REQ_XCOMP_PERM, XTILEDATA).
-  if (__builtin_cpu_supports("amx-int8") && syscall(SYS_arch_prctl, 0x1023, 18) == 0) amx_int8();
+  if (__builtin_cpu_supports("amx-int8") && ember::kernels::amx::granted()) amx_int8();
   return 0;
 }

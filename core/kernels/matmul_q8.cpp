@@ -42,12 +42,12 @@ struct Job {
 void store(const Job& job, int64_t m, int64_t mr, int64_t g, int64_t n0, int64_t n1, const float* out) {
   const int64_t a = std::max(n0, 8 * g), b = std::min(n1, 8 * g + 8);
   for (int64_t i = 0; i < mr; ++i) {
-    const float* o = out + i * 8 - 8 * g;  // o[n] for n in [8g, 8g + 8)
+    const float* o = out + i * 8;  // o[r]: output 8g + r
     float* yr = job.y + (m + i) * job.ldy;
     if (job.bias) {
-      for (int64_t n = a; n < b; ++n) yr[n] = o[n] + job.bias[n];
+      for (int64_t n = a; n < b; ++n) yr[n] = o[n - 8 * g] + job.bias[n];
     } else {
-      for (int64_t n = a; n < b; ++n) yr[n] = o[n];
+      for (int64_t n = a; n < b; ++n) yr[n] = o[n - 8 * g];
     }
   }
 }
