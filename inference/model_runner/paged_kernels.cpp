@@ -14,28 +14,6 @@
 
 namespace ember::inference::paged {
 
-void norm_rows(const std::string& kind, float* x, int64_t R, int64_t C, int64_t ld, const float* w,
-               const float* b, double eps, float* out, int64_t ldo) {
-  const bool rms = kind == "rmsnorm";
-#pragma omp parallel for if (R * C > (1 << 15))
-  for (int64_t r = 0; r < R; ++r) {
-    const float* xr = x + r * ld;
-    float* o = out + r * ldo;
-    double mean = 0;
-    if (!rms) {
-      for (int64_t c = 0; c < C; ++c) mean += xr[c];
-      mean /= static_cast<double>(C);
-    }
-    double ss = 0;
-    for (int64_t c = 0; c < C; ++c) ss += (xr[c] - mean) * (xr[c] - mean);
-    const double inv = 1.0 / std::sqrt(ss / static_cast<double>(C) + eps);
-    for (int64_t c = 0; c < C; ++c) {
-      const double v = (xr[c] - mean) * inv * w[c] + (b ? b[c] : 0.0);
-      o[c] = static_cast<float>(v);
-    }
-  }
-}
-
 void rope_rows(float* x, int64_t R, int64_t ld, int64_t H, int64_t D, const int64_t* pos,
                const float* cos, const float* sin) {
   const int64_t h = D / 2;
