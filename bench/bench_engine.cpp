@@ -205,30 +205,48 @@ void print_matmuls(const nn::ModelConfig& cfg, kernels::WeightType type) {
   }
 }
 
-// The B table of one weight type; returns the decode tokens/s per batch.
-std::vector<double> run_table(const Args& a, const std::shared_ptr<const inference::InferenceModel>& im,
-                              kernels::WeightType type) {
+// One weight type's figures at one batch size, a value per rep.
+struct Samples {
+  std::vector<double> prefill_ms, steps_s, tok_s, ms_step, cpu_ms_step;
+};
+
+// The B table of every weight type (models[i] holds a.weights[i]), the types' runs interleaved:
+// rep r of each type in turn, then rep r + 1, so that a machine whose speed drifts (a VM's
+// does, by 10% within an hour) weighs on every type alike. Returns decode tokens/s per type,
+// per batch.
+std::vector<std::vector<double>> run_tables(const Args& a,
+                                            const std::vector<std::shared_ptr<const inference::InferenceModel>>& models) {
   const int64_t P = a.prompt_len, N = a.new_tokens;
-  std::printf("\n%s weights\n%4s %11s %13s %13s %9s %12s %10s\n", kernels::weight_type_name(type), "B",
-              "prefill ms", "decode step/s", "decode tok/s", "ms/step", "cpu ms/step", "x B=1");
-  run_engine(im, 1, P, 4, 1, a.kv_dtype);  // warm-up
-  double base = 0;
-  std::vector<double> out;
-  for (const int64_t B : a.batches) {
-    std::vector<double> pre, steps, toks, ms, cpu;
+  for (const auto& im : models) run_engine(im, 1, P, 4, 1, a.kv_dtype);  // warm-up
+  std::vector<std::vector<Samples>> s(models.size(), std::vector<Samples>(a.batches.size()));
+  for (size_t j = 0; j < a.batches.size(); ++j) {
     for (int r = 0; r < a.reps; ++r) {
-      const EngineRun run = run_engine(im, B, P, N, 1000 * static_cast<uint64_t>(r + 1), a.kv_dtype);
-      pre.push_back(run.prefill_s * 1e3);
-      steps.push_back(run.decode_steps / run.decode_s);
-      toks.push_back(run.decode_tokens / run.decode_s);
-      ms.push_back(run.decode_s / run.decode_steps * 1e3);
-      cpu.push_back(run.decode_cpu_s / run.decode_steps * 1e3);
+      for (size_t i = 0; i < models.size(); ++i) {
+        const EngineRun run = run_engine(models[i], a.batches[j], P, N, 1000 * static_cast<uint64_t>(r + 1), a.kv_dtype);
+        Samples& x = s[i][j];
+        x.prefill_ms.push_back(run.prefill_s * 1e3);
+        x.steps_s.push_back(run.decode_steps / run.decode_s);
+        x.tok_s.push_back(run.decode_tokens / run.decode_s);
+        x.ms_step.push_back(run.decode_s / run.decode_steps * 1e3);
+        x.cpu_ms_step.push_back(run.decode_cpu_s / run.decode_steps * 1e3);
+      }
     }
-    const double tps = median(toks);
-    if (B == 1) base = tps;
-    out.push_back(tps);
-    std::printf("%4ld %11.1f %13.2f %13.1f %9.2f %12.2f %10.2f\n", static_cast<long>(B),
-                median(pre), median(steps), tps, median(ms), median(cpu), base > 0 ? tps / base : 0);
+  }
+  std::vector<std::vector<double>> out;
+  for (size_t i = 0; i < models.size(); ++i) {
+    std::printf("\n%s weights\n%4s %11s %13s %13s %9s %12s %10s\n", kernels::weight_type_name(a.weights[i]), "B",
+                "prefill ms", "decode step/s", "decode tok/s", "ms/step", "cpu ms/step", "x B=1");
+    double base = 0;
+    out.emplace_back();
+    for (size_t j = 0; j < a.batches.size(); ++j) {
+      const Samples& x = s[i][j];
+      const double tps = median(x.tok_s);
+      if (a.batches[j] == 1) base = tps;
+      out.back().push_back(tps);
+      std::printf("%4ld %11.1f %13.2f %13.1f %9.2f %12.2f %10.2f\n", static_cast<long>(a.batches[j]),
+                  median(x.prefill_ms), median(x.steps_s), tps, median(x.ms_step), median(x.cpu_ms_step),
+                  base > 0 ? tps / base : 0);
+    }
   }
   return out;
 }
@@ -244,24 +262,23 @@ int main(int argc, char** argv) {
   NoGradGuard no_grad;
   const int64_t P = a.prompt_len, N = a.new_tokens;
   std::printf("%s, %d threads, prompt %ld, output %ld tokens, greedy, prefix cache off, %s KV cache, "
-              "median of %d\n",
+              "median of %d (the weight types' runs interleaved)\n",
               a.config.c_str(), omp_get_max_threads(), static_cast<long>(P), static_cast<long>(N),
               dtype_name(a.kv_dtype), a.reps);
-  std::vector<std::vector<double>> tok_s;  // per weight type, per batch
-  for (const kernels::WeightType type : a.weights) {
-    if (a.matmuls_only) {
-      print_matmuls(cfg, type);
-      continue;
-    }
-    const auto im = std::make_shared<const inference::InferenceModel>(model, type);
-    tok_s.push_back(run_table(a, im, type));
-    if (a.engine_only) continue;
+  if (a.matmuls_only) {
+    for (const kernels::WeightType type : a.weights) print_matmuls(cfg, type);
+    return 0;
+  }
+  std::vector<std::shared_ptr<const inference::InferenceModel>> models;
+  for (const kernels::WeightType type : a.weights) models.push_back(std::make_shared<const inference::InferenceModel>(model, type));
+  const std::vector<std::vector<double>> tok_s = run_tables(a, models);  // per weight type, per batch
+  for (size_t i = 0; i < models.size() && !a.engine_only; ++i) {
     const int64_t LP = std::min<int64_t>(512, cfg.max_seq_len);
     std::vector<double> pf;
-    for (int r = 0; r < a.reps; ++r) pf.push_back(engine_prefill(im, LP));
-    std::printf("prefill of a %ld-token prompt (engine, chunks of 256): %.1f ms (%.0f tokens/s)\n",
-                static_cast<long>(LP), median(pf) * 1e3, LP / median(pf));
-    print_matmuls(cfg, type);
+    for (int r = 0; r < a.reps; ++r) pf.push_back(engine_prefill(models[i], LP));
+    std::printf("\n%s weights: prefill of a %ld-token prompt (engine, chunks of 256): %.1f ms (%.0f tokens/s)\n",
+                kernels::weight_type_name(a.weights[i]), static_cast<long>(LP), median(pf) * 1e3, LP / median(pf));
+    print_matmuls(cfg, a.weights[i]);
   }
   if (tok_s.size() < 2) return 0;
   std::printf("\ndecode tokens/s as a multiple of %s's\n%6s", kernels::weight_type_name(a.weights[0]), "B");
