@@ -11,18 +11,14 @@
 #include <vector>
 
 #include "inference/model_runner/paged_kernels.h"
+#include "kernel_testing.h"
 
 using namespace ember::inference;
 
 namespace {
 
-std::vector<float> row_values(int64_t n, uint32_t salt) {
-  std::vector<float> x(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t h = (static_cast<uint32_t>(i) * 2654435761u) ^ (salt * 40503u);
-    x[i] = static_cast<float>((h >> 8) % 4096) / 512.0f - 3.0f;
-  }
-  return x;
+std::vector<float> row_values(int64_t n, uint64_t seed) {
+  return ember::testing::random({n}, ember::DType::Float32, seed).to_vector<float>();
 }
 
 // One row: the mean (LayerNorm), then the sum of squares, each in double in c order; each
