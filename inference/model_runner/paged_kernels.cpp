@@ -222,8 +222,9 @@ template <class KV>
     const KV* vn = b < p / 16 ? v + blocks[static_cast<size_t>(b + 1)] * block : nullptr;
     const int64_t t0 = std::max(lo, b * 16), t1 = std::min(p, b * 16 + 15);
     for (int64_t h = h0; h < h1; ++h) {
-      // A bfloat16 cache's values likewise (its products leave the memory time less to hide
-      // behind: ~1-2 ms of a sixteen-stream step; a float32 cache's measured no faster).
+      // A bfloat16 cache's values likewise (1-2 ms of a sixteen-stream int8 step: its attention
+      // waits on the memory's latency more than on its bandwidth); a float32 cache's measured
+      // no faster with them.
       if constexpr (sizeof(KV) == 2) prefetch_next_head(a, h, h0, h1, vb, vn, row);
       const float* wt = scratch + (h - h0) * T - lo;  // wt[t], t in [t0, t1]
       const KV* vh = vb + (h / a.group) * D - b * 16 * row;  // v_t[d] at vh[t * row + d]

@@ -12,7 +12,7 @@ namespace ember::inference::paged {
 
 // Rows in groups of kNormRows whose sums run side by side: each row's sums are the same chain
 // in c order (its bits alone), but the chains of a group overlap instead of waiting on the
-// latency of one double add after another (a decode step's 16 rows: ~4x faster).
+// latency of one double add after another (25 norms of a decode step's 16 x 768: 2x faster).
 constexpr int64_t kNormRows = 8;
 
 EMBER_TARGET_CLONES void norm_rows(const std::string& kind, float* x, int64_t R, int64_t C, int64_t ld,
