@@ -24,6 +24,7 @@
 #include "apps/common/stopwatch.h"
 #include "autograd/autocast.h"
 #include "bench/bench_args.h"
+#include "bench/bench_main.h"
 #include "core/allocator.h"
 #include "nn/transformer.h"
 
@@ -35,7 +36,7 @@ double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run_bench(int argc, char** argv) {
   int64_t every = 0;
   std::vector<char*> rest{argv[0]};
   for (int i = 1; i < argc; ++i) {
@@ -80,4 +81,8 @@ int main(int argc, char** argv) {
               mib(static_cast<double>(allocator_stats().peak_bytes_in_use - param_bytes)),
               static_cast<double>(usage.ru_maxrss) / 1024.0);
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return bench::main_reporting_errors("bench_activation_checkpoint", [&] { return run_bench(argc, argv); });
 }

@@ -21,6 +21,7 @@
 
 #include "apps/common/stopwatch.h"
 #include "autograd/grad_mode.h"
+#include "bench/bench_main.h"
 #include "core/kernels/matmul_q8.h"
 #include "core/kernels/packed_weights.h"
 #include "inference/engine/engine.h"
@@ -253,7 +254,7 @@ std::vector<std::vector<double>> run_tables(const Args& a,
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run_bench(int argc, char** argv) {
   Args a;
   if (!parse_args(argc, argv, a)) return 2;
   const nn::ModelConfig cfg = nn::ModelConfig::from_file(a.config);
@@ -292,3 +293,6 @@ int main(int argc, char** argv) {
   return 0;
 }
 
+int main(int argc, char** argv) {
+  return bench::main_reporting_errors("bench_engine", [&] { return run_bench(argc, argv); });
+}

@@ -15,10 +15,11 @@
 #include <vector>
 
 #include "apps/common/stopwatch.h"
+#include "bench/bench_main.h"
 #include "core/kernels/matmul.h"
 #include "inference/generate.h"
-#include "nn/sizing/model_stats.h"
 #include "inference/model_runner/paged_forward.h"
+#include "nn/sizing/model_stats.h"
 
 using namespace ember;
 
@@ -164,7 +165,7 @@ static void bench_config(const std::string& path, const Args& a, double read_gbs
   print_sampling_costs(model, prompt);
 }
 
-int main(int argc, char** argv) {
+static int run_bench(int argc, char** argv) {
   Args args;
   if (!parse_args(argc, argv, args)) return 2;
 
@@ -182,4 +183,8 @@ int main(int argc, char** argv) {
               "decode/s", "ms/token", "bound/s", "of bound", "KV B/token", "ember info");
   for (const std::string& path : args.configs) bench_config(path, args, read_gbs, l3_bytes);
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return bench::main_reporting_errors("bench_generate", [&] { return run_bench(argc, argv); });
 }

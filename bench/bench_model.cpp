@@ -10,16 +10,17 @@
 #include <string>
 #include <vector>
 
-#include "apps/common/stopwatch.h"
 #include "apps/common/matmul_peak.h"
+#include "apps/common/stopwatch.h"
 #include "autograd/grad_mode.h"
 #include "bench/bench_args.h"
+#include "bench/bench_main.h"
 #include "nn/sizing/model_stats.h"
 #include "nn/transformer.h"
 
 using namespace ember;
 
-int main(int argc, char** argv) {
+static int run_bench(int argc, char** argv) {
   const auto args = bench::parse_model_bench_args(argc, argv, "bench_model", 5);
   if (!args) return 2;
   const int steps = args->steps;
@@ -51,4 +52,8 @@ int main(int argc, char** argv) {
                 gflops, 100 * gflops / peak, st.flops_per_token / 1e6);
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return bench::main_reporting_errors("bench_model", [&] { return run_bench(argc, argv); });
 }

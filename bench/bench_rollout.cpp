@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "apps/common/stopwatch.h"
+#include "bench/bench_main.h"
 #include "core/tensor.h"
 #include "inference/generate.h"
 #include "inference/rollout/rollout.h"
@@ -88,7 +89,7 @@ std::vector<std::vector<int64_t>> one_by_one(const nn::Transformer& model,
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run_bench(int argc, char** argv) {
   Args a;
   if (!parse_args(argc, argv, a)) return 2;
   nn::ModelConfig cfg = nn::ModelConfig::from_file(a.config);
@@ -135,4 +136,8 @@ int main(int argc, char** argv) {
               static_cast<long>(a.prompts * a.group * a.prompt_len));
   std::printf("ratio           : %8.2fx  same tokens: %s\n", single / batched, same ? "yes" : "NO");
   return same ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  return bench::main_reporting_errors("bench_rollout", [&] { return run_bench(argc, argv); });
 }

@@ -17,10 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "apps/common/stopwatch.h"
 #include "apps/common/matmul_peak.h"
+#include "apps/common/stopwatch.h"
 #include "autograd/autocast.h"
 #include "bench/bench_args.h"
+#include "bench/bench_main.h"
 #include "nn/sizing/model_stats.h"
 #include "nn/transformer.h"
 #include "optim/adamw.h"
@@ -28,7 +29,7 @@
 
 using namespace ember;
 
-int main(int argc, char** argv) {
+static int run_bench(int argc, char** argv) {
   const auto args = bench::parse_model_bench_args(argc, argv, "bench_train_step", 10);
   if (!args) return 2;
   const int steps = args->steps;
@@ -81,4 +82,8 @@ int main(int argc, char** argv) {
                 cpu * 1e3);
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return bench::main_reporting_errors("bench_train_step", [&] { return run_bench(argc, argv); });
 }
