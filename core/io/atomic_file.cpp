@@ -68,6 +68,7 @@ bool commit_new_file(const std::string& tmp, const std::string& path) {
 }
 
 void write_file_atomically(const std::string& path, std::string_view content) {
+  remove_dead_temporaries(path, ".tmp");  // what earlier writers of path killed mid-write left
   const std::string tmp = path + ".tmp" + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   EMBER_CHECK(fd >= 0, "cannot write '", path, "': ", std::strerror(errno));

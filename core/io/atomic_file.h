@@ -1,7 +1,8 @@
 // Writes a whole file atomically: a temporary file in the same directory,
 // flushed to disk, then renamed over the target and the folder flushed, so a
 // crash leaves the old file or the new one. Errors name the path; a failed
-// write removes its temporary. Every file ember writes whole goes through here
+// write removes its temporary, and the temporaries <path>.tmp<pid> that writers
+// killed mid-write left (their process gone) go before the next write of path. Every file ember writes whole goes through here
 // (files written by libhdf5 or a shard writer commit their temporary with
 // commit_temporary_file or commit_new_file).
 #pragma once
