@@ -39,23 +39,27 @@ PackedWeight::PackedWeight(const Tensor& w, WeightType type) : type_(type) {
   }
   const float* src = f.data<float>();
   if (type == WeightType::Int8) {
-    q8_.resize(static_cast<size_t>(q8_groups(N_) * q8_blocks(K_)));
-    pack_weights_q8(src, N_, K_, q8_.data());
+    pack_weights_q8(src, N_, K_, allocate<BlockQ8x8>(q8_groups(N_) * q8_blocks(K_)));
     return;
   }
   if (bf16_tiles_available()) {
-    tiles_.resize(static_cast<size_t>(bf16_tiles_size(N_, K_)));
-    pack_tiles_bf16(src, N_, K_, tiles_.data());
+    tiles_ = true;
+    pack_tiles_bf16(src, N_, K_, allocate<uint16_t>(bf16_tiles_size(N_, K_)));
     return;
   }
-  bf16_.resize(static_cast<size_t>(N_ * K_));
-  pack_rows_bf16(src, N_, K_, bf16_.data());
+  pack_rows_bf16(src, N_, K_, allocate<uint16_t>(N_ * K_));
+}
+
+template <class T>
+T* PackedWeight::allocate(int64_t count) {
+  packed_ = std::make_shared<Storage>(static_cast<size_t>(count) * sizeof(T));
+  return static_cast<T*>(packed_->data());
 }
 
 int64_t PackedWeight::nbytes() const {
   switch (type_) {
     case WeightType::Float32: return N_ * K_ * 4;
-    case WeightType::BFloat16: return static_cast<int64_t>((bf16_.size() + tiles_.size()) * sizeof(uint16_t));
+    case WeightType::BFloat16: return static_cast<int64_t>(packed_->nbytes());
     case WeightType::Int8: return q8_groups(N_) * q8_blocks(K_) * static_cast<int64_t>(sizeof(BlockQ8x8));
   }
   return 0;
@@ -70,11 +74,11 @@ void PackedWeight::matmul(int64_t M, const float* x, int64_t ldx, const float* b
   if (type_ == WeightType::Float32) {
     matmul_rows(M, n1 - n0, K_, x, ldx, f32_.data<float>() + n0 * K_, K_, b, y + n0, ldy);
   } else if (bf16_tiles()) {
-    matmul_bf16_tiles(M, K_, x, ldx, tiles_.data(), bias, y, ldy, n0, n1);
+    matmul_bf16_tiles(M, K_, x, ldx, packed<uint16_t>(), bias, y, ldy, n0, n1);
   } else if (type_ == WeightType::BFloat16) {
-    matmul_rows_bf16(M, n1 - n0, K_, x, ldx, bf16_.data() + n0 * K_, K_, b, y + n0, ldy);
+    matmul_rows_bf16(M, n1 - n0, K_, x, ldx, packed<uint16_t>() + n0 * K_, K_, b, y + n0, ldy);
   } else {
-    matmul_q8(M, K_, x, ldx, q8_.data(), bias, y, ldy, n0, n1);
+    matmul_q8(M, K_, x, ldx, packed<BlockQ8x8>(), bias, y, ldy, n0, n1);
   }
 }
 
@@ -85,14 +89,14 @@ void PackedWeight::row(int64_t n, float* out) const {
     return;
   }
   if (type_ == WeightType::Int8) {
-    unpack_row_q8(q8_.data(), K_, n, out);
+    unpack_row_q8(packed<BlockQ8x8>(), K_, n, out);
     return;
   }
   if (bf16_tiles()) {
-    unpack_row_tiles_bf16(tiles_.data(), K_, n, out);
+    unpack_row_tiles_bf16(packed<uint16_t>(), K_, n, out);
     return;
   }
-  widen_row_bf16(bf16_.data() + n * K_, K_, out);
+  widen_row_bf16(packed<uint16_t>() + n * K_, K_, out);
 }
 
 Tensor PackedWeight::to_float32() const {
