@@ -164,37 +164,42 @@ TEST_CASE("packed weights: every int8 path this CPU runs gives the generic path'
   // and a group left over; all columns and the sub-range [3, N - 5) (groups cut at both ends); M
   // with every row-tile height of the vector paths, and AMX's tiles of 16 rows: one whole, one
   // and rows left over, more than one chunk of 64 rows.
+  // With a bias and without (a pair wholly inside the range is written straight from its
+  // registers, the bias added there).
   const int64_t K = 200;
   int ran = 0;
   for (const int64_t N : {13, 40}) {
     for (const int64_t M : {2, 5, 16, 18, 83}) {
-      const auto x = values(M * K, 7), wf = values(N * K, 8), b = values(N, 9);
-      std::vector<kernels::BlockQ8x8> w(static_cast<size_t>(kernels::q8_groups(N) * kernels::q8_blocks(K)));
-      kernels::pack_weights_q8(wf.data(), N, K, w.data());
-      std::vector<float> ref(static_cast<size_t>(M * N)), y(ref.size());
-      kernels::matmul_q8_on("generic", M, K, x.data(), K, w.data(), b.data(), ref.data(), N, 0, N);
-      for (const char* path : {"avx2", "avx_vnni", "avx512_vnni", "amx"}) {
-        for (const int64_t cut : {0, 1}) {
-          const int64_t n0 = cut ? 3 : 0, n1 = cut ? N - 5 : N;
-          std::fill(y.begin(), y.end(), -1.0f);
-          try {
-            kernels::matmul_q8_on(path, M, K, x.data(), K, w.data(), b.data(), y.data(), N, n0, n1);
-          } catch (const ember::Error&) {
-            continue;  // not on this CPU
-          }
-          ++ran;
-          INFO(path << " N " << N << " M " << M << " columns [" << n0 << ", " << n1 << ")");
-          for (int64_t m = 0; m < M; ++m) {
-            CHECK(std::memcmp(y.data() + m * N + n0, ref.data() + m * N + n0, (n1 - n0) * 4) == 0);
-            for (int64_t n = 0; n < N; ++n) {
-              if (n < n0 || n >= n1) CHECK(y[m * N + n] == -1.0f);  // nothing written outside
+      for (const bool with_bias : {true, false}) {
+        const auto x = values(M * K, 7), wf = values(N * K, 8), bv = values(N, 9);
+        const float* bias = with_bias ? bv.data() : nullptr;
+        std::vector<kernels::BlockQ8x8> w(static_cast<size_t>(kernels::q8_groups(N) * kernels::q8_blocks(K)));
+        kernels::pack_weights_q8(wf.data(), N, K, w.data());
+        std::vector<float> ref(static_cast<size_t>(M * N)), y(ref.size());
+        kernels::matmul_q8_on("generic", M, K, x.data(), K, w.data(), bias, ref.data(), N, 0, N);
+        for (const char* path : {"avx2", "avx_vnni", "avx512_vnni", "amx"}) {
+          for (const int64_t cut : {0, 1}) {
+            const int64_t n0 = cut ? 3 : 0, n1 = cut ? N - 5 : N;
+            std::fill(y.begin(), y.end(), -1.0f);
+            try {
+              kernels::matmul_q8_on(path, M, K, x.data(), K, w.data(), bias, y.data(), N, n0, n1);
+            } catch (const ember::Error&) {
+              continue;  // not on this CPU
+            }
+            ++ran;
+            INFO(path << " N " << N << " M " << M << " columns [" << n0 << ", " << n1 << ") bias " << with_bias);
+            for (int64_t m = 0; m < M; ++m) {
+              CHECK(std::memcmp(y.data() + m * N + n0, ref.data() + m * N + n0, (n1 - n0) * 4) == 0);
+              for (int64_t n = 0; n < N; ++n) {
+                if (n < n0 || n >= n1) CHECK(y[m * N + n] == -1.0f);  // nothing written outside
+              }
             }
           }
         }
       }
     }
   }
-  WARN(ran / 20 << " SIMD int8 paths ran here");
+  WARN(ran / 40 << " SIMD int8 paths ran here");
 }
 
 namespace {
