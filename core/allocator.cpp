@@ -4,7 +4,7 @@
 // to be backed by transparent huge pages (granted on request where THP is in
 // "madvise" mode, Debian's default): one page then covers 512. Measured on a
 // 2-core VM, gpt2-small at W = 2 stepped 1.2-1.4x faster and one process the
-// same within noise (docs/performance.md, "Huge pages").
+// same within noise (docs/performance.md, "What made the difference").
 #include "core/allocator.h"
 
 #include <sys/mman.h>
