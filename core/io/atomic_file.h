@@ -2,9 +2,10 @@
 // flushed to disk, then renamed over the target and the folder flushed, so a
 // crash leaves the old file or the new one. Errors name the path; a failed
 // write removes its temporary, and the temporaries <path>.tmp<pid> that writers
-// killed mid-write left (their process gone) go before the next write of path. Every file ember writes whole goes through here
-// (files written by libhdf5 or a shard writer commit their temporary with
-// commit_temporary_file or commit_new_file).
+// killed mid-write left (their process gone) go before the next write of path.
+// Every file ember writes whole goes through here (files written by libhdf5 or
+// a shard writer commit their temporary with commit_temporary_file or
+// commit_new_file).
 #pragma once
 #include <string>
 #include <string_view>

@@ -59,8 +59,8 @@ T* PackedWeight::allocate(int64_t count) {
 int64_t PackedWeight::nbytes() const {
   switch (type_) {
     case WeightType::Float32: return N_ * K_ * 4;
-    case WeightType::BFloat16: return static_cast<int64_t>(packed_->nbytes());
-    case WeightType::Int8: return q8_groups(N_) * q8_blocks(K_) * static_cast<int64_t>(sizeof(BlockQ8x8));
+    case WeightType::BFloat16:
+    case WeightType::Int8: return static_cast<int64_t>(packed_->nbytes());
   }
   return 0;
 }
